@@ -1,0 +1,37 @@
+//! The Flex backend: zero-copy reads of contiguous tensors, everything else shared.
+
+use std::borrow::Cow;
+
+use burn::backend::{Flex, TensorMetadata};
+use burn::tensor::DType;
+use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
+use burn_flex::FlexTensor;
+
+use super::element::Element;
+use super::host::{HostTensors, data_from_values, data_values};
+use super::ops::impl_cpu_backend;
+
+impl HostTensors for Flex {
+    type Tensor = FlexTensor;
+
+    fn dims(tensor: &FlexTensor) -> Vec<usize> {
+        tensor.shape().to_vec()
+    }
+
+    fn dtype(tensor: &FlexTensor) -> DType {
+        tensor.dtype()
+    }
+
+    fn values<T: Element>(tensor: &FlexTensor) -> Cow<'_, [T]> {
+        match tensor.as_slice::<T>() {
+            Some(values) => Cow::Borrowed(values),
+            None => Cow::Owned(data_values(tensor.clone().into_data())),
+        }
+    }
+
+    fn from_values<T: Element>(values: Vec<T>, dims: &[usize], dtype: DType) -> FlexTensor {
+        FlexTensor::from_data(data_from_values(values, dims, dtype))
+    }
+}
+
+impl_cpu_backend!(Flex);

@@ -1,0 +1,85 @@
+//! Moving tensors between a CPU backend and the plain slices the kernels compute on.
+//!
+//! [`HostTensors`] is the one thing a CPU backend must provide; everything else in `cpu/` is
+//! shared. f32 and f64 are computed natively, f16 and bf16 in f32 and rounded back.
+
+use std::borrow::Cow;
+
+use burn::tensor::{DType, TensorData};
+
+use super::element::Element;
+
+/// The precision a dtype is computed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// f32 (also used for f16 and bf16).
+    F32,
+    /// f64.
+    F64,
+}
+
+impl Precision {
+    /// The compute precision of a float dtype.
+    ///
+    /// # Panics
+    /// On a non-float dtype, which the public API cannot produce for a float tensor.
+    pub fn of(op: &str, dtype: DType) -> Self {
+        match dtype {
+            DType::F64 => Self::F64,
+            DType::F32 | DType::Flex32 | DType::F16 | DType::BF16 => Self::F32,
+            other => panic!("{op}: dtype {other:?} is not supported (expected a float dtype)"),
+        }
+    }
+}
+
+/// A CPU backend's float tensors, seen as contiguous row-major host slices.
+pub trait HostTensors {
+    /// The backend's float tensor primitive.
+    type Tensor;
+
+    /// Dims of a tensor.
+    fn dims(tensor: &Self::Tensor) -> Vec<usize>;
+
+    /// Dtype of a tensor.
+    fn dtype(tensor: &Self::Tensor) -> DType;
+
+    /// Contiguous values as `T`, borrowed when the tensor already is contiguous `T`.
+    fn values<T: Element>(tensor: &Self::Tensor) -> Cow<'_, [T]>;
+
+    /// A tensor of `dtype` from computed values.
+    fn from_values<T: Element>(values: Vec<T>, dims: &[usize], dtype: DType) -> Self::Tensor;
+}
+
+/// Values through `TensorData`, for backends without a zero-copy path.
+pub fn data_values<T: Element>(data: TensorData) -> Vec<T> {
+    data.convert::<T>()
+        .try_into_vec::<T>()
+        .expect("converted tensor data has the requested element type")
+}
+
+/// `TensorData` of `dtype` from computed values.
+pub fn data_from_values<T: Element>(values: Vec<T>, dims: &[usize], dtype: DType) -> TensorData {
+    let data = TensorData::new(values, dims.to_vec());
+    if data.dtype() == dtype {
+        data
+    } else {
+        data.convert_dtype(dtype)
+    }
+}
+
+/// Run `$body` with `$T` bound to the compute element of `$dtype`.
+macro_rules! with_element {
+    ($op:expr, $dtype:expr, |$T:ident| $body:expr) => {
+        match $crate::cpu::host::Precision::of($op, $dtype) {
+            $crate::cpu::host::Precision::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::cpu::host::Precision::F64 => {
+                type $T = f64;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_element;

@@ -1,0 +1,138 @@
+//! The lowering between an image and its patch matrix: `col[(c, kd, kh, kw), (od, oh, ow)]`
+//! holds the input element that kernel tap `(kd, kh, kw)` of channel `c` sees at output
+//! position `(od, oh, ow)`, zero in the padding. [`col2im`] is its adjoint (scatter-add).
+
+use crate::spec::ConvGeometry;
+
+use super::element::Element;
+
+/// Output positions `o` in `0..out_len` whose input index `o * stride + offset` lies in
+/// `0..in_len`.
+fn valid_range(out_len: usize, in_len: usize, stride: usize, offset: isize) -> (usize, usize) {
+    let stride = stride as isize;
+    let lo = if offset >= 0 {
+        0
+    } else {
+        (-offset + stride - 1) / stride
+    };
+    let room = in_len as isize - offset;
+    let hi = if room <= 0 {
+        0
+    } else {
+        (room + stride - 1) / stride
+    };
+    let lo = (lo as usize).min(out_len);
+    (lo, (hi as usize).clamp(lo, out_len))
+}
+
+/// Walks every (patch row, output row) pair and hands `visit` the input row segment it maps to.
+/// Shared by both directions so the index math exists once.
+#[inline]
+fn for_each_run(
+    geometry: &ConvGeometry,
+    mut visit: impl FnMut(usize, usize, Option<(usize, (usize, usize), isize)>),
+) {
+    let [in_d, in_h, in_w] = geometry.in_size;
+    let [out_d, out_h, out_w] = geometry.out_size;
+    let [k_d, k_h, k_w] = geometry.kernel;
+    let [s_d, s_h, s_w] = geometry.stride;
+    let [d_d, d_h, d_w] = geometry.dilation;
+    let [p_d, p_h, p_w] = geometry.pad_begin.map(|p| p as isize);
+    let in_volume = geometry.in_volume();
+    let out_volume = geometry.out_volume();
+    let mut row = 0;
+    for channel in 0..geometry.in_per_group() {
+        for kd in 0..k_d {
+            for kh in 0..k_h {
+                for kw in 0..k_w {
+                    let offset_w = (kw * d_w) as isize - p_w;
+                    let (w_lo, w_hi) = valid_range(out_w, in_w, s_w, offset_w);
+                    for od in 0..out_d {
+                        let id = (od * s_d + kd * d_d) as isize - p_d;
+                        for oh in 0..out_h {
+                            let ih = (oh * s_h + kh * d_h) as isize - p_h;
+                            let col_start = row * out_volume + (od * out_h + oh) * out_w;
+                            let inside = (0..in_d as isize).contains(&id)
+                                && (0..in_h as isize).contains(&ih)
+                                && w_lo < w_hi;
+                            let run = inside.then(|| {
+                                let x_row =
+                                    channel * in_volume + (id as usize * in_h + ih as usize) * in_w;
+                                (x_row, (w_lo, w_hi), offset_w)
+                            });
+                            visit(col_start, out_w, run);
+                        }
+                    }
+                    row += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Fill `col` (`patch_len x out_volume`) from one group's input channels.
+pub fn im2col<T: Element>(geometry: &ConvGeometry, x: &[T], col: &mut [T]) {
+    let stride = geometry.stride[2];
+    for_each_run(geometry, |col_start, out_w, run| {
+        let dst = &mut col[col_start..col_start + out_w];
+        match run {
+            None => dst.fill(T::ZERO),
+            Some((x_row, (lo, hi), offset)) => {
+                dst[..lo].fill(T::ZERO);
+                dst[hi..].fill(T::ZERO);
+                let first = (lo as isize * stride as isize + offset) as usize;
+                let src = &x[x_row + first..];
+                if stride == 1 {
+                    dst[lo..hi].copy_from_slice(&src[..hi - lo]);
+                } else {
+                    for (slot, value) in dst[lo..hi].iter_mut().zip(src.iter().step_by(stride)) {
+                        *slot = *value;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Add `col` (`patch_len x out_volume`) back into one group's input channels.
+pub fn col2im<T: Element>(geometry: &ConvGeometry, col: &[T], x: &mut [T]) {
+    let stride = geometry.stride[2];
+    for_each_run(geometry, |col_start, _, run| {
+        if let Some((x_row, (lo, hi), offset)) = run {
+            let src = &col[col_start + lo..col_start + hi];
+            let first = (lo as isize * stride as isize + offset) as usize;
+            let dst = &mut x[x_row + first..];
+            if stride == 1 {
+                for (slot, value) in dst.iter_mut().zip(src) {
+                    *slot += *value;
+                }
+            } else {
+                for (slot, value) in dst.iter_mut().step_by(stride).zip(src) {
+                    *slot += *value;
+                }
+            }
+        }
+    });
+}
+
+/// True when the patch matrix is the input itself (1x1 kernel, stride 1, no padding), so the
+/// lowering can be skipped.
+pub fn is_pointwise(geometry: &ConvGeometry) -> bool {
+    geometry.kernel == [1; 3]
+        && geometry.stride == [1; 3]
+        && geometry.pad_begin == [0; 3]
+        && geometry.in_size == geometry.out_size
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_ranges() {
+        assert_eq!(valid_range(5, 5, 1, -1), (1, 5));
+        assert_eq!(valid_range(5, 5, 1, 1), (0, 4));
+        assert_eq!(valid_range(3, 5, 2, -1), (1, 3));
+        assert_eq!(valid_range(3, 2, 1, 5), (0, 0));
+    }
+}

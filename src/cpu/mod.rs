@@ -1,0 +1,11 @@
+//! CPU implementation of the extension trait: shared slice kernels plus one thin adapter per
+//! backend ([`host::HostTensors`]).
+
+mod conv;
+mod element;
+#[cfg(feature = "flex")]
+mod flex;
+mod gemm;
+pub(crate) mod host;
+mod im2col;
+pub(crate) mod ops;

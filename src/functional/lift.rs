@@ -1,0 +1,53 @@
+//! Lifting rank-N tensors to the rank-5 form of the backend primitives, and back.
+
+use burn::tensor::Tensor;
+
+use crate::spec::lift;
+
+/// How an input was lifted to `(N, C, D, H, W)`, to undo it on the output.
+pub struct InputShape<const D: usize> {
+    /// The input's dims with the batch axis made explicit: `(N, C, *spatial)`.
+    pub dims: Vec<usize>,
+    batched: bool,
+}
+
+impl<const D: usize> InputShape<D> {
+    /// Reshape a rank-5 output back to the caller's rank: keep the last `spatial` axes, and
+    /// drop the batch axis if the input had none.
+    pub fn restore(&self, out: Tensor<5>) -> Tensor<D> {
+        let [n, c, od, oh, ow] = out.dims();
+        let spatial = self.dims.len() - 2;
+        let all = [n, c, od, oh, ow];
+        let mut dims = Vec::with_capacity(D);
+        if self.batched {
+            dims.push(n);
+        }
+        dims.push(c);
+        dims.extend_from_slice(&all[5 - spatial..]);
+        let dims: [usize; D] = dims.try_into().expect("output rank matches input rank");
+        out.reshape(dims)
+    }
+}
+
+/// `(N, C, *spatial)` or unbatched `(C, *spatial)` to `(N, C, D, H, W)`.
+pub fn lift_input<const N: usize, const D: usize>(
+    x: Tensor<D>,
+    batched: bool,
+) -> (Tensor<5>, InputShape<D>) {
+    let mut dims = x.dims().to_vec();
+    if !batched {
+        dims.insert(0, 1);
+    }
+    let spatial: [usize; N] = core::array::from_fn(|i| dims[2 + i]);
+    let [d, h, w] = lift(spatial, 1);
+    let tensor = x.reshape([dims[0], dims[1], d, h, w]);
+    (tensor, InputShape { dims, batched })
+}
+
+/// `(C_out, C_in / groups, *kernel)` to rank 5.
+pub fn lift_weight<const N: usize, const W: usize>(weight: Tensor<W>) -> Tensor<5> {
+    let dims = weight.dims();
+    let kernel: [usize; N] = core::array::from_fn(|i| dims[2 + i]);
+    let [d, h, w] = lift(kernel, 1);
+    weight.reshape([dims[0], dims[1], d, h, w])
+}

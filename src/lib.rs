@@ -1,0 +1,31 @@
+//! PyTorch's convolution and pooling operators for Burn 0.22, with exact PyTorch semantics,
+//! fast CPU kernels (im2col + GEMM, rayon) and hand-written autodiff.
+//!
+//! Call the functions at the crate root on any `burn::Tensor`; they work on every device this
+//! crate implements (Flex today) with or without autodiff:
+//!
+//! ```
+//! use burn::tensor::{Device, Tensor};
+//! use burn_convpool::{ConvNdOptions, conv2d};
+//!
+//! let device = Device::flex().autodiff();
+//! let x = Tensor::<4>::ones([2, 3, 8, 8], &device).require_grad();
+//! let weight = Tensor::<4>::ones([4, 3, 3, 3], &device).require_grad();
+//! let out = conv2d(x.clone(), weight.clone(), None, ConvNdOptions::default().with_padding([1, 1]));
+//! let grads = out.sum().backward();
+//! assert_eq!(weight.grad(&grads).unwrap().dims(), [4, 3, 3, 3]);
+//! ```
+//!
+//! Layers: [`spec`] (options, shapes, validation), [`backend`] (the extension trait with one
+//! primitive per forward and gradient), `cpu` (Flex), `autodiff`, and the functional API.
+
+#[cfg(feature = "autodiff")]
+mod autodiff;
+pub mod backend;
+mod cpu;
+mod functional;
+pub mod spec;
+
+pub use backend::ConvPoolBackend;
+pub use functional::*;
+pub use spec::{ConvNdOptions, ConvTransposeNdOptions, Padding, SpecError, SpecErrorKind};

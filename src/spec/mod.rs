@@ -1,0 +1,11 @@
+//! Pure integer code that every layer shares: option types, output shapes and validation.
+//! No tensors and no compute here, so the CPU path, future GPU kernels, autodiff and tests
+//! all agree on one formula for each shape.
+
+mod conv;
+mod error;
+mod window;
+
+pub use conv::*;
+pub use error::*;
+pub use window::*;

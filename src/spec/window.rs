@@ -1,0 +1,70 @@
+//! Sliding-window arithmetic shared by every convolution and pooling op, and the lift of
+//! rank-N parameters to the rank-3 form that every backend primitive works in.
+
+/// Effective extent of a dilated kernel: `dilation * (kernel - 1) + 1`.
+pub fn kernel_extent(kernel: usize, dilation: usize) -> usize {
+    dilation * (kernel.max(1) - 1) + 1
+}
+
+/// Number of windows along one axis, or `None` if the kernel does not fit in the padded input.
+///
+/// `(len + pad_begin + pad_end - extent) / stride + 1`, floored, or with `ceil_mode` rounded up
+/// under PyTorch's rule: a last window that would start in the right padding is dropped
+/// (`Pool.h`, `pooling_output_shape_pad_lr`).
+pub fn out_len(
+    len: usize,
+    (pad_begin, pad_end): (usize, usize),
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    ceil_mode: bool,
+) -> Option<usize> {
+    let padded = len + pad_begin + pad_end;
+    let span = padded.checked_sub(kernel_extent(kernel, dilation))?;
+    let steps = if ceil_mode {
+        span.div_ceil(stride)
+    } else {
+        span / stride
+    };
+    let mut out = steps + 1;
+    if ceil_mode && out > 1 && (out - 1) * stride >= len + pad_begin {
+        out -= 1;
+    }
+    Some(out)
+}
+
+/// Lift a rank-N per-axis parameter to rank 3 by prepending `fill` (unit axes of size 1).
+pub fn lift<T: Copy, const N: usize>(values: [T; N], fill: T) -> [T; 3] {
+    assert!(N <= 3, "spatial rank {N} is above 3");
+    let mut lifted = [fill; 3];
+    lifted[3 - N..].copy_from_slice(&values);
+    lifted
+}
+
+/// Drop the unit axes that [`lift`] prepended.
+pub fn unlift<T: Copy + Default, const N: usize>(values: [T; 3]) -> [T; N] {
+    let mut out = [T::default(); N];
+    out.copy_from_slice(&values[3 - N..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floor_and_ceil_lengths() {
+        assert_eq!(out_len(5, (0, 0), 2, 2, 1, false), Some(2));
+        assert_eq!(out_len(5, (0, 0), 2, 2, 1, true), Some(3));
+        // The ceil window that would start in the right padding is dropped.
+        assert_eq!(out_len(4, (1, 1), 2, 3, 1, true), Some(2));
+        assert_eq!(out_len(2, (0, 0), 3, 1, 1, false), None);
+        assert_eq!(out_len(7, (0, 0), 3, 1, 2, false), Some(3));
+    }
+
+    #[test]
+    fn lift_prepends_unit_axes() {
+        assert_eq!(lift([4, 5], 1), [1, 4, 5]);
+        assert_eq!(unlift::<usize, 2>([1, 4, 5]), [4, 5]);
+    }
+}

@@ -1,0 +1,236 @@
+//! Shared test machinery: the golden-case format of `tests/fixtures/`, tensor conversion, and
+//! closeness checks whose failures name the worst element.
+#![allow(dead_code)]
+
+pub mod conv_cases;
+
+use std::path::{Path, PathBuf};
+
+use burn::tensor::{Device, Tensor, TensorData};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// One JSON number, or PyTorch's spelling of a non-finite one.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Num {
+    /// A finite number.
+    F(f64),
+    /// `"NaN"`, `"Infinity"` or `"-Infinity"`.
+    S(String),
+}
+
+impl Num {
+    pub fn value(&self) -> f64 {
+        match self {
+            Num::F(v) => *v,
+            Num::S(s) => match s.as_str() {
+                "NaN" => f64::NAN,
+                "Infinity" => f64::INFINITY,
+                "-Infinity" => f64::NEG_INFINITY,
+                other => panic!("unknown number spelling {other:?}"),
+            },
+        }
+    }
+}
+
+/// A stored tensor: `{"shape": [..], "dtype": "f32" | "i64", "data": [..]}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JsonTensor {
+    pub shape: Vec<usize>,
+    pub dtype: String,
+    pub data: Vec<Num>,
+}
+
+impl JsonTensor {
+    pub fn values(&self) -> Vec<f64> {
+        self.data.iter().map(Num::value).collect()
+    }
+
+    /// As a float tensor of rank `D`, each value rounded to f32 as the README prescribes.
+    pub fn float<const D: usize>(&self, device: &Device) -> Tensor<D> {
+        let values: Vec<f32> = self.values().iter().map(|&v| v as f32).collect();
+        Tensor::from_data(TensorData::new(values, self.shape.clone()), device)
+    }
+}
+
+/// One golden case.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Case {
+    pub name: String,
+    pub op: String,
+    pub params: Value,
+    #[serde(default)]
+    pub inputs: std::collections::BTreeMap<String, JsonTensor>,
+    #[serde(default)]
+    pub outputs: std::collections::BTreeMap<String, JsonTensor>,
+    #[serde(default)]
+    pub grads: std::collections::BTreeMap<String, JsonTensor>,
+}
+
+impl Case {
+    pub fn input(&self, name: &str) -> &JsonTensor {
+        self.inputs
+            .get(name)
+            .unwrap_or_else(|| panic!("case {} has no input {name:?}", self.name))
+    }
+
+    /// A per-axis parameter, e.g. `stride`, as `[usize; N]`.
+    pub fn axes<const N: usize>(&self, key: &str) -> [usize; N] {
+        let list = self.params[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("case {}: param {key:?} is not a list", self.name));
+        assert_eq!(
+            list.len(),
+            N,
+            "case {}: param {key:?} has {} entries",
+            self.name,
+            list.len()
+        );
+        core::array::from_fn(|i| list[i].as_u64().expect("integer entry") as usize)
+    }
+
+    pub fn usize(&self, key: &str) -> usize {
+        self.params[key].as_u64().expect("integer param") as usize
+    }
+
+    pub fn flag(&self, key: &str) -> bool {
+        self.params[key].as_bool().unwrap_or(false)
+    }
+}
+
+/// A case file: `{"op": .., "cases": [..]}`.
+#[derive(Debug, Deserialize)]
+pub struct CaseFile {
+    pub op: String,
+    pub cases: Vec<Case>,
+}
+
+/// Every case file under `tests/fixtures/` (files without a `cases` list, like `index.json`,
+/// are not case files).
+pub fn case_files() -> Vec<(PathBuf, CaseFile)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let text = std::fs::read_to_string(&path).expect("readable fixture");
+            let json: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: invalid JSON: {e}", path.display()));
+            json.get("cases")?;
+            let file = serde_json::from_value(json)
+                .unwrap_or_else(|e| panic!("{}: not a case file: {e}", path.display()));
+            Some((path, file))
+        })
+        .collect()
+}
+
+/// How close a value must be: `|actual - expected| <= atol + rtol * |expected|`; NaN must match
+/// NaN and infinities must match exactly.
+#[derive(Debug, Clone, Copy)]
+pub struct Tolerance {
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+impl Tolerance {
+    pub const EXACT: Self = Self {
+        atol: 0.0,
+        rtol: 0.0,
+    };
+
+    pub fn new(atol: f64, rtol: f64) -> Self {
+        Self { atol, rtol }
+    }
+}
+
+/// Compare `actual` with `expected`; on failure the error names what, the worst element and the
+/// shape.
+pub fn check_close(
+    what: &str,
+    actual: &[f64],
+    actual_shape: &[usize],
+    expected: &JsonTensor,
+    tolerance: Tolerance,
+) -> Result<(), String> {
+    if actual_shape != expected.shape.as_slice() {
+        return Err(format!(
+            "{what}: shape {actual_shape:?}, expected {:?}",
+            expected.shape
+        ));
+    }
+    let expected = expected.values();
+    let mut worst: Option<(usize, f64)> = None;
+    for (i, (&a, &e)) in actual.iter().zip(&expected).enumerate() {
+        let excess = if e.is_nan() || a.is_nan() {
+            if e.is_nan() && a.is_nan() {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else if e.is_infinite() || a.is_infinite() {
+            if a == e { 0.0 } else { f64::INFINITY }
+        } else {
+            (a - e).abs() - (tolerance.atol + tolerance.rtol * e.abs())
+        };
+        if excess > 0.0 && worst.is_none_or(|(_, w)| excess > w) {
+            worst = Some((i, excess));
+        }
+    }
+    match worst {
+        None => Ok(()),
+        Some((i, _)) => Err(format!(
+            "{what}: worst element {i} is {}, expected {} (atol {}, rtol {})",
+            actual[i], expected[i], tolerance.atol, tolerance.rtol
+        )),
+    }
+}
+
+/// A float tensor's values and dims, for [`check_close`].
+pub fn values<const D: usize>(tensor: Tensor<D>) -> (Vec<f64>, Vec<usize>) {
+    let dims = tensor.dims().to_vec();
+    let data = tensor.into_data().convert::<f64>();
+    (data.try_to_vec::<f64>().expect("f64 data"), dims)
+}
+
+/// The devices each golden case runs on: Flex with autodiff, without and with gradient
+/// checkpointing.
+pub fn autodiff_devices() -> Vec<(&'static str, Device)> {
+    vec![
+        ("flex+autodiff", Device::flex().autodiff()),
+        (
+            "flex+autodiff+checkpointing",
+            Device::flex().autodiff().gradient_checkpointing(),
+        ),
+    ]
+}
+
+/// A tiny deterministic generator for test data (no `rand` dependency needed).
+pub struct Lcg(u64);
+
+impl Lcg {
+    pub fn new(seed: u64) -> Self {
+        Self(
+            seed.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407),
+        )
+    }
+
+    /// Uniform in `[-1, 1)`.
+    pub fn next(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    }
+
+    pub fn values(&mut self, n: usize) -> Vec<f64> {
+        (0..n).map(|_| self.next()).collect()
+    }
+}

@@ -1,0 +1,78 @@
+//! Every golden case under `tests/fixtures/`, found by file and run by its `op` field, on Flex
+//! with autodiff, with and without gradient checkpointing. A new case file for a supported op
+//! needs no code change; a case whose op has no runner fails.
+
+mod common;
+
+use burn::tensor::Device;
+use common::{Case, autodiff_devices, case_files, conv_cases};
+
+macro_rules! conv_fns {
+    ($conv:ident, $transpose:ident) => {
+        conv_cases::ConvFns {
+            conv: |x, weight, bias, options| burn_convpool::$conv(x, weight, bias, options),
+            transpose: |x, weight, bias, options| {
+                burn_convpool::$transpose(x, weight, bias, options)
+            },
+        }
+    };
+}
+
+fn run_case(case: &Case, device: &Device) -> Result<(), String> {
+    match case.op.as_str() {
+        "conv1d" | "conv_transpose1d" => {
+            conv_cases::run(case, device, conv_fns!(conv1d, conv_transpose1d))
+        }
+        "conv2d" | "conv_transpose2d" => {
+            conv_cases::run(case, device, conv_fns!(conv2d, conv_transpose2d))
+        }
+        "conv3d" | "conv_transpose3d" => {
+            conv_cases::run(case, device, conv_fns!(conv3d, conv_transpose3d))
+        }
+        other => Err(format!("no runner for op {other:?}")),
+    }
+}
+
+#[test]
+fn golden_cases() {
+    let files = case_files();
+    assert!(!files.is_empty(), "no case files under tests/fixtures/");
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for (path, file) in &files {
+        let file_name = path.file_name().unwrap().to_string_lossy();
+        for case in &file.cases {
+            for (device_name, device) in autodiff_devices() {
+                let outcome = std::panic::catch_unwind(|| run_case(case, &device))
+                    .unwrap_or_else(|panic| Err(format!("panicked: {}", panic_message(&panic))));
+                if let Err(message) = outcome {
+                    failures.push(format!(
+                        "{file_name} / {} [{device_name}]: {message}",
+                        case.name
+                    ));
+                }
+                ran += 1;
+            }
+        }
+        assert!(
+            !file.cases.is_empty(),
+            "{file_name} ({}) has no cases",
+            file.op
+        );
+    }
+    println!("ran {ran} case runs from {} files", files.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} case runs failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}

@@ -1,0 +1,186 @@
+//! Finite-difference checks of every conv-family gradient on tiny random shapes, in f64.
+//!
+//! The loss is `sum(op(x, weight, bias) * r)` for a fixed random `r`; each analytic gradient
+//! from autodiff must match the central difference of that loss within 1e-6 (relative).
+
+mod common;
+
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use burn_convpool::*;
+use common::Lcg;
+
+const EPS: f64 = 1e-6;
+
+/// A conv-family op with fixed options, applied to rank-D tensors.
+type Op<const D: usize> = Box<dyn Fn(Tensor<D>, Tensor<D>, Option<Tensor<1>>) -> Tensor<D>>;
+
+fn tensor<const D: usize>(values: &[f64], dims: [usize; D], device: &Device) -> Tensor<D> {
+    Tensor::from_data(TensorData::new(values.to_vec(), dims), (device, DType::F64))
+}
+
+fn to_vec<const D: usize>(tensor: Tensor<D>) -> Vec<f64> {
+    tensor.into_data().convert::<f64>().try_to_vec().unwrap()
+}
+
+/// Check d(loss)/d(x, weight, bias) for one op against central differences.
+fn gradcheck<const D: usize>(
+    name: &str,
+    op: Op<D>,
+    x_dims: [usize; D],
+    weight_dims: [usize; D],
+    bias_len: usize,
+) {
+    let mut rng = Lcg::new(name.len() as u64 * 7919);
+    let x = rng.values(x_dims.iter().product());
+    let weight = rng.values(weight_dims.iter().product());
+    let bias = rng.values(bias_len);
+    let plain = Device::flex();
+    let out_dims = op(
+        tensor(&x, x_dims, &plain),
+        tensor(&weight, weight_dims, &plain),
+        Some(tensor(&bias, [bias_len], &plain)),
+    )
+    .dims();
+    let r = rng.values(out_dims.iter().product());
+    let loss = |x: &[f64], weight: &[f64], bias: &[f64]| -> f64 {
+        let out = op(
+            tensor(x, x_dims, &plain),
+            tensor(weight, weight_dims, &plain),
+            Some(tensor(bias, [bias_len], &plain)),
+        );
+        to_vec(out).iter().zip(&r).map(|(a, b)| a * b).sum()
+    };
+
+    let device = Device::flex().autodiff();
+    let x_t = tensor(&x, x_dims, &device).require_grad();
+    let weight_t = tensor(&weight, weight_dims, &device).require_grad();
+    let bias_t = tensor(&bias, [bias_len], &device).require_grad();
+    let out = op(x_t.clone(), weight_t.clone(), Some(bias_t.clone()));
+    let grads = (out * tensor(&r, out_dims, &device)).sum().backward();
+    let analytic = [
+        to_vec(x_t.grad(&grads).unwrap()),
+        to_vec(weight_t.grad(&grads).unwrap()),
+        to_vec(bias_t.grad(&grads).unwrap()),
+    ];
+
+    let inputs = [x, weight, bias];
+    for (which, (label, grad)) in ["x", "weight", "bias"].iter().zip(&analytic).enumerate() {
+        for i in 0..inputs[which].len() {
+            let mut plus = inputs.clone();
+            let mut minus = inputs.clone();
+            plus[which][i] += EPS;
+            minus[which][i] -= EPS;
+            let numeric = (loss(&plus[0], &plus[1], &plus[2])
+                - loss(&minus[0], &minus[1], &minus[2]))
+                / (2.0 * EPS);
+            let error = (numeric - grad[i]).abs() / (1.0 + numeric.abs());
+            assert!(
+                error < 1e-6,
+                "{name}: d/d{label}[{i}] analytic {} vs numeric {numeric}",
+                grad[i]
+            );
+        }
+    }
+}
+
+#[test]
+fn conv1d_strided_dilated_grouped() {
+    let options = ConvNdOptions::default()
+        .with_stride([2])
+        .with_padding([(1, 2)])
+        .with_dilation([2])
+        .with_groups(2);
+    gradcheck::<3>(
+        "conv1d",
+        Box::new(move |x, w, b| conv1d(x, w, b, options.clone())),
+        [2, 4, 9],
+        [6, 2, 3],
+        6,
+    );
+}
+
+#[test]
+fn conv2d_asymmetric_padding_and_groups() {
+    let options = ConvNdOptions::default()
+        .with_stride([1, 2])
+        .with_padding([(0, 1), (2, 1)])
+        .with_groups(3);
+    gradcheck::<4>(
+        "conv2d",
+        Box::new(move |x, w, b| conv2d(x, w, b, options.clone())),
+        [2, 3, 5, 6],
+        [3, 1, 2, 3],
+        3,
+    );
+}
+
+#[test]
+fn conv2d_pointwise_fast_path() {
+    gradcheck::<4>(
+        "conv2d_1x1",
+        Box::new(|x, w, b| conv2d(x, w, b, ConvNdOptions::default())),
+        [3, 4, 3, 2],
+        [5, 4, 1, 1],
+        5,
+    );
+}
+
+#[test]
+fn conv3d_same_padding() {
+    let options = ConvNdOptions::default()
+        .with_padding(Padding::Same)
+        .with_dilation([1, 2, 1]);
+    gradcheck::<5>(
+        "conv3d",
+        Box::new(move |x, w, b| conv3d(x, w, b, options.clone())),
+        [1, 2, 3, 4, 3],
+        [2, 2, 2, 2, 2],
+        2,
+    );
+}
+
+#[test]
+fn conv_transpose1d_with_output_padding() {
+    let options = ConvTransposeNdOptions::default()
+        .with_stride([3])
+        .with_padding([1])
+        .with_padding_out([2])
+        .with_groups(2);
+    gradcheck::<3>(
+        "conv_transpose1d",
+        Box::new(move |x, w, b| conv_transpose1d(x, w, b, options.clone())),
+        [2, 4, 4],
+        [4, 1, 3],
+        2,
+    );
+}
+
+#[test]
+fn conv_transpose2d_dilated() {
+    let options = ConvTransposeNdOptions::default()
+        .with_stride([2, 1])
+        .with_padding([1, 0])
+        .with_dilation([1, 2])
+        .with_padding_out([1, 1]);
+    gradcheck::<4>(
+        "conv_transpose2d",
+        Box::new(move |x, w, b| conv_transpose2d(x, w, b, options.clone())),
+        [2, 2, 3, 3],
+        [2, 3, 2, 2],
+        3,
+    );
+}
+
+#[test]
+fn conv_transpose3d_strided() {
+    let options = ConvTransposeNdOptions::default()
+        .with_stride([1, 2, 2])
+        .with_padding([0, 1, 0]);
+    gradcheck::<5>(
+        "conv_transpose3d",
+        Box::new(move |x, w, b| conv_transpose3d(x, w, b, options.clone())),
+        [1, 2, 2, 3, 2],
+        [2, 2, 2, 3, 2],
+        2,
+    );
+}
