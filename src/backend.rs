@@ -1,3 +1,4 @@
+#![cfg_attr(feature = "ndarray", allow(deprecated))]
 //! The backend extension: one primitive per forward pass and per gradient.
 //!
 //! Every primitive is rank-erased: tensors are rank 5 (`N, C, D, H, W`) and options rank 3, with
@@ -9,9 +10,11 @@
 use burn::backend::{Backend, backend_extension, tensor::FloatTensor};
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
-/// Convolution and pooling primitives, implemented for Flex and `Autodiff<B, C>`.
+/// Convolution and pooling primitives, implemented for Flex, NdArray (feature `ndarray`) and
+/// `Autodiff<B, C>`.
 #[backend_extension(
     Flex: cfg(feature = "flex"),
+    NdArray: cfg(feature = "ndarray"),
     Autodiff: cfg(feature = "autodiff"),
 )]
 pub trait ConvPoolBackend: Backend {

@@ -193,11 +193,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
 /// Gradient of a per-channel bias: `out_grad` summed over batch and space, for a contiguous
 /// `(N, C, volume)` gradient.
 pub fn bias_backward<T: Element>(out_grad: &[T], batch: usize, channels: usize) -> Vec<T> {
-    let volume = if batch * channels == 0 {
-        0
-    } else {
-        out_grad.len() / (batch * channels)
-    };
+    let volume = out_grad.len().checked_div(batch * channels).unwrap_or(0);
     (0..channels)
         .into_par_iter()
         .map(|c| {

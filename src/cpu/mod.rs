@@ -8,4 +8,6 @@ mod flex;
 mod gemm;
 pub(crate) mod host;
 mod im2col;
+#[cfg(feature = "ndarray")]
+mod ndarray;
 pub(crate) mod ops;

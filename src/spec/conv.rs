@@ -380,7 +380,7 @@ fn check_divides(
     channels: usize,
     groups: usize,
 ) -> SpecResult<()> {
-    if channels % groups != 0 {
+    if !channels.is_multiple_of(groups) {
         return Err(SpecError::new(
             op,
             Kind::GroupsDivide {

@@ -200,14 +200,20 @@ pub fn values<const D: usize>(tensor: Tensor<D>) -> (Vec<f64>, Vec<usize>) {
 
 /// The devices each golden case runs on: Flex with autodiff, without and with gradient
 /// checkpointing.
+/// With the `ndarray` feature, NdArray too.
+#[allow(deprecated)]
 pub fn autodiff_devices() -> Vec<(&'static str, Device)> {
-    vec![
+    #[allow(unused_mut)]
+    let mut devices = vec![
         ("flex+autodiff", Device::flex().autodiff()),
         (
             "flex+autodiff+checkpointing",
             Device::flex().autodiff().gradient_checkpointing(),
         ),
-    ]
+    ];
+    #[cfg(feature = "ndarray")]
+    devices.push(("ndarray+autodiff", Device::ndarray().autodiff()));
+    devices
 }
 
 /// A tiny deterministic generator for test data (no `rand` dependency needed).

@@ -1,0 +1,46 @@
+//! Every float dtype is accepted: f32 and f64 natively, f16 and bf16 computed in f32 and
+//! rounded back, each returning its own dtype.
+
+use burn::tensor::{DType, Device, Distribution, Tensor};
+use burn_convpool::{ConvNdOptions, ConvTransposeNdOptions, conv_transpose2d, conv2d};
+
+fn max_difference(a: Tensor<4>, b: Tensor<4>) -> f32 {
+    (a.cast(DType::F32) - b.cast(DType::F32))
+        .abs()
+        .max()
+        .into_scalar::<f32>()
+}
+
+#[test]
+fn half_precision_and_f64_match_f32() {
+    let device = Device::flex();
+    let x = Tensor::<4>::random([2, 4, 7, 6], Distribution::Uniform(-1.0, 1.0), &device);
+    let weight = Tensor::<4>::random([6, 2, 3, 3], Distribution::Uniform(-1.0, 1.0), &device);
+    let options = ConvNdOptions::default().with_padding([1, 1]).with_groups(2);
+    let reference = conv2d(x.clone(), weight.clone(), None, options.clone());
+    for (dtype, tolerance) in [(DType::F64, 1e-5), (DType::F16, 2e-2), (DType::BF16, 1e-1)] {
+        let out = conv2d(
+            x.clone().cast(dtype),
+            weight.clone().cast(dtype),
+            None,
+            options.clone(),
+        );
+        assert_eq!(out.dtype(), dtype);
+        let difference = max_difference(out, reference.clone());
+        assert!(
+            difference < tolerance,
+            "{dtype:?}: max difference {difference}"
+        );
+    }
+    let transpose_options = ConvTransposeNdOptions::default().with_stride([2, 2]);
+    let weight_t = Tensor::<4>::random([4, 3, 2, 2], Distribution::Uniform(-1.0, 1.0), &device);
+    let reference = conv_transpose2d(x.clone(), weight_t.clone(), None, transpose_options.clone());
+    let out = conv_transpose2d(
+        x.cast(DType::F16),
+        weight_t.cast(DType::F16),
+        None,
+        transpose_options,
+    );
+    assert_eq!(out.dtype(), DType::F16);
+    assert!(max_difference(out, reference) < 2e-2);
+}
