@@ -7,8 +7,14 @@
 //! implementation per op instead of three. Shapes are validated before a primitive is called;
 //! primitives trust them.
 
-use burn::backend::{Backend, backend_extension, tensor::FloatTensor};
+use burn::backend::{
+    Backend, backend_extension,
+    tensor::{FloatTensor, IntTensor},
+};
+use burn::tensor::IntDType;
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
+
+use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions};
 
 /// Convolution and pooling primitives, implemented for Flex, NdArray (feature `ndarray`) and
 /// `Autodiff<B, C>`.
@@ -84,5 +90,78 @@ pub trait ConvPoolBackend: Backend {
         out_grad: FloatTensor<Self>,
         kernel_size: [usize; 3],
         options: ConvTransposeOptions<3>,
+    ) -> FloatTensor<Self>;
+
+    /// Max pooling with PyTorch's indices (flat per `(n, c)` plane of the unpadded input).
+    fn max_pool_with_indices(
+        x: FloatTensor<Self>,
+        options: MaxPoolOptions<3>,
+        indices_dtype: IntDType,
+    ) -> (FloatTensor<Self>, IntTensor<Self>);
+
+    /// Gradient of every index-producing pool (max, adaptive max, fractional max): `out_grad`
+    /// added into a zero input of spatial size `x_size` at `indices`.
+    fn max_pool_backward(
+        out_grad: FloatTensor<Self>,
+        indices: IntTensor<Self>,
+        x_size: [usize; 3],
+    ) -> FloatTensor<Self>;
+
+    /// Average pooling with `count_include_pad`, ceil mode and `divisor_override`.
+    fn avg_pool(x: FloatTensor<Self>, options: AvgPoolNdOptions<3>) -> FloatTensor<Self>;
+
+    /// Gradient of `avg_pool` for an input of spatial size `x_size`.
+    fn avg_pool_backward(
+        out_grad: FloatTensor<Self>,
+        x_size: [usize; 3],
+        options: AvgPoolNdOptions<3>,
+    ) -> FloatTensor<Self>;
+
+    /// Adaptive average pooling to `output_size`.
+    fn adaptive_avg_pool(x: FloatTensor<Self>, output_size: [usize; 3]) -> FloatTensor<Self>;
+
+    /// Gradient of `adaptive_avg_pool` for an input of spatial size `x_size`.
+    fn adaptive_avg_pool_backward(
+        out_grad: FloatTensor<Self>,
+        x_size: [usize; 3],
+    ) -> FloatTensor<Self>;
+
+    /// Adaptive max pooling to `output_size`, with indices.
+    fn adaptive_max_pool(
+        x: FloatTensor<Self>,
+        output_size: [usize; 3],
+        indices_dtype: IntDType,
+    ) -> (FloatTensor<Self>, IntTensor<Self>);
+
+    /// Fractional max pooling; `samples = (N, C, 3)` in `[0, 1)`, ordered (D, H, W).
+    fn fractional_max_pool(
+        x: FloatTensor<Self>,
+        samples: FloatTensor<Self>,
+        kernel_size: [usize; 3],
+        output_size: [usize; 3],
+        indices_dtype: IntDType,
+    ) -> (FloatTensor<Self>, IntTensor<Self>);
+
+    /// LP pooling, PyTorch's formula (`p = inf` is the max of `|x|`).
+    fn lp_pool(x: FloatTensor<Self>, options: LpPoolOptions<3>) -> FloatTensor<Self>;
+
+    /// Gradient of `lp_pool` (recomputes the window sums from `x`).
+    fn lp_pool_backward(
+        x: FloatTensor<Self>,
+        out_grad: FloatTensor<Self>,
+        options: LpPoolOptions<3>,
+    ) -> FloatTensor<Self>;
+
+    /// Max-unpool: `x` written at `indices` into a zero output of spatial size `output_size`.
+    fn max_unpool(
+        x: FloatTensor<Self>,
+        indices: IntTensor<Self>,
+        output_size: [usize; 3],
+    ) -> FloatTensor<Self>;
+
+    /// Gradient of `max_unpool`: `out_grad` gathered at `indices`.
+    fn max_unpool_backward(
+        out_grad: FloatTensor<Self>,
+        indices: IntTensor<Self>,
     ) -> FloatTensor<Self>;
 }

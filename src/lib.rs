@@ -28,4 +28,8 @@ pub mod spec;
 
 pub use backend::ConvPoolBackend;
 pub use functional::*;
-pub use spec::{ConvNdOptions, ConvTransposeNdOptions, Padding, SpecError, SpecErrorKind};
+pub use spec::{
+    AvgPoolNdOptions, ConvNdOptions, ConvTransposeNdOptions, FractionalMaxPoolOptions,
+    FractionalOutput, LpPoolOptions, MaxPoolOptions, MaxUnpoolOptions, Padding, SpecError,
+    SpecErrorKind,
+};

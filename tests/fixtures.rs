@@ -5,7 +5,7 @@
 mod common;
 
 use burn::tensor::Device;
-use common::{Case, autodiff_devices, case_files, conv_cases};
+use common::{Case, autodiff_devices, case_files, conv_cases, pool_cases};
 
 macro_rules! conv_fns {
     ($conv:ident, $transpose:ident) => {
@@ -14,6 +14,20 @@ macro_rules! conv_fns {
             transpose: |x, weight, bias, options| {
                 burn_convpool::$transpose(x, weight, bias, options)
             },
+        }
+    };
+}
+
+macro_rules! pool_fns_for {
+    ($max:ident, $avg:ident, $adaptive_avg:ident, $adaptive_max:ident, $lp:ident, $unpool:ident, $fractional:expr) => {
+        pool_cases::PoolFns {
+            max: |x, options| burn_convpool::$max(x, options),
+            avg: |x, options| burn_convpool::$avg(x, options),
+            adaptive_avg: |x, size| burn_convpool::$adaptive_avg(x, size),
+            adaptive_max: |x, size| burn_convpool::$adaptive_max(x, size),
+            fractional: $fractional,
+            lp: |x, options| burn_convpool::$lp(x, options),
+            unpool: |x, indices, options| burn_convpool::$unpool(x, indices, options),
         }
     };
 }
@@ -29,6 +43,45 @@ fn run_case(case: &Case, device: &Device) -> Result<(), String> {
         "conv3d" | "conv_transpose3d" => {
             conv_cases::run(case, device, conv_fns!(conv3d, conv_transpose3d))
         }
+        op if op.ends_with("pool1d") => pool_cases::run::<1, 3>(
+            case,
+            device,
+            pool_fns_for!(
+                max_pool1d_with_indices,
+                avg_pool1d,
+                adaptive_avg_pool1d,
+                adaptive_max_pool1d_with_indices,
+                lp_pool1d,
+                max_unpool1d,
+                None
+            ),
+        ),
+        op if op.ends_with("pool2d") => pool_cases::run::<2, 4>(
+            case,
+            device,
+            pool_fns_for!(
+                max_pool2d_with_indices,
+                avg_pool2d,
+                adaptive_avg_pool2d,
+                adaptive_max_pool2d_with_indices,
+                lp_pool2d,
+                max_unpool2d,
+                Some(|x, o, s| burn_convpool::fractional_max_pool2d_with_indices(x, o, s))
+            ),
+        ),
+        op if op.ends_with("pool3d") => pool_cases::run::<3, 5>(
+            case,
+            device,
+            pool_fns_for!(
+                max_pool3d_with_indices,
+                avg_pool3d,
+                adaptive_avg_pool3d,
+                adaptive_max_pool3d_with_indices,
+                lp_pool3d,
+                max_unpool3d,
+                Some(|x, o, s| burn_convpool::fractional_max_pool3d_with_indices(x, o, s))
+            ),
+        ),
         other => Err(format!("no runner for op {other:?}")),
     }
 }

@@ -4,13 +4,17 @@
 //! with Burn's own conv and pool ops.
 
 mod conv;
+mod pool;
 
 use burn::backend::autodiff::{Autodiff, checkpoint::strategy::CheckpointStrategy};
-use burn::backend::tensor::FloatTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::tensor::IntDType;
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
 use crate::backend::ConvPoolBackend;
+use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions};
 use conv::{ConvKind, record};
+use pool::{AdaptiveAvgBackward, AvgBackward, IndexBackward, UnpoolBackward, record_lp};
 
 fn no_double_backward(op: &str) -> ! {
     panic!("{op}: double backward (a gradient of a gradient) is not supported")
@@ -89,5 +93,119 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
         _: ConvTransposeOptions<3>,
     ) -> FloatTensor<Self> {
         no_double_backward("conv_transpose_weight_backward")
+    }
+
+    fn max_pool_with_indices(
+        x: FloatTensor<Self>,
+        options: MaxPoolOptions<3>,
+        indices_dtype: IntDType,
+    ) -> (FloatTensor<Self>, IntTensor<Self>) {
+        pool::record::<B, C, _, _>(
+            IndexBackward,
+            x,
+            |x| B::max_pool_with_indices(x, options, indices_dtype),
+            |indices, x_size| (indices.clone(), x_size),
+        )
+    }
+
+    fn max_pool_backward(
+        _: FloatTensor<Self>,
+        _: IntTensor<Self>,
+        _: [usize; 3],
+    ) -> FloatTensor<Self> {
+        no_double_backward("max_pool_backward")
+    }
+
+    fn avg_pool(x: FloatTensor<Self>, options: AvgPoolNdOptions<3>) -> FloatTensor<Self> {
+        let state_options = options.clone();
+        pool::record::<B, C, _, _>(
+            AvgBackward,
+            x,
+            |x| (B::avg_pool(x, options), ()),
+            |_, x_size| (x_size, state_options),
+        )
+        .0
+    }
+
+    fn avg_pool_backward(
+        _: FloatTensor<Self>,
+        _: [usize; 3],
+        _: AvgPoolNdOptions<3>,
+    ) -> FloatTensor<Self> {
+        no_double_backward("avg_pool_backward")
+    }
+
+    fn adaptive_avg_pool(x: FloatTensor<Self>, output_size: [usize; 3]) -> FloatTensor<Self> {
+        pool::record::<B, C, _, _>(
+            AdaptiveAvgBackward,
+            x,
+            |x| (B::adaptive_avg_pool(x, output_size), ()),
+            |_, x_size| x_size,
+        )
+        .0
+    }
+
+    fn adaptive_avg_pool_backward(_: FloatTensor<Self>, _: [usize; 3]) -> FloatTensor<Self> {
+        no_double_backward("adaptive_avg_pool_backward")
+    }
+
+    fn adaptive_max_pool(
+        x: FloatTensor<Self>,
+        output_size: [usize; 3],
+        indices_dtype: IntDType,
+    ) -> (FloatTensor<Self>, IntTensor<Self>) {
+        pool::record::<B, C, _, _>(
+            IndexBackward,
+            x,
+            |x| B::adaptive_max_pool(x, output_size, indices_dtype),
+            |indices, x_size| (indices.clone(), x_size),
+        )
+    }
+
+    fn fractional_max_pool(
+        x: FloatTensor<Self>,
+        samples: FloatTensor<Self>,
+        kernel_size: [usize; 3],
+        output_size: [usize; 3],
+        indices_dtype: IntDType,
+    ) -> (FloatTensor<Self>, IntTensor<Self>) {
+        let samples = samples.into_primitive();
+        pool::record::<B, C, _, _>(
+            IndexBackward,
+            x,
+            |x| B::fractional_max_pool(x, samples, kernel_size, output_size, indices_dtype),
+            |indices, x_size| (indices.clone(), x_size),
+        )
+    }
+
+    fn lp_pool(x: FloatTensor<Self>, options: LpPoolOptions<3>) -> FloatTensor<Self> {
+        record_lp::<B, C>(x, options)
+    }
+
+    fn lp_pool_backward(
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: LpPoolOptions<3>,
+    ) -> FloatTensor<Self> {
+        no_double_backward("lp_pool_backward")
+    }
+
+    fn max_unpool(
+        x: FloatTensor<Self>,
+        indices: IntTensor<Self>,
+        output_size: [usize; 3],
+    ) -> FloatTensor<Self> {
+        let state_indices = indices.clone();
+        pool::record::<B, C, _, _>(
+            UnpoolBackward,
+            x,
+            |x| (B::max_unpool(x, indices, output_size), ()),
+            |_, _| state_indices,
+        )
+        .0
+    }
+
+    fn max_unpool_backward(_: FloatTensor<Self>, _: IntTensor<Self>) -> FloatTensor<Self> {
+        no_double_backward("max_unpool_backward")
     }
 }

@@ -19,17 +19,52 @@ pub trait Element:
     const ZERO: Self;
     /// Multiplicative identity.
     const ONE: Self;
+    /// The max-pool padding value.
+    const NEG_INFINITY: Self;
+    /// From f64 (rounding for f32).
+    fn from_f64(value: f64) -> Self;
+    /// `self^exponent` with C `pow` semantics (NaN for a negative base and fractional power).
+    fn powf(self, exponent: Self) -> Self;
+    /// Absolute value.
+    fn abs(self) -> Self;
+    /// -1, 0 or 1 (0 for 0, NaN for NaN), as `torch.sign`.
+    fn sign(self) -> Self;
+    /// `self / other`.
+    fn div(self, other: Self) -> Self;
 }
 
-impl Element for f32 {
-    const ZERO: Self = 0.0;
-    const ONE: Self = 1.0;
+macro_rules! float_element {
+    ($t:ty) => {
+        impl Element for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            const NEG_INFINITY: Self = <$t>::NEG_INFINITY;
+            fn from_f64(value: f64) -> Self {
+                value as $t
+            }
+            fn powf(self, exponent: Self) -> Self {
+                <$t>::powf(self, exponent)
+            }
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            fn sign(self) -> Self {
+                if self > 0.0 {
+                    1.0
+                } else if self < 0.0 {
+                    -1.0
+                } else {
+                    self * 0.0
+                }
+            }
+            fn div(self, other: Self) -> Self {
+                self / other
+            }
+        }
+    };
 }
-
-impl Element for f64 {
-    const ZERO: Self = 0.0;
-    const ONE: Self = 1.0;
-}
+float_element!(f32);
+float_element!(f64);
 
 /// Where the threads go: across independent batch items when there are enough of them
 /// (each GEMM then runs single-threaded), otherwise inside each GEMM.

@@ -8,7 +8,9 @@ use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn_flex::FlexTensor;
 
 use super::element::Element;
-use super::host::{HostTensors, data_from_values, data_values};
+use super::host::{
+    HostTensors, data_from_values, data_values, int_data_from_values, int_data_values,
+};
 use super::ops::impl_cpu_backend;
 
 impl HostTensors for Flex {
@@ -31,6 +33,23 @@ impl HostTensors for Flex {
 
     fn from_values<T: Element>(values: Vec<T>, dims: &[usize], dtype: DType) -> FlexTensor {
         FlexTensor::from_data(data_from_values(values, dims, dtype))
+    }
+
+    type IntTensor = FlexTensor;
+
+    fn int_dims(tensor: &FlexTensor) -> Vec<usize> {
+        tensor.shape().to_vec()
+    }
+
+    fn int_values(tensor: &FlexTensor) -> Vec<i64> {
+        match tensor.as_slice::<i64>() {
+            Some(values) => values.to_vec(),
+            None => int_data_values(tensor.clone().into_data()),
+        }
+    }
+
+    fn int_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> FlexTensor {
+        FlexTensor::from_data(int_data_from_values(values, dims, dtype))
     }
 }
 

@@ -48,6 +48,18 @@ pub trait HostTensors {
 
     /// A tensor of `dtype` from computed values.
     fn from_values<T: Element>(values: Vec<T>, dims: &[usize], dtype: DType) -> Self::Tensor;
+
+    /// The backend's int tensor primitive.
+    type IntTensor;
+
+    /// Dims of an int tensor.
+    fn int_dims(tensor: &Self::IntTensor) -> Vec<usize>;
+
+    /// Contiguous values of an int tensor, widened to i64.
+    fn int_values(tensor: &Self::IntTensor) -> Vec<i64>;
+
+    /// An int tensor of `dtype` from i64 values.
+    fn int_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> Self::IntTensor;
 }
 
 /// Values through `TensorData`, for backends without a zero-copy path.
@@ -59,6 +71,23 @@ pub fn data_values<T: Element>(data: TensorData) -> Vec<T> {
 
 /// `TensorData` of `dtype` from computed values.
 pub fn data_from_values<T: Element>(values: Vec<T>, dims: &[usize], dtype: DType) -> TensorData {
+    let data = TensorData::new(values, dims.to_vec());
+    if data.dtype() == dtype {
+        data
+    } else {
+        data.convert_dtype(dtype)
+    }
+}
+
+/// Int values widened to i64 through `TensorData`.
+pub fn int_data_values(data: TensorData) -> Vec<i64> {
+    data.convert::<i64>()
+        .try_into_vec::<i64>()
+        .expect("converted tensor data is i64")
+}
+
+/// `TensorData` of int `dtype` from i64 values.
+pub fn int_data_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> TensorData {
     let data = TensorData::new(values, dims.to_vec());
     if data.dtype() == dtype {
         data

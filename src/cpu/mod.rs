@@ -11,3 +11,5 @@ mod im2col;
 #[cfg(feature = "ndarray")]
 mod ndarray;
 pub(crate) mod ops;
+mod pool;
+pub(crate) mod pool_ops;

@@ -6,14 +6,16 @@ use std::borrow::Cow;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use burn::backend::ops::FloatTensorOps;
+use burn::backend::ops::{FloatTensorOps, IntTensorOps};
 use burn::backend::{NdArray, TensorMetadata};
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn::tensor::{DType, TensorData};
 use burn_ndarray::NdArrayTensor;
 
 use super::element::Element;
-use super::host::{HostTensors, data_from_values, data_values};
+use super::host::{
+    HostTensors, data_from_values, data_values, int_data_from_values, int_data_values,
+};
 use super::ops::impl_cpu_backend;
 
 /// NdArray computes on the calling thread, so its data futures are ready when first polled.
@@ -43,6 +45,22 @@ impl HostTensors for NdArray {
 
     fn from_values<T: Element>(values: Vec<T>, dims: &[usize], dtype: DType) -> NdArrayTensor {
         NdArrayTensor::from_data(data_from_values(values, dims, dtype))
+    }
+
+    type IntTensor = NdArrayTensor;
+
+    fn int_dims(tensor: &NdArrayTensor) -> Vec<usize> {
+        tensor.shape().to_vec()
+    }
+
+    fn int_values(tensor: &NdArrayTensor) -> Vec<i64> {
+        let data = ready(NdArray::int_into_data(tensor.clone()))
+            .unwrap_or_else(|error| panic!("reading an NdArray tensor failed: {error:?}"));
+        int_data_values(data)
+    }
+
+    fn int_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> NdArrayTensor {
+        NdArrayTensor::from_data(int_data_from_values(values, dims, dtype))
     }
 }
 

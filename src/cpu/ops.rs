@@ -243,6 +243,93 @@ macro_rules! impl_cpu_backend {
                     &options,
                 )
             }
+            fn max_pool_with_indices(
+                x: Self::FloatTensorPrimitive,
+                options: $crate::spec::MaxPoolOptions<3>,
+                indices_dtype: burn::tensor::IntDType,
+            ) -> (Self::FloatTensorPrimitive, Self::IntTensorPrimitive) {
+                $crate::cpu::pool_ops::max_pool_with_indices::<Self>(x, &options, indices_dtype)
+            }
+            fn max_pool_backward(
+                out_grad: Self::FloatTensorPrimitive,
+                indices: Self::IntTensorPrimitive,
+                x_size: [usize; 3],
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::pool_ops::max_pool_backward::<Self>(out_grad, indices, x_size)
+            }
+            fn avg_pool(
+                x: Self::FloatTensorPrimitive,
+                options: $crate::spec::AvgPoolNdOptions<3>,
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::pool_ops::avg_pool::<Self>(x, &options)
+            }
+            fn avg_pool_backward(
+                out_grad: Self::FloatTensorPrimitive,
+                x_size: [usize; 3],
+                options: $crate::spec::AvgPoolNdOptions<3>,
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::pool_ops::avg_pool_backward::<Self>(out_grad, x_size, &options)
+            }
+            fn adaptive_avg_pool(
+                x: Self::FloatTensorPrimitive,
+                output_size: [usize; 3],
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::pool_ops::adaptive_avg_pool::<Self>(x, output_size)
+            }
+            fn adaptive_avg_pool_backward(
+                out_grad: Self::FloatTensorPrimitive,
+                x_size: [usize; 3],
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::pool_ops::adaptive_avg_pool_backward::<Self>(out_grad, x_size)
+            }
+            fn adaptive_max_pool(
+                x: Self::FloatTensorPrimitive,
+                output_size: [usize; 3],
+                indices_dtype: burn::tensor::IntDType,
+            ) -> (Self::FloatTensorPrimitive, Self::IntTensorPrimitive) {
+                $crate::cpu::pool_ops::adaptive_max_pool::<Self>(x, output_size, indices_dtype)
+            }
+            fn fractional_max_pool(
+                x: Self::FloatTensorPrimitive,
+                samples: Self::FloatTensorPrimitive,
+                kernel_size: [usize; 3],
+                output_size: [usize; 3],
+                indices_dtype: burn::tensor::IntDType,
+            ) -> (Self::FloatTensorPrimitive, Self::IntTensorPrimitive) {
+                $crate::cpu::pool_ops::fractional_max_pool::<Self>(
+                    x,
+                    samples,
+                    kernel_size,
+                    output_size,
+                    indices_dtype,
+                )
+            }
+            fn lp_pool(
+                x: Self::FloatTensorPrimitive,
+                options: $crate::spec::LpPoolOptions<3>,
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::pool_ops::lp_pool::<Self>(x, &options)
+            }
+            fn lp_pool_backward(
+                x: Self::FloatTensorPrimitive,
+                out_grad: Self::FloatTensorPrimitive,
+                options: $crate::spec::LpPoolOptions<3>,
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::pool_ops::lp_pool_backward::<Self>(x, out_grad, &options)
+            }
+            fn max_unpool(
+                x: Self::FloatTensorPrimitive,
+                indices: Self::IntTensorPrimitive,
+                output_size: [usize; 3],
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::pool_ops::max_unpool::<Self>(x, indices, output_size)
+            }
+            fn max_unpool_backward(
+                out_grad: Self::FloatTensorPrimitive,
+                indices: Self::IntTensorPrimitive,
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::pool_ops::max_unpool_backward::<Self>(out_grad, indices)
+            }
         }
     };
 }

@@ -1,6 +1,6 @@
 //! Lifting rank-N tensors to the rank-5 form of the backend primitives, and back.
 
-use burn::tensor::Tensor;
+use burn::tensor::{Int, Tensor};
 
 use crate::spec::lift;
 
@@ -15,7 +15,17 @@ impl<const D: usize> InputShape<D> {
     /// Reshape a rank-5 output back to the caller's rank: keep the last `spatial` axes, and
     /// drop the batch axis if the input had none.
     pub fn restore(&self, out: Tensor<5>) -> Tensor<D> {
-        let [n, c, od, oh, ow] = out.dims();
+        let dims = self.restored_dims(out.dims());
+        out.reshape(dims)
+    }
+
+    /// [`Self::restore`] for an int tensor (pooling indices).
+    pub fn restore_int(&self, out: Tensor<5, Int>) -> Tensor<D, Int> {
+        let dims = self.restored_dims(out.dims());
+        out.reshape(dims)
+    }
+
+    fn restored_dims(&self, [n, c, od, oh, ow]: [usize; 5]) -> [usize; D] {
         let spatial = self.dims.len() - 2;
         let all = [n, c, od, oh, ow];
         let mut dims = Vec::with_capacity(D);
@@ -24,8 +34,7 @@ impl<const D: usize> InputShape<D> {
         }
         dims.push(c);
         dims.extend_from_slice(&all[5 - spatial..]);
-        let dims: [usize; D] = dims.try_into().expect("output rank matches input rank");
-        out.reshape(dims)
+        dims.try_into().expect("output rank matches input rank")
     }
 }
 

@@ -2,5 +2,7 @@
 
 mod conv;
 mod lift;
+mod pool;
 
 pub use conv::*;
+pub use pool::*;

@@ -4,7 +4,7 @@
 use core::fmt;
 
 /// A rejected call: which op, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SpecError {
     /// The public op that rejected its input, e.g. `"conv2d"`.
     pub op: &'static str,
@@ -13,7 +13,7 @@ pub struct SpecError {
 }
 
 /// Why a call was rejected.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum SpecErrorKind {
     /// A tensor has a rank the op does not accept.
@@ -88,6 +88,59 @@ pub enum SpecErrorKind {
     EmptyOutput {
         /// Spatial dim.
         dim: usize,
+    },
+    /// Padding wider than half the (dilated) kernel, which would make whole windows padding.
+    PaddingTooLarge {
+        /// Spatial dim.
+        dim: usize,
+        /// The padding on the wider side.
+        padding: usize,
+        /// The largest allowed: `(dilation * (kernel - 1) + 1) / 2`.
+        limit: usize,
+    },
+    /// An input with an empty spatial dim.
+    EmptyInput {
+        /// The input dims.
+        dims: Vec<usize>,
+    },
+    /// `output_ratio` must lie in `(0, 1)` and give an output of at least 1.
+    OutputRatio {
+        /// Spatial dim.
+        dim: usize,
+        /// The ratio.
+        ratio: f64,
+    },
+    /// A fractional pooling kernel does not fit: `output_size + kernel - 1 <= input length`.
+    FractionalKernel {
+        /// Spatial dim.
+        dim: usize,
+        /// Kernel size.
+        kernel: usize,
+        /// Output size.
+        output: usize,
+        /// Input length.
+        len: usize,
+    },
+    /// An LP-pool `norm_type` that is not positive.
+    NormType {
+        /// The norm type.
+        norm_type: f64,
+    },
+    /// An index outside the plane it addresses.
+    IndexOutOfRange {
+        /// The offending index.
+        index: i64,
+        /// Elements in the plane.
+        plane: usize,
+    },
+    /// Two tensors whose shapes must be equal are not.
+    ShapeMismatch {
+        /// What was compared.
+        what: &'static str,
+        /// One shape.
+        expected: Vec<usize>,
+        /// The other.
+        actual: Vec<usize>,
     },
     /// A dtype the op does not compute in.
     Dtype {
@@ -166,6 +219,41 @@ impl fmt::Display for SpecErrorKind {
             ),
             EmptyOutput { dim } => write!(f, "the output would be empty on spatial dim {dim}"),
             Dtype { dtype } => write!(f, "dtype {dtype} is not supported"),
+            PaddingTooLarge {
+                dim,
+                padding,
+                limit,
+            } => write!(
+                f,
+                "padding {padding} on spatial dim {dim} is larger than half the effective \
+                 kernel ({limit})"
+            ),
+            EmptyInput { dims } => write!(f, "input {dims:?} has an empty spatial dim"),
+            OutputRatio { dim, ratio } => write!(
+                f,
+                "output_ratio {ratio} on spatial dim {dim} must lie in (0, 1) and give an \
+                 output of at least 1"
+            ),
+            FractionalKernel {
+                dim,
+                kernel,
+                output,
+                len,
+            } => write!(
+                f,
+                "kernel {kernel} is too large for output size {output} from input length {len} \
+                 on spatial dim {dim} (needs output + kernel - 1 <= input)"
+            ),
+            NormType { norm_type } => write!(f, "norm_type must be positive, got {norm_type}"),
+            IndexOutOfRange { index, plane } => write!(
+                f,
+                "index {index} is out of range for an output plane of {plane} elements"
+            ),
+            ShapeMismatch {
+                what,
+                expected,
+                actual,
+            } => write!(f, "{what}: {expected:?} vs {actual:?}"),
         }
     }
 }

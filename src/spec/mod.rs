@@ -4,8 +4,10 @@
 
 mod conv;
 mod error;
+mod pool;
 mod window;
 
 pub use conv::*;
 pub use error::*;
+pub use pool::*;
 pub use window::*;

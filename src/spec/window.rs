@@ -19,18 +19,16 @@ pub fn out_len(
     dilation: usize,
     ceil_mode: bool,
 ) -> Option<usize> {
-    let padded = len + pad_begin + pad_end;
-    let span = padded.checked_sub(kernel_extent(kernel, dilation))?;
-    let steps = if ceil_mode {
-        span.div_ceil(stride)
-    } else {
-        span / stride
-    };
-    let mut out = steps + 1;
-    if ceil_mode && out > 1 && (out - 1) * stride >= len + pad_begin {
+    let span = (len + pad_begin + pad_end) as i64 - kernel_extent(kernel, dilation) as i64;
+    let stride = stride as i64;
+    // In ceil mode PyTorch rounds a negative span up too: a kernel may overhang the padded
+    // input by less than a stride.
+    let numerator = if ceil_mode { span + stride - 1 } else { span };
+    let mut out = numerator.div_euclid(stride) + 1;
+    if ceil_mode && out > 1 && (out - 1) * stride >= (len + pad_begin) as i64 {
         out -= 1;
     }
-    Some(out)
+    usize::try_from(out).ok().filter(|&out| out > 0)
 }
 
 /// Lift a rank-N per-axis parameter to rank 3 by prepending `fill` (unit axes of size 1).
@@ -60,6 +58,9 @@ mod tests {
         assert_eq!(out_len(4, (1, 1), 2, 3, 1, true), Some(2));
         assert_eq!(out_len(2, (0, 0), 3, 1, 1, false), None);
         assert_eq!(out_len(7, (0, 0), 3, 1, 2, false), Some(3));
+        // Ceil mode lets the dilated kernel overhang by less than a stride.
+        assert_eq!(out_len(4, (0, 0), 3, 3, 2, true), Some(1));
+        assert_eq!(out_len(4, (0, 0), 3, 3, 2, false), None);
     }
 
     #[test]

@@ -1,0 +1,305 @@
+//! Pooling on the CPU. Every op walks the boxes given by one [`Span`] per axis (see
+//! `spec::pool`), one `(n, c)` plane per rayon task, with the reduction as a closure.
+//! Backward passes scatter within a plane, sequentially, so results are deterministic.
+
+use rayon::prelude::*;
+
+use crate::spec::{AvgPoolNdOptions, Span, Spans};
+
+use super::element::Element;
+
+/// Call `visit(out_index, [d, h, w] spans)` for every output position, in row-major order.
+fn for_each_box(spans: [&[Span]; 3], mut visit: impl FnMut(usize, [&Span; 3])) {
+    let mut o = 0;
+    for sd in spans[0] {
+        for sh in spans[1] {
+            for sw in spans[2] {
+                visit(o, [sd, sh, sw]);
+                o += 1;
+            }
+        }
+    }
+}
+
+/// Call `visit(flat_index)` for every tap of a box, row-major (the max-pool scan order).
+#[inline]
+fn for_each_tap(in_size: [usize; 3], [sd, sh, sw]: [&Span; 3], mut visit: impl FnMut(usize)) {
+    let [_, h_len, w_len] = in_size;
+    for d in sd.taps() {
+        for h in sh.taps() {
+            let row = (d * h_len + h) * w_len;
+            for w in sw.taps() {
+                visit(row + w);
+            }
+        }
+    }
+}
+
+/// Run `body(plane, out_plane)` over every plane of `out`, in parallel.
+fn per_plane<T: Send>(out: &mut [T], plane_len: usize, body: impl Fn(usize, &mut [T]) + Sync) {
+    if plane_len == 0 {
+        return;
+    }
+    out.par_chunks_mut(plane_len)
+        .enumerate()
+        .for_each(|(p, chunk)| body(p, chunk));
+}
+
+/// Max over each box of every plane, with PyTorch's first-max and NaN rules; `spans_of(plane)`
+/// gives the boxes (the same for all planes except in fractional pooling). `map` is applied to
+/// each value first (`abs` for LP pooling with `p = inf`).
+pub fn max_pool<'a, T: Element>(
+    x: &[T],
+    in_size: [usize; 3],
+    out_volume: usize,
+    spans_of: impl Fn(usize) -> &'a Spans + Sync,
+    map: impl Fn(T) -> T + Sync,
+) -> (Vec<T>, Vec<i64>) {
+    let in_volume: usize = in_size.iter().product();
+    let planes = if in_volume == 0 {
+        0
+    } else {
+        x.len() / in_volume
+    };
+    let mut out = vec![T::ZERO; planes * out_volume];
+    let mut indices = vec![0i64; planes * out_volume];
+    if out_volume == 0 {
+        return (out, indices);
+    }
+    out.par_chunks_mut(out_volume)
+        .zip(indices.par_chunks_mut(out_volume))
+        .enumerate()
+        .for_each(|(p, (out_plane, index_plane))| {
+            let x_plane = &x[p * in_volume..][..in_volume];
+            let spans = spans_of(p);
+            for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
+                let mut best = T::NEG_INFINITY;
+                let mut best_index = None;
+                for_each_tap(in_size, boxed, |i| {
+                    let value = map(x_plane[i]);
+                    // The first tap is the index of an all -inf window; NaN always wins.
+                    best_index.get_or_insert(i);
+                    #[allow(clippy::eq_op)]
+                    if value > best || value != value {
+                        best = value;
+                        best_index = Some(i);
+                    }
+                });
+                out_plane[o] = best;
+                index_plane[o] = best_index.unwrap_or(0) as i64;
+            });
+        });
+    (out, indices)
+}
+
+/// Sum over each box divided by `divisor(box)`: average and adaptive-average pooling.
+pub fn avg_pool<T: Element>(
+    x: &[T],
+    in_size: [usize; 3],
+    spans: &Spans,
+    divisor: impl Fn([&Span; 3]) -> usize + Sync,
+) -> Vec<T> {
+    let in_volume: usize = in_size.iter().product();
+    let out_volume: usize = spans.iter().map(Vec::len).product();
+    let planes = if in_volume == 0 {
+        0
+    } else {
+        x.len() / in_volume
+    };
+    let mut out = vec![T::ZERO; planes * out_volume];
+    per_plane(&mut out, out_volume, |p, out_plane| {
+        let x_plane = &x[p * in_volume..][..in_volume];
+        for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
+            let mut sum = T::ZERO;
+            for_each_tap(in_size, boxed, |i| sum += x_plane[i]);
+            out_plane[o] = sum.div(T::from_f64(divisor(boxed) as f64));
+        });
+    });
+    out
+}
+
+/// Gradient of [`avg_pool`]: each output's gradient spread evenly over its box's taps.
+pub fn avg_pool_backward<T: Element>(
+    out_grad: &[T],
+    in_size: [usize; 3],
+    spans: &Spans,
+    divisor: impl Fn([&Span; 3]) -> usize + Sync,
+) -> Vec<T> {
+    let in_volume: usize = in_size.iter().product();
+    let out_volume: usize = spans.iter().map(Vec::len).product();
+    let planes = if out_volume == 0 {
+        0
+    } else {
+        out_grad.len() / out_volume
+    };
+    let mut x_grad = vec![T::ZERO; planes * in_volume];
+    per_plane(&mut x_grad, in_volume, |p, x_grad_plane| {
+        let grad_plane = &out_grad[p * out_volume..][..out_volume];
+        for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
+            let share = grad_plane[o].div(T::from_f64(divisor(boxed) as f64));
+            for_each_tap(in_size, boxed, |i| x_grad_plane[i] += share);
+        });
+    });
+    x_grad
+}
+
+/// The divisor rule of `avg_pool`: `divisor_override`, else the window clipped to the padded
+/// input (`count_include_pad`), else the taps inside the input.
+pub fn avg_divisor(options: &AvgPoolNdOptions<3>) -> impl Fn([&Span; 3]) -> usize + Sync + '_ {
+    move |boxed| match options.divisor_override {
+        Some(divisor) => divisor,
+        None if options.count_include_pad => boxed.iter().map(|s| s.padded).product(),
+        None => boxed.iter().map(|s| s.count).product(),
+    }
+}
+
+/// The taps inside the input: the adaptive-average divisor.
+pub fn tap_count(boxed: [&Span; 3]) -> usize {
+    boxed.iter().map(|s| s.count).product()
+}
+
+/// LP pooling for finite `p`: `(sum x^p * K / count)^(1/p)` with `K` the full kernel volume, as
+/// PyTorch computes it through `avg_pool(x^p) * K`.
+pub fn lp_pool<T: Element>(
+    x: &[T],
+    in_size: [usize; 3],
+    spans: &Spans,
+    p: f64,
+    kernel_volume: usize,
+) -> Vec<T> {
+    let in_volume: usize = in_size.iter().product();
+    let out_volume: usize = spans.iter().map(Vec::len).product();
+    let planes = if in_volume == 0 {
+        0
+    } else {
+        x.len() / in_volume
+    };
+    let (p_t, inv_p) = (T::from_f64(p), T::from_f64(1.0 / p));
+    let mut out = vec![T::ZERO; planes * out_volume];
+    per_plane(&mut out, out_volume, |plane, out_plane| {
+        let x_plane = &x[plane * in_volume..][..in_volume];
+        for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
+            let total = lp_total(x_plane, in_size, boxed, p_t, kernel_volume);
+            out_plane[o] = if total == T::ZERO {
+                T::ZERO
+            } else {
+                total.powf(inv_p)
+            };
+        });
+    });
+    out
+}
+
+/// `sum x^p * K / count` over one box: the value that LP pooling takes the `1/p` root of.
+fn lp_total<T: Element>(
+    x_plane: &[T],
+    in_size: [usize; 3],
+    boxed: [&Span; 3],
+    p: T,
+    kernel_volume: usize,
+) -> T {
+    let mut sum = T::ZERO;
+    for_each_tap(in_size, boxed, |i| sum += x_plane[i].powf(p));
+    sum * T::from_f64(kernel_volume as f64 / tap_count(boxed) as f64)
+}
+
+/// Gradient of [`lp_pool`]. As in PyTorch's autograd, the chain rule through `x^p` is applied
+/// to every element: one outside all windows gets `0 * p * x^(p-1)`, which is NaN for a negative
+/// `x` and fractional `p`; a window whose total is 0 passes no gradient.
+pub fn lp_pool_backward<T: Element>(
+    x: &[T],
+    out_grad: &[T],
+    in_size: [usize; 3],
+    spans: &Spans,
+    p: f64,
+    kernel_volume: usize,
+) -> Vec<T> {
+    let in_volume: usize = in_size.iter().product();
+    let out_volume: usize = spans.iter().map(Vec::len).product();
+    let (p_t, inv_p) = (T::from_f64(p), T::from_f64(1.0 / p));
+    let (p_minus_one, inv_p_minus_one) = (T::from_f64(p - 1.0), T::from_f64(1.0 / p - 1.0));
+    let mut x_grad = vec![T::ZERO; x.len()];
+    per_plane(&mut x_grad, in_volume, |plane, x_grad_plane| {
+        let x_plane = &x[plane * in_volume..][..in_volume];
+        let grad_plane = &out_grad[plane * out_volume..][..out_volume];
+        for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
+            let total = lp_total(x_plane, in_size, boxed, p_t, kernel_volume);
+            if total == T::ZERO {
+                return;
+            }
+            let scale = T::from_f64(kernel_volume as f64 / tap_count(boxed) as f64);
+            let share = grad_plane[o] * inv_p * total.powf(inv_p_minus_one) * scale;
+            for_each_tap(in_size, boxed, |i| x_grad_plane[i] += share);
+        });
+        for (grad, value) in x_grad_plane.iter_mut().zip(x_plane) {
+            *grad = *grad * p_t * value.powf(p_minus_one);
+        }
+    });
+    x_grad
+}
+
+/// Gradient routed through indices: `x_grad[index[o]] += out_grad[o]` in every plane. Also the
+/// forward pass of max-unpool (with `x` as `out_grad`), where duplicate indices carry equal
+/// values.
+///
+/// # Panics
+/// On an index outside the plane, naming `op`.
+pub fn scatter_by_index<T: Element>(
+    op: &str,
+    values: &[T],
+    indices: &[i64],
+    value_volume: usize,
+    target_volume: usize,
+    accumulate: bool,
+) -> Vec<T> {
+    let planes = if value_volume == 0 {
+        0
+    } else {
+        values.len() / value_volume
+    };
+    let mut target = vec![T::ZERO; planes * target_volume];
+    per_plane(&mut target, target_volume, |p, target_plane| {
+        let value_plane = &values[p * value_volume..][..value_volume];
+        let index_plane = &indices[p * value_volume..][..value_volume];
+        for (value, &index) in value_plane.iter().zip(index_plane) {
+            let slot = checked_index(op, index, target_volume);
+            if accumulate {
+                target_plane[slot] += *value;
+            } else {
+                target_plane[slot] = *value;
+            }
+        }
+    });
+    target
+}
+
+/// `out[o] = source[index[o]]` in every plane: the gradient of max-unpool.
+///
+/// # Panics
+/// On an index outside the plane, naming `op`.
+pub fn gather_by_index<T: Element>(
+    op: &str,
+    source: &[T],
+    indices: &[i64],
+    source_volume: usize,
+    out_volume: usize,
+) -> Vec<T> {
+    let mut out = vec![T::ZERO; indices.len()];
+    per_plane(&mut out, out_volume, |p, out_plane| {
+        let source_plane = &source[p * source_volume..][..source_volume];
+        let index_plane = &indices[p * out_volume..][..out_volume];
+        for (slot, &index) in out_plane.iter_mut().zip(index_plane) {
+            *slot = source_plane[checked_index(op, index, source_volume)];
+        }
+    });
+    out
+}
+
+fn checked_index(op: &str, index: i64, plane: usize) -> usize {
+    usize::try_from(index)
+        .ok()
+        .filter(|&i| i < plane)
+        .unwrap_or_else(|| {
+            panic!("{op}: index {index} is out of range for a plane of {plane} elements")
+        })
+}

@@ -1,0 +1,310 @@
+//! The pooling primitives for any [`HostTensors`] backend.
+
+use burn::tensor::{DType, IntDType};
+
+use crate::spec::{
+    AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, Spans, adaptive_spans3, fractional_spans,
+    window_out_size, window_spans,
+};
+
+use super::element::Element;
+use super::host::{HostTensors, Precision, with_element};
+use super::pool;
+
+/// `(N, C, D, H, W)` of a rank-5 tensor as (planes, spatial size).
+fn planes_and_size(dims: &[usize]) -> (usize, [usize; 3]) {
+    assert_eq!(dims.len(), 5, "expected a rank-5 tensor, got dims {dims:?}");
+    (dims[0] * dims[1], [dims[2], dims[3], dims[4]])
+}
+
+fn out_dims(dims: &[usize], size: [usize; 3]) -> [usize; 5] {
+    [dims[0], dims[1], size[0], size[1], size[2]]
+}
+
+/// Max over fixed boxes (sliding or adaptive), with indices.
+fn max_over<H: HostTensors>(
+    op: &'static str,
+    x: H::Tensor,
+    spans: Spans,
+    indices_dtype: IntDType,
+) -> (H::Tensor, H::IntTensor) {
+    let dims = H::dims(&x);
+    let (_, in_size) = planes_and_size(&dims);
+    let out_size = spans.each_ref().map(Vec::len);
+    let dtype = H::dtype(&x);
+    let out = out_dims(&dims, out_size);
+    with_element!(op, dtype, |T| {
+        let volume = out_size.iter().product();
+        let (values, indices) =
+            pool::max_pool::<T>(&H::values(&x), in_size, volume, |_| &spans, |v| v);
+        (
+            H::from_values(values, &out, dtype),
+            H::int_from_values(indices, &out, DType::from(indices_dtype)),
+        )
+    })
+}
+
+/// Max pooling.
+pub fn max_pool_with_indices<H: HostTensors>(
+    x: H::Tensor,
+    options: &MaxPoolOptions<3>,
+    indices_dtype: IntDType,
+) -> (H::Tensor, H::IntTensor) {
+    let (_, in_size) = planes_and_size(&H::dims(&x));
+    max_over::<H>("max_pool", x, window_spans(in_size, options), indices_dtype)
+}
+
+/// Adaptive max pooling.
+pub fn adaptive_max_pool<H: HostTensors>(
+    x: H::Tensor,
+    output_size: [usize; 3],
+    indices_dtype: IntDType,
+) -> (H::Tensor, H::IntTensor) {
+    let (_, in_size) = planes_and_size(&H::dims(&x));
+    max_over::<H>(
+        "adaptive_max_pool",
+        x,
+        adaptive_spans3(in_size, output_size),
+        indices_dtype,
+    )
+}
+
+/// Fractional max pooling: the boxes of each plane come from its own samples.
+pub fn fractional_max_pool<H: HostTensors>(
+    x: H::Tensor,
+    samples: H::Tensor,
+    kernel_size: [usize; 3],
+    output_size: [usize; 3],
+    indices_dtype: IntDType,
+) -> (H::Tensor, H::IntTensor) {
+    let dims = H::dims(&x);
+    let (planes, in_size) = planes_and_size(&dims);
+    let dtype = H::dtype(&x);
+    let f32_math = Precision::of("fractional_max_pool", dtype) == Precision::F32;
+    let samples = H::values::<f64>(&samples);
+    let plane_spans: Vec<Spans> = (0..planes)
+        .map(|p| {
+            core::array::from_fn(|axis| {
+                let sample = samples[p * 3 + axis];
+                fractional_spans(
+                    in_size[axis],
+                    output_size[axis],
+                    kernel_size[axis],
+                    sample,
+                    f32_math,
+                )
+            })
+        })
+        .collect();
+    let out = out_dims(&dims, output_size);
+    with_element!("fractional_max_pool", dtype, |T| {
+        let volume = output_size.iter().product();
+        let (values, indices) =
+            pool::max_pool::<T>(&H::values(&x), in_size, volume, |p| &plane_spans[p], |v| v);
+        (
+            H::from_values(values, &out, dtype),
+            H::int_from_values(indices, &out, DType::from(indices_dtype)),
+        )
+    })
+}
+
+/// Gradient through indices.
+pub fn max_pool_backward<H: HostTensors>(
+    out_grad: H::Tensor,
+    indices: H::IntTensor,
+    x_size: [usize; 3],
+) -> H::Tensor {
+    let dims = H::dims(&out_grad);
+    let (_, out_size) = planes_and_size(&dims);
+    let dtype = H::dtype(&out_grad);
+    with_element!("max_pool_backward", dtype, |T| {
+        let x_grad = pool::scatter_by_index::<T>(
+            "max_pool_backward",
+            &H::values(&out_grad),
+            &H::int_values(&indices),
+            out_size.iter().product(),
+            x_size.iter().product(),
+            true,
+        );
+        H::from_values(x_grad, &out_dims(&dims, x_size), dtype)
+    })
+}
+
+/// Average pooling.
+pub fn avg_pool<H: HostTensors>(x: H::Tensor, options: &AvgPoolNdOptions<3>) -> H::Tensor {
+    let dims = H::dims(&x);
+    let (_, in_size) = planes_and_size(&dims);
+    let spans = window_spans(in_size, &crate::spec::avg_window(options));
+    let dtype = H::dtype(&x);
+    with_element!("avg_pool", dtype, |T| {
+        let out = pool::avg_pool::<T>(&H::values(&x), in_size, &spans, pool::avg_divisor(options));
+        H::from_values(out, &out_dims(&dims, spans.each_ref().map(Vec::len)), dtype)
+    })
+}
+
+/// Gradient of average pooling.
+pub fn avg_pool_backward<H: HostTensors>(
+    out_grad: H::Tensor,
+    x_size: [usize; 3],
+    options: &AvgPoolNdOptions<3>,
+) -> H::Tensor {
+    let dims = H::dims(&out_grad);
+    let spans = window_spans(x_size, &crate::spec::avg_window(options));
+    let dtype = H::dtype(&out_grad);
+    with_element!("avg_pool_backward", dtype, |T| {
+        let x_grad = pool::avg_pool_backward::<T>(
+            &H::values(&out_grad),
+            x_size,
+            &spans,
+            pool::avg_divisor(options),
+        );
+        H::from_values(x_grad, &out_dims(&dims, x_size), dtype)
+    })
+}
+
+/// Adaptive average pooling.
+pub fn adaptive_avg_pool<H: HostTensors>(x: H::Tensor, output_size: [usize; 3]) -> H::Tensor {
+    let dims = H::dims(&x);
+    let (_, in_size) = planes_and_size(&dims);
+    let spans = adaptive_spans3(in_size, output_size);
+    let dtype = H::dtype(&x);
+    with_element!("adaptive_avg_pool", dtype, |T| {
+        let out = pool::avg_pool::<T>(&H::values(&x), in_size, &spans, pool::tap_count);
+        H::from_values(out, &out_dims(&dims, output_size), dtype)
+    })
+}
+
+/// Gradient of adaptive average pooling.
+pub fn adaptive_avg_pool_backward<H: HostTensors>(
+    out_grad: H::Tensor,
+    x_size: [usize; 3],
+) -> H::Tensor {
+    let dims = H::dims(&out_grad);
+    let (_, out_size) = planes_and_size(&dims);
+    let spans = adaptive_spans3(x_size, out_size);
+    let dtype = H::dtype(&out_grad);
+    with_element!("adaptive_avg_pool_backward", dtype, |T| {
+        let x_grad =
+            pool::avg_pool_backward::<T>(&H::values(&out_grad), x_size, &spans, pool::tap_count);
+        H::from_values(x_grad, &out_dims(&dims, x_size), dtype)
+    })
+}
+
+/// LP pooling.
+pub fn lp_pool<H: HostTensors>(x: H::Tensor, options: &LpPoolOptions<3>) -> H::Tensor {
+    let dims = H::dims(&x);
+    let (_, in_size) = planes_and_size(&dims);
+    let window = options.window();
+    let spans = window_spans(in_size, &window);
+    let out_size = window_out_size(in_size, &window);
+    let dtype = H::dtype(&x);
+    let p = options.norm_type;
+    with_element!("lp_pool", dtype, |T| {
+        let x = H::values::<T>(&x);
+        let out = if p.is_infinite() {
+            pool::max_pool::<T>(
+                &x,
+                in_size,
+                out_size.iter().product(),
+                |_| &spans,
+                |v: T| v.abs(),
+            )
+            .0
+        } else {
+            pool::lp_pool::<T>(&x, in_size, &spans, p, options.kernel_size.iter().product())
+        };
+        H::from_values(out, &out_dims(&dims, out_size), dtype)
+    })
+}
+
+/// Gradient of LP pooling; for `p = inf` the gradient of `max(|x|)`, routed to the arg-max
+/// with the sign of `x`.
+pub fn lp_pool_backward<H: HostTensors>(
+    x: H::Tensor,
+    out_grad: H::Tensor,
+    options: &LpPoolOptions<3>,
+) -> H::Tensor {
+    let dims = H::dims(&x);
+    let (_, in_size) = planes_and_size(&dims);
+    let window = options.window();
+    let spans = window_spans(in_size, &window);
+    let out_volume: usize = window_out_size(in_size, &window).iter().product();
+    let dtype = H::dtype(&x);
+    let p = options.norm_type;
+    with_element!("lp_pool_backward", dtype, |T| {
+        let x = H::values::<T>(&x);
+        let out_grad = H::values::<T>(&out_grad);
+        let x_grad = if p.is_infinite() {
+            let (_, indices) =
+                pool::max_pool::<T>(&x, in_size, out_volume, |_| &spans, |v: T| v.abs());
+            let in_volume = in_size.iter().product();
+            let mut x_grad = pool::scatter_by_index::<T>(
+                "lp_pool_backward",
+                &out_grad,
+                &indices,
+                out_volume,
+                in_volume,
+                true,
+            );
+            x_grad
+                .iter_mut()
+                .zip(x.iter())
+                .for_each(|(g, v)| *g = *g * v.sign());
+            x_grad
+        } else {
+            pool::lp_pool_backward::<T>(
+                &x,
+                &out_grad,
+                in_size,
+                &spans,
+                p,
+                options.kernel_size.iter().product(),
+            )
+        };
+        H::from_values(x_grad, &dims, dtype)
+    })
+}
+
+/// Max-unpool.
+pub fn max_unpool<H: HostTensors>(
+    x: H::Tensor,
+    indices: H::IntTensor,
+    output_size: [usize; 3],
+) -> H::Tensor {
+    let dims = H::dims(&x);
+    let (_, in_size) = planes_and_size(&dims);
+    let dtype = H::dtype(&x);
+    with_element!("max_unpool", dtype, |T| {
+        let out = pool::scatter_by_index::<T>(
+            "max_unpool",
+            &H::values(&x),
+            &H::int_values(&indices),
+            in_size.iter().product(),
+            output_size.iter().product(),
+            false,
+        );
+        H::from_values(out, &out_dims(&dims, output_size), dtype)
+    })
+}
+
+/// Gradient of max-unpool.
+pub fn max_unpool_backward<H: HostTensors>(
+    out_grad: H::Tensor,
+    indices: H::IntTensor,
+) -> H::Tensor {
+    let dims = H::dims(&out_grad);
+    let (_, out_size) = planes_and_size(&dims);
+    let index_dims = H::int_dims(&indices);
+    let (_, x_size) = planes_and_size(&index_dims);
+    let dtype = H::dtype(&out_grad);
+    with_element!("max_unpool_backward", dtype, |T| {
+        let x_grad = pool::gather_by_index::<T>(
+            "max_unpool_backward",
+            &H::values(&out_grad),
+            &H::int_values(&indices),
+            out_size.iter().product(),
+            x_size.iter().product(),
+        );
+        H::from_values(x_grad, &index_dims, dtype)
+    })
+}
