@@ -254,7 +254,7 @@ pool_fn!(
     /// use burn::tensor::ops::MaxPoolOptions;
     /// let x = Tensor::<3>::from_floats([[[1.0, 3.0, 2.0, 5.0]]], &Device::flex());
     /// let out = burn_convpool::max_pool1d(x, MaxPoolOptions::new([2]));
-    /// assert_eq!(out.into_data().to_vec::<f32>().unwrap(), [3.0, 5.0]);
+    /// assert_eq!(out.into_data().iter::<f32>().collect::<Vec<_>>(), [3.0, 5.0]);
     /// ```
     max_pool1d, try_max_pool1d = try_max_pool::<1>(options: MaxPoolOptions<1>) -> Tensor<D>
 );
@@ -292,7 +292,7 @@ pool_fn!(
     /// use burn::tensor::ops::MaxPoolOptions;
     /// let x = Tensor::<3>::from_floats([[[1.0, 3.0, 2.0, 5.0]]], &Device::flex());
     /// let (_, indices) = burn_convpool::max_pool1d_with_indices(x, MaxPoolOptions::new([2]));
-    /// assert_eq!(indices.into_data().to_vec::<i64>().unwrap(), [1, 3]);
+    /// assert_eq!(indices.into_data().iter::<i64>().collect::<Vec<_>>(), [1, 3]);
     /// ```
     max_pool1d_with_indices, try_max_pool1d_with_indices =
         try_max_pool_with_indices::<1>(options: MaxPoolOptions<1>) -> (Tensor<D>, Tensor<D, Int>)
@@ -305,7 +305,7 @@ pool_fn!(
     /// use burn::tensor::ops::MaxPoolOptions;
     /// let x = Tensor::<4>::from_floats([[[[1.0, 2.0], [4.0, 3.0]]]], &Device::flex());
     /// let (out, indices) = burn_convpool::max_pool2d_with_indices(x, MaxPoolOptions::new([2, 2]));
-    /// assert_eq!(indices.into_data().to_vec::<i64>().unwrap(), [2]);
+    /// assert_eq!(indices.into_data().iter::<i64>().collect::<Vec<_>>(), [2]);
     /// ```
     max_pool2d_with_indices, try_max_pool2d_with_indices =
         try_max_pool_with_indices::<2>(options: MaxPoolOptions<2>) -> (Tensor<D>, Tensor<D, Int>)
@@ -318,7 +318,7 @@ pool_fn!(
     /// use burn::tensor::ops::MaxPoolOptions;
     /// let x = Tensor::<5>::ones([1, 1, 2, 2, 2], &Device::flex());
     /// let (_, indices) = burn_convpool::max_pool3d_with_indices(x, MaxPoolOptions::new([2, 2, 2]));
-    /// assert_eq!(indices.into_data().to_vec::<i64>().unwrap(), [0]);
+    /// assert_eq!(indices.into_data().iter::<i64>().collect::<Vec<_>>(), [0]);
     /// ```
     max_pool3d_with_indices, try_max_pool3d_with_indices =
         try_max_pool_with_indices::<3>(options: MaxPoolOptions<3>) -> (Tensor<D>, Tensor<D, Int>)
@@ -331,7 +331,7 @@ pool_fn!(
     /// use burn_convpool::AvgPoolNdOptions;
     /// let x = Tensor::<3>::from_floats([[[1.0, 3.0, 2.0, 6.0]]], &Device::flex());
     /// let out = burn_convpool::avg_pool1d(x, AvgPoolNdOptions::new([2]));
-    /// assert_eq!(out.into_data().to_vec::<f32>().unwrap(), [2.0, 4.0]);
+    /// assert_eq!(out.into_data().iter::<f32>().collect::<Vec<_>>(), [2.0, 4.0]);
     /// ```
     avg_pool1d, try_avg_pool1d = try_avg_pool::<1>(options: impl Into<AvgPoolNdOptions<1>>) -> Tensor<D>
 );
@@ -343,7 +343,7 @@ pool_fn!(
     /// use burn_convpool::AvgPoolNdOptions;
     /// let x = Tensor::<4>::ones([1, 1, 4, 4], &Device::flex());
     /// let out = burn_convpool::avg_pool2d(x, AvgPoolNdOptions::new([2, 2]).with_divisor_override(2));
-    /// assert_eq!(out.into_data().to_vec::<f32>().unwrap(), [2.0; 4]);
+    /// assert_eq!(out.into_data().iter::<f32>().collect::<Vec<_>>(), [2.0; 4]);
     /// ```
     avg_pool2d, try_avg_pool2d = try_avg_pool::<2>(options: impl Into<AvgPoolNdOptions<2>>) -> Tensor<D>
 );
@@ -367,7 +367,7 @@ pool_fn!(
     /// use burn::tensor::{Device, Tensor};
     /// let x = Tensor::<3>::from_floats([[[1.0, 2.0, 3.0]]], &Device::flex());
     /// let out = burn_convpool::adaptive_avg_pool1d(x, [2]);
-    /// assert_eq!(out.into_data().to_vec::<f32>().unwrap(), [1.5, 2.5]);
+    /// assert_eq!(out.into_data().iter::<f32>().collect::<Vec<_>>(), [1.5, 2.5]);
     /// ```
     adaptive_avg_pool1d, try_adaptive_avg_pool1d =
         try_adaptive_avg_pool::<1>(output_size: impl Into<AdaptiveSize<1>>) -> Tensor<D>
@@ -402,7 +402,7 @@ pool_fn!(
     /// use burn::tensor::{Device, Tensor};
     /// let x = Tensor::<3>::from_floats([[[1.0, 4.0, 3.0]]], &Device::flex());
     /// let out = burn_convpool::adaptive_max_pool1d(x, [2]);
-    /// assert_eq!(out.into_data().to_vec::<f32>().unwrap(), [4.0, 4.0]);
+    /// assert_eq!(out.into_data().iter::<f32>().collect::<Vec<_>>(), [4.0, 4.0]);
     /// ```
     adaptive_max_pool1d, try_adaptive_max_pool1d =
         try_adaptive_max_pool::<1>(output_size: impl Into<AdaptiveSize<1>>) -> Tensor<D>
@@ -436,7 +436,7 @@ pool_fn!(
     /// use burn::tensor::{Device, Tensor};
     /// let x = Tensor::<3>::from_floats([[[1.0, 4.0, 3.0]]], &Device::flex());
     /// let (_, indices) = burn_convpool::adaptive_max_pool1d_with_indices(x, [2]);
-    /// assert_eq!(indices.into_data().to_vec::<i64>().unwrap(), [1, 1]);
+    /// assert_eq!(indices.into_data().iter::<i64>().collect::<Vec<_>>(), [1, 1]);
     /// ```
     adaptive_max_pool1d_with_indices, try_adaptive_max_pool1d_with_indices =
         try_adaptive_max_pool_with_indices::<1>(output_size: impl Into<AdaptiveSize<1>>) -> (Tensor<D>, Tensor<D, Int>)
@@ -448,7 +448,7 @@ pool_fn!(
     /// use burn::tensor::{Device, Tensor};
     /// let x = Tensor::<4>::ones([1, 1, 4, 4], &Device::flex());
     /// let (_, indices) = burn_convpool::adaptive_max_pool2d_with_indices(x, [1, 1]);
-    /// assert_eq!(indices.into_data().to_vec::<i64>().unwrap(), [0]);
+    /// assert_eq!(indices.into_data().iter::<i64>().collect::<Vec<_>>(), [0]);
     /// ```
     adaptive_max_pool2d_with_indices, try_adaptive_max_pool2d_with_indices =
         try_adaptive_max_pool_with_indices::<2>(output_size: impl Into<AdaptiveSize<2>>) -> (Tensor<D>, Tensor<D, Int>)
@@ -530,7 +530,7 @@ pool_fn!(
     /// use burn_convpool::LpPoolOptions;
     /// let x = Tensor::<3>::from_floats([[[3.0, 4.0]]], &Device::flex());
     /// let out = burn_convpool::lp_pool1d(x, LpPoolOptions::new(2.0, [2]));
-    /// assert_eq!(out.into_data().to_vec::<f32>().unwrap(), [5.0]);
+    /// assert_eq!(out.into_data().iter::<f32>().collect::<Vec<_>>(), [5.0]);
     /// ```
     lp_pool1d, try_lp_pool1d = try_lp_pool::<1>(options: LpPoolOptions<1>) -> Tensor<D>
 );
@@ -542,7 +542,7 @@ pool_fn!(
     /// use burn_convpool::LpPoolOptions;
     /// let x = Tensor::<4>::ones([1, 1, 4, 4], &Device::flex());
     /// let out = burn_convpool::lp_pool2d(x, LpPoolOptions::new(1.0, [2, 2]));
-    /// assert_eq!(out.into_data().to_vec::<f32>().unwrap(), [4.0; 4]);
+    /// assert_eq!(out.into_data().iter::<f32>().collect::<Vec<_>>(), [4.0; 4]);
     /// ```
     lp_pool2d, try_lp_pool2d = try_lp_pool::<2>(options: LpPoolOptions<2>) -> Tensor<D>
 );
@@ -569,7 +569,7 @@ pool_fn!(
     /// let x = Tensor::<3>::from_floats([[[3.0, 5.0]]], &device);
     /// let indices = Tensor::<3, Int>::from_ints([[[1, 3]]], &device);
     /// let out = burn_convpool::max_unpool1d(x, indices, MaxUnpoolOptions::new([2]));
-    /// assert_eq!(out.into_data().to_vec::<f32>().unwrap(), [0.0, 3.0, 0.0, 5.0]);
+    /// assert_eq!(out.into_data().iter::<f32>().collect::<Vec<_>>(), [0.0, 3.0, 0.0, 5.0]);
     /// ```
     max_unpool1d, try_max_unpool1d =
         try_max_unpool::<1>(indices: Tensor<D, Int>, options: MaxUnpoolOptions<1>) -> Tensor<D>
