@@ -66,7 +66,7 @@ fn run_case(case: &Case, device: &Device) -> Result<(), String> {
                 adaptive_max_pool2d_with_indices,
                 lp_pool2d,
                 max_unpool2d,
-                Some(|x, o, s| burn_convpool::fractional_max_pool2d_with_indices(x, o, s))
+                Some(burn_convpool::fractional_max_pool2d_with_indices)
             ),
         ),
         op if op.ends_with("pool3d") => pool_cases::run::<3, 5>(
@@ -79,7 +79,7 @@ fn run_case(case: &Case, device: &Device) -> Result<(), String> {
                 adaptive_max_pool3d_with_indices,
                 lp_pool3d,
                 max_unpool3d,
-                Some(|x, o, s| burn_convpool::fractional_max_pool3d_with_indices(x, o, s))
+                Some(burn_convpool::fractional_max_pool3d_with_indices)
             ),
         ),
         other => Err(format!("no runner for op {other:?}")),

@@ -25,8 +25,6 @@ pub trait Element:
     fn from_f64(value: f64) -> Self;
     /// `self^exponent` with C `pow` semantics (NaN for a negative base and fractional power).
     fn powf(self, exponent: Self) -> Self;
-    /// Absolute value.
-    fn abs(self) -> Self;
     /// -1, 0 or 1 (0 for 0, NaN for NaN), as `torch.sign`.
     fn sign(self) -> Self;
     /// `self / other`.
@@ -44,9 +42,6 @@ macro_rules! float_element {
             }
             fn powf(self, exponent: Self) -> Self {
                 <$t>::powf(self, exponent)
-            }
-            fn abs(self) -> Self {
-                <$t>::abs(self)
             }
             fn sign(self) -> Self {
                 if self > 0.0 {

@@ -9,7 +9,7 @@ use burn_flex::FlexTensor;
 
 use super::element::Element;
 use super::host::{
-    HostTensors, data_from_values, data_values, int_data_from_values, int_data_values,
+    HostTensors, IntValues, data_from_values, data_values, int_data_from_values, int_data_values,
 };
 use super::ops::impl_cpu_backend;
 
@@ -41,11 +41,14 @@ impl HostTensors for Flex {
         tensor.shape().to_vec()
     }
 
-    fn int_values(tensor: &FlexTensor) -> Vec<i64> {
-        match tensor.as_slice::<i64>() {
-            Some(values) => values.to_vec(),
-            None => int_data_values(tensor.clone().into_data()),
+    fn int_slice(tensor: &FlexTensor) -> IntValues<'_> {
+        if let Some(values) = tensor.as_slice::<i32>() {
+            return IntValues::I32(Cow::Borrowed(values));
         }
+        if let Some(values) = tensor.as_slice::<i64>() {
+            return IntValues::I64(Cow::Borrowed(values));
+        }
+        IntValues::I64(Cow::Owned(int_data_values(tensor.clone().into_data())))
     }
 
     fn int_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> FlexTensor {

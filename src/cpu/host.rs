@@ -55,12 +55,32 @@ pub trait HostTensors {
     /// Dims of an int tensor.
     fn int_dims(tensor: &Self::IntTensor) -> Vec<usize>;
 
-    /// Contiguous values of an int tensor, widened to i64.
-    fn int_values(tensor: &Self::IntTensor) -> Vec<i64>;
+    /// Contiguous values of an int tensor in its own width (borrowed when possible), so index
+    /// kernels need no widening copy.
+    fn int_slice(tensor: &Self::IntTensor) -> IntValues<'_>;
 
     /// An int tensor of `dtype` from i64 values.
     fn int_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> Self::IntTensor;
 }
+
+/// Int tensor values as stored: i32 (Burn's default index dtype) or i64 (anything else widened).
+pub enum IntValues<'a> {
+    /// 32-bit values.
+    I32(Cow<'a, [i32]>),
+    /// 64-bit values.
+    I64(Cow<'a, [i64]>),
+}
+
+/// Run `$body` with `$values` bound to the index slice, whatever its width.
+macro_rules! with_indices {
+    ($int_values:expr, |$values:ident| $body:expr) => {
+        match $int_values {
+            $crate::cpu::host::IntValues::I32($values) => $body,
+            $crate::cpu::host::IntValues::I64($values) => $body,
+        }
+    };
+}
+pub(crate) use with_indices;
 
 /// Values through `TensorData`, for backends without a zero-copy path.
 pub fn data_values<T: Element>(data: TensorData) -> Vec<T> {
@@ -79,20 +99,32 @@ pub fn data_from_values<T: Element>(values: Vec<T>, dims: &[usize], dtype: DType
     }
 }
 
-/// Int values widened to i64 through `TensorData`.
+/// Int values widened to i64 (a plain loop for i32 and i64; `TensorData` conversion otherwise).
 pub fn int_data_values(data: TensorData) -> Vec<i64> {
-    data.convert::<i64>()
-        .try_into_vec::<i64>()
-        .expect("converted tensor data is i64")
+    match data.dtype() {
+        DType::I64 => data.try_into_vec::<i64>().expect("i64 data"),
+        DType::I32 => data
+            .as_slice::<i32>()
+            .expect("i32 data")
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        _ => data
+            .convert::<i64>()
+            .try_into_vec::<i64>()
+            .expect("converted tensor data is i64"),
+    }
 }
 
-/// `TensorData` of int `dtype` from i64 values.
+/// `TensorData` of int `dtype` from i64 values (narrowed with a plain loop for i32).
 pub fn int_data_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> TensorData {
-    let data = TensorData::new(values, dims.to_vec());
-    if data.dtype() == dtype {
-        data
-    } else {
-        data.convert_dtype(dtype)
+    match dtype {
+        DType::I64 => TensorData::new(values, dims.to_vec()),
+        DType::I32 => TensorData::new(
+            values.iter().map(|&v| v as i32).collect::<Vec<i32>>(),
+            dims.to_vec(),
+        ),
+        _ => TensorData::new(values, dims.to_vec()).convert_dtype(dtype),
     }
 }
 

@@ -14,7 +14,7 @@ use burn_ndarray::NdArrayTensor;
 
 use super::element::Element;
 use super::host::{
-    HostTensors, data_from_values, data_values, int_data_from_values, int_data_values,
+    HostTensors, IntValues, data_from_values, data_values, int_data_from_values, int_data_values,
 };
 use super::ops::impl_cpu_backend;
 
@@ -53,10 +53,10 @@ impl HostTensors for NdArray {
         tensor.shape().to_vec()
     }
 
-    fn int_values(tensor: &NdArrayTensor) -> Vec<i64> {
+    fn int_slice(tensor: &NdArrayTensor) -> IntValues<'_> {
         let data = ready(NdArray::int_into_data(tensor.clone()))
             .unwrap_or_else(|error| panic!("reading an NdArray tensor failed: {error:?}"));
-        int_data_values(data)
+        IntValues::I64(Cow::Owned(int_data_values(data)))
     }
 
     fn int_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> NdArrayTensor {

@@ -56,11 +56,7 @@ pub fn max_pool<'a, T: Element>(
     map: impl Fn(T) -> T + Sync,
 ) -> (Vec<T>, Vec<i64>) {
     let in_volume: usize = in_size.iter().product();
-    let planes = if in_volume == 0 {
-        0
-    } else {
-        x.len() / in_volume
-    };
+    let planes = x.len().checked_div(in_volume).unwrap_or(0);
     let mut out = vec![T::ZERO; planes * out_volume];
     let mut indices = vec![0i64; planes * out_volume];
     if out_volume == 0 {
@@ -73,23 +69,49 @@ pub fn max_pool<'a, T: Element>(
             let x_plane = &x[p * in_volume..][..in_volume];
             let spans = spans_of(p);
             for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
-                let mut best = T::NEG_INFINITY;
-                let mut best_index = None;
-                for_each_tap(in_size, boxed, |i| {
-                    let value = map(x_plane[i]);
-                    // The first tap is the index of an all -inf window; NaN always wins.
-                    best_index.get_or_insert(i);
-                    #[allow(clippy::eq_op)]
-                    if value > best || value != value {
-                        best = value;
-                        best_index = Some(i);
-                    }
-                });
+                let (best, best_index) = max_of_box(x_plane, in_size, boxed, &map);
                 out_plane[o] = best;
-                index_plane[o] = best_index.unwrap_or(0) as i64;
+                index_plane[o] = best_index as i64;
             });
         });
     (out, indices)
+}
+
+/// The maximum of one box and its index, scanning row-major: the first tap is the index of an
+/// all -inf box, a strictly greater value replaces the maximum, and NaN always does.
+#[inline]
+fn max_of_box<T: Element>(
+    x_plane: &[T],
+    [_, h_len, w_len]: [usize; 3],
+    [sd, sh, sw]: [&Span; 3],
+    map: &impl Fn(T) -> T,
+) -> (T, usize) {
+    let mut best = T::NEG_INFINITY;
+    let mut best_index = (sd.start * h_len + sh.start) * w_len + sw.start;
+    for d in sd.taps() {
+        for h in sh.taps() {
+            let row = (d * h_len + h) * w_len;
+            let mut scan = |offset: usize, value: T| {
+                let value = map(value);
+                #[allow(clippy::eq_op)]
+                if value > best || value != value {
+                    best = value;
+                    best_index = row + offset;
+                }
+            };
+            if sw.step == 1 {
+                let run = &x_plane[row + sw.start..row + sw.start + sw.count];
+                for (k, &value) in run.iter().enumerate() {
+                    scan(sw.start + k, value);
+                }
+            } else {
+                for w in sw.taps() {
+                    scan(w, x_plane[row + w]);
+                }
+            }
+        }
+    }
+    (best, best_index)
 }
 
 /// Sum over each box divided by `divisor(box)`: average and adaptive-average pooling.
@@ -101,11 +123,7 @@ pub fn avg_pool<T: Element>(
 ) -> Vec<T> {
     let in_volume: usize = in_size.iter().product();
     let out_volume: usize = spans.iter().map(Vec::len).product();
-    let planes = if in_volume == 0 {
-        0
-    } else {
-        x.len() / in_volume
-    };
+    let planes = x.len().checked_div(in_volume).unwrap_or(0);
     let mut out = vec![T::ZERO; planes * out_volume];
     per_plane(&mut out, out_volume, |p, out_plane| {
         let x_plane = &x[p * in_volume..][..in_volume];
@@ -127,11 +145,7 @@ pub fn avg_pool_backward<T: Element>(
 ) -> Vec<T> {
     let in_volume: usize = in_size.iter().product();
     let out_volume: usize = spans.iter().map(Vec::len).product();
-    let planes = if out_volume == 0 {
-        0
-    } else {
-        out_grad.len() / out_volume
-    };
+    let planes = out_grad.len().checked_div(out_volume).unwrap_or(0);
     let mut x_grad = vec![T::ZERO; planes * in_volume];
     per_plane(&mut x_grad, in_volume, |p, x_grad_plane| {
         let grad_plane = &out_grad[p * out_volume..][..out_volume];
@@ -169,11 +183,7 @@ pub fn lp_pool<T: Element>(
 ) -> Vec<T> {
     let in_volume: usize = in_size.iter().product();
     let out_volume: usize = spans.iter().map(Vec::len).product();
-    let planes = if in_volume == 0 {
-        0
-    } else {
-        x.len() / in_volume
-    };
+    let planes = x.len().checked_div(in_volume).unwrap_or(0);
     let (p_t, inv_p) = (T::from_f64(p), T::from_f64(1.0 / p));
     let mut out = vec![T::ZERO; planes * out_volume];
     per_plane(&mut out, out_volume, |plane, out_plane| {
@@ -244,25 +254,21 @@ pub fn lp_pool_backward<T: Element>(
 ///
 /// # Panics
 /// On an index outside the plane, naming `op`.
-pub fn scatter_by_index<T: Element>(
+pub fn scatter_by_index<T: Element, I: Copy + Into<i64> + Sync>(
     op: &str,
     values: &[T],
-    indices: &[i64],
+    indices: &[I],
     value_volume: usize,
     target_volume: usize,
     accumulate: bool,
 ) -> Vec<T> {
-    let planes = if value_volume == 0 {
-        0
-    } else {
-        values.len() / value_volume
-    };
+    let planes = values.len().checked_div(value_volume).unwrap_or(0);
     let mut target = vec![T::ZERO; planes * target_volume];
     per_plane(&mut target, target_volume, |p, target_plane| {
         let value_plane = &values[p * value_volume..][..value_volume];
         let index_plane = &indices[p * value_volume..][..value_volume];
         for (value, &index) in value_plane.iter().zip(index_plane) {
-            let slot = checked_index(op, index, target_volume);
+            let slot = checked_index(op, index.into(), target_volume);
             if accumulate {
                 target_plane[slot] += *value;
             } else {
@@ -277,10 +283,10 @@ pub fn scatter_by_index<T: Element>(
 ///
 /// # Panics
 /// On an index outside the plane, naming `op`.
-pub fn gather_by_index<T: Element>(
+pub fn gather_by_index<T: Element, I: Copy + Into<i64> + Sync>(
     op: &str,
     source: &[T],
-    indices: &[i64],
+    indices: &[I],
     source_volume: usize,
     out_volume: usize,
 ) -> Vec<T> {
@@ -289,7 +295,7 @@ pub fn gather_by_index<T: Element>(
         let source_plane = &source[p * source_volume..][..source_volume];
         let index_plane = &indices[p * out_volume..][..out_volume];
         for (slot, &index) in out_plane.iter_mut().zip(index_plane) {
-            *slot = source_plane[checked_index(op, index, source_volume)];
+            *slot = source_plane[checked_index(op, index.into(), source_volume)];
         }
     });
     out

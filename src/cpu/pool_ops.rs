@@ -8,7 +8,7 @@ use crate::spec::{
 };
 
 use super::element::Element;
-use super::host::{HostTensors, Precision, with_element};
+use super::host::{HostTensors, Precision, with_element, with_indices};
 use super::pool;
 
 /// `(N, C, D, H, W)` of a rank-5 tensor as (planes, spatial size).
@@ -118,14 +118,16 @@ pub fn max_pool_backward<H: HostTensors>(
     let (_, out_size) = planes_and_size(&dims);
     let dtype = H::dtype(&out_grad);
     with_element!("max_pool_backward", dtype, |T| {
-        let x_grad = pool::scatter_by_index::<T>(
-            "max_pool_backward",
-            &H::values(&out_grad),
-            &H::int_values(&indices),
-            out_size.iter().product(),
-            x_size.iter().product(),
-            true,
-        );
+        let x_grad = with_indices!(H::int_slice(&indices), |indices| {
+            pool::scatter_by_index::<T, _>(
+                "max_pool_backward",
+                &H::values(&out_grad),
+                &indices,
+                out_size.iter().product(),
+                x_size.iter().product(),
+                true,
+            )
+        });
         H::from_values(x_grad, &out_dims(&dims, x_size), dtype)
     })
 }
@@ -238,7 +240,7 @@ pub fn lp_pool_backward<H: HostTensors>(
             let (_, indices) =
                 pool::max_pool::<T>(&x, in_size, out_volume, |_| &spans, |v: T| v.abs());
             let in_volume = in_size.iter().product();
-            let mut x_grad = pool::scatter_by_index::<T>(
+            let mut x_grad = pool::scatter_by_index::<T, i64>(
                 "lp_pool_backward",
                 &out_grad,
                 &indices,
@@ -249,7 +251,7 @@ pub fn lp_pool_backward<H: HostTensors>(
             x_grad
                 .iter_mut()
                 .zip(x.iter())
-                .for_each(|(g, v)| *g = *g * v.sign());
+                .for_each(|(g, v)| *g *= v.sign());
             x_grad
         } else {
             pool::lp_pool_backward::<T>(
@@ -275,14 +277,16 @@ pub fn max_unpool<H: HostTensors>(
     let (_, in_size) = planes_and_size(&dims);
     let dtype = H::dtype(&x);
     with_element!("max_unpool", dtype, |T| {
-        let out = pool::scatter_by_index::<T>(
-            "max_unpool",
-            &H::values(&x),
-            &H::int_values(&indices),
-            in_size.iter().product(),
-            output_size.iter().product(),
-            false,
-        );
+        let out = with_indices!(H::int_slice(&indices), |indices| {
+            pool::scatter_by_index::<T, _>(
+                "max_unpool",
+                &H::values(&x),
+                &indices,
+                in_size.iter().product(),
+                output_size.iter().product(),
+                false,
+            )
+        });
         H::from_values(out, &out_dims(&dims, output_size), dtype)
     })
 }
@@ -298,13 +302,15 @@ pub fn max_unpool_backward<H: HostTensors>(
     let (_, x_size) = planes_and_size(&index_dims);
     let dtype = H::dtype(&out_grad);
     with_element!("max_unpool_backward", dtype, |T| {
-        let x_grad = pool::gather_by_index::<T>(
-            "max_unpool_backward",
-            &H::values(&out_grad),
-            &H::int_values(&indices),
-            out_size.iter().product(),
-            x_size.iter().product(),
-        );
+        let x_grad = with_indices!(H::int_slice(&indices), |indices| {
+            pool::gather_by_index::<T, _>(
+                "max_unpool_backward",
+                &H::values(&out_grad),
+                &indices,
+                out_size.iter().product(),
+                x_size.iter().product(),
+            )
+        });
         H::from_values(x_grad, &index_dims, dtype)
     })
 }

@@ -8,10 +8,10 @@ use crate::backend::ConvPoolBackend;
 use crate::spec::{
     AvgPoolNdOptions, FractionalMaxPoolOptions, LpPoolOptions, MaxPoolOptions, MaxUnpoolOptions,
     SpecError, SpecErrorKind, SpecResult, check_adaptive, check_avg_pool, check_fractional,
-    check_input_rank, check_lp_pool, check_max_unpool, check_window,
+    check_input_rank, check_lp_pool, check_max_unpool, check_nonempty, check_window,
 };
 
-use super::lift::lift_input;
+use super::lift::{InputShape, lift_input};
 
 /// An adaptive pool's output size; `None` keeps that input dim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,6 +29,20 @@ impl<const N: usize> From<[Option<usize>; N]> for AdaptiveSize<N> {
     }
 }
 
+/// Check the rank and emptiness of a pooling input, then lift it to rank 5.
+fn lift_pool_input<const N: usize, const D: usize>(
+    op: &'static str,
+    x: Tensor<D>,
+) -> SpecResult<(Tensor<5>, InputShape<D>)> {
+    let batched = check_input_rank(op, N, D)?;
+    let mut dims = x.dims().to_vec();
+    if !batched {
+        dims.insert(0, 1);
+    }
+    check_nonempty(op, &dims)?;
+    Ok(lift_input::<N, D>(x, batched))
+}
+
 fn indices_dtype<const D: usize>(x: &Tensor<D>) -> burn::tensor::IntDType {
     x.device().settings().int_dtype
 }
@@ -39,8 +53,7 @@ fn try_max_pool_with_indices<const N: usize, const D: usize>(
     options: MaxPoolOptions<N>,
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
     let dtype = indices_dtype(&x);
-    let batched = check_input_rank(op, N, D)?;
-    let (x, shape) = lift_input::<N, D>(x, batched);
+    let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_window(op, &shape.dims, &options)?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::max_pool_with_indices(x.into_dispatch(), options, dtype);
@@ -63,8 +76,7 @@ fn try_avg_pool<const N: usize, const D: usize>(
     x: Tensor<D>,
     options: AvgPoolNdOptions<N>,
 ) -> SpecResult<Tensor<D>> {
-    let batched = check_input_rank(op, N, D)?;
-    let (x, shape) = lift_input::<N, D>(x, batched);
+    let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_avg_pool(op, &shape.dims, &options)?;
     let out = <Dispatch as ConvPoolBackend>::avg_pool(x.into_dispatch(), options);
     Ok(shape.restore(Tensor::from_dispatch(out)))
@@ -75,8 +87,7 @@ fn try_lp_pool<const N: usize, const D: usize>(
     x: Tensor<D>,
     options: LpPoolOptions<N>,
 ) -> SpecResult<Tensor<D>> {
-    let batched = check_input_rank(op, N, D)?;
-    let (x, shape) = lift_input::<N, D>(x, batched);
+    let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_lp_pool(op, &shape.dims, &options)?;
     let out = <Dispatch as ConvPoolBackend>::lp_pool(x.into_dispatch(), options);
     Ok(shape.restore(Tensor::from_dispatch(out)))
@@ -87,8 +98,7 @@ fn try_adaptive_avg_pool<const N: usize, const D: usize>(
     x: Tensor<D>,
     output_size: AdaptiveSize<N>,
 ) -> SpecResult<Tensor<D>> {
-    let batched = check_input_rank(op, N, D)?;
-    let (x, shape) = lift_input::<N, D>(x, batched);
+    let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
     let out = <Dispatch as ConvPoolBackend>::adaptive_avg_pool(x.into_dispatch(), output_size);
     Ok(shape.restore(Tensor::from_dispatch(out)))
@@ -100,8 +110,7 @@ fn try_adaptive_max_pool_with_indices<const N: usize, const D: usize>(
     output_size: AdaptiveSize<N>,
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
     let dtype = indices_dtype(&x);
-    let batched = check_input_rank(op, N, D)?;
-    let (x, shape) = lift_input::<N, D>(x, batched);
+    let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::adaptive_max_pool(x.into_dispatch(), output_size, dtype);
@@ -141,8 +150,7 @@ fn try_fractional_max_pool_with_indices<const N: usize, const D: usize>(
     samples: Option<Tensor<3>>,
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
     let dtype = indices_dtype(&x);
-    let batched = check_input_rank(op, N, D)?;
-    let (x, shape) = lift_input::<N, D>(x, batched);
+    let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let (kernel, output_size) = check_fractional(op, &shape.dims, &options)?;
     let (n, c) = (shape.dims[0], shape.dims[1]);
     let samples = match samples {
@@ -192,13 +200,16 @@ fn try_max_unpool<const N: usize, const D: usize>(
     options: MaxUnpoolOptions<N>,
 ) -> SpecResult<Tensor<D>> {
     let batched = check_input_rank(op, N, D)?;
-    let index_dims = indices.dims().to_vec();
+    let with_batch = |mut dims: Vec<usize>| {
+        if !batched {
+            dims.insert(0, 1);
+        }
+        dims
+    };
+    let x_dims = with_batch(x.dims().to_vec());
+    let index_dims = with_batch(indices.dims().to_vec());
+    let output_size = check_max_unpool(op, &x_dims, &index_dims, &options)?;
     let (x, shape) = lift_input::<N, D>(x, batched);
-    let mut index_dims_batched = index_dims.clone();
-    if !batched {
-        index_dims_batched.insert(0, 1);
-    }
-    let output_size = check_max_unpool(op, &shape.dims, &index_dims_batched, &options)?;
     let plane: usize = output_size.iter().product();
     // Data-dependent check: one min/max reduction, so a bad index is an error, not a write
     // out of bounds (the backend checks again and panics).

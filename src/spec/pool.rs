@@ -392,7 +392,8 @@ fn nonzero(op: &'static str, param: &'static str, value: &[usize]) -> SpecResult
     Ok(())
 }
 
-fn nonempty(op: &'static str, x: &[usize]) -> SpecResult<()> {
+/// Reject an input with an empty spatial dim (`x = (N, C, *spatial)`).
+pub fn check_nonempty(op: &'static str, x: &[usize]) -> SpecResult<()> {
     if x[2..].contains(&0) {
         return Err(SpecError::new(op, Kind::EmptyInput { dims: x.to_vec() }));
     }
@@ -409,7 +410,7 @@ pub fn check_window<const N: usize>(
     nonzero(op, "kernel_size", &options.kernel_size)?;
     nonzero(op, "stride", &options.stride)?;
     nonzero(op, "dilation", &options.dilation)?;
-    nonempty(op, x)?;
+    check_nonempty(op, x)?;
     for dim in 0..N {
         let extent = kernel_extent(options.kernel_size[dim], options.dilation[dim]);
         let (begin, end) = options.padding[dim];
@@ -512,7 +513,7 @@ pub fn check_adaptive<const N: usize>(
     x: &[usize],
     output_size: [Option<usize>; N],
 ) -> SpecResult<[usize; 3]> {
-    nonempty(op, x)?;
+    check_nonempty(op, x)?;
     let resolved: [usize; N] = core::array::from_fn(|i| output_size[i].unwrap_or(x[2 + i]));
     nonzero(op, "output_size", &resolved)?;
     Ok(lift(resolved, 1))
@@ -525,7 +526,7 @@ pub fn check_fractional<const N: usize>(
     options: &FractionalMaxPoolOptions<N>,
 ) -> SpecResult<([usize; 3], [usize; 3])> {
     nonzero(op, "kernel_size", &options.kernel_size)?;
-    nonempty(op, x)?;
+    check_nonempty(op, x)?;
     let mut output = [0; N];
     for dim in 0..N {
         let len = x[2 + dim];
@@ -576,7 +577,7 @@ pub fn check_max_unpool<const N: usize>(
             },
         ));
     }
-    nonempty(op, x)?;
+    check_nonempty(op, x)?;
     let mut output = [0; N];
     for dim in 0..N {
         let (kernel, stride, padding) = (

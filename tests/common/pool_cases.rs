@@ -10,6 +10,8 @@ use burn_convpool::{
 use super::{Case, JsonTensor, Tolerance, check_close, values};
 
 type WithIndices<const D: usize> = (Tensor<D>, Tensor<D, Int>);
+type FractionalFn<const N: usize, const D: usize> =
+    fn(Tensor<D>, FractionalMaxPoolOptions<N>, Option<Tensor<3>>) -> WithIndices<D>;
 
 /// The public per-rank pooling functions under test, for spatial rank `N` (tensor rank `D`).
 pub struct PoolFns<const N: usize, const D: usize> {
@@ -17,8 +19,7 @@ pub struct PoolFns<const N: usize, const D: usize> {
     pub avg: fn(Tensor<D>, AvgPoolNdOptions<N>) -> Tensor<D>,
     pub adaptive_avg: fn(Tensor<D>, AdaptiveSize<N>) -> Tensor<D>,
     pub adaptive_max: fn(Tensor<D>, AdaptiveSize<N>) -> WithIndices<D>,
-    pub fractional:
-        Option<fn(Tensor<D>, FractionalMaxPoolOptions<N>, Option<Tensor<3>>) -> WithIndices<D>>,
+    pub fractional: Option<FractionalFn<N, D>>,
     pub lp: fn(Tensor<D>, LpPoolOptions<N>) -> Tensor<D>,
     pub unpool: fn(Tensor<D>, Tensor<D, Int>, MaxUnpoolOptions<N>) -> Tensor<D>,
 }

@@ -1,0 +1,265 @@
+//! Every pooling validation rule: the `try_` twin returns a `SpecError` naming the op and the
+//! values; the plain function panics with the same message.
+
+use burn::tensor::{Device, Int, Tensor};
+use burn_convpool::*;
+
+fn ones<const D: usize>(dims: [usize; D]) -> Tensor<D> {
+    Tensor::ones(dims, &Device::flex())
+}
+
+fn indices<const D: usize>(dims: [usize; D], value: i64) -> Tensor<D, Int> {
+    Tensor::<D, Int>::zeros(dims, &Device::flex()) + value
+}
+
+#[test]
+fn kernel_larger_than_padded_input() {
+    let error = try_max_pool2d(ones([1, 1, 2, 5]), MaxPoolOptions::new([3, 3])).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_pool2d: kernel extent 3 (dilation * (kernel - 1) + 1) is larger than the padded input 2 on spatial dim 0"
+    );
+    let error = try_avg_pool1d(ones([1, 1, 2]), AvgPoolNdOptions::new([4])).unwrap_err();
+    assert!(matches!(
+        error.kind,
+        SpecErrorKind::KernelTooLarge {
+            kernel_extent: 4,
+            padded_len: 2,
+            ..
+        }
+    ));
+    let error =
+        try_lp_pool3d(ones([1, 1, 4, 4, 1]), LpPoolOptions::new(2.0, [2, 2, 2])).unwrap_err();
+    assert_eq!(error.op, "lp_pool3d");
+}
+
+#[test]
+fn padding_at_most_half_the_effective_kernel() {
+    let options = MaxPoolOptions::new([3, 3]).with_padding([1, 2]);
+    let error = try_max_pool2d(ones([1, 1, 8, 8]), options).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_pool2d: padding 2 on spatial dim 1 is larger than half the effective kernel (1)"
+    );
+    // Dilation widens the kernel, and with it the allowed padding.
+    let options = MaxPoolOptions::new([3])
+        .with_padding([2])
+        .with_dilation([2]);
+    assert_eq!(max_pool1d(ones([1, 1, 8]), options).dims(), [1, 1, 3]);
+    let error = try_avg_pool3d(
+        ones([1, 1, 4, 4, 4]),
+        AvgPoolNdOptions::new([2, 2, 2]).with_padding([0, 0, 2]),
+    )
+    .unwrap_err();
+    assert!(matches!(
+        error.kind,
+        SpecErrorKind::PaddingTooLarge {
+            dim: 2,
+            padding: 2,
+            limit: 1
+        }
+    ));
+}
+
+#[test]
+fn zero_stride_kernel_and_divisor() {
+    let options = MaxPoolOptions {
+        stride: [0, 1],
+        ..MaxPoolOptions::new([2, 2])
+    };
+    let error = try_max_pool2d(ones([1, 1, 4, 4]), options).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_pool2d: stride must be non-zero, got [0, 1]"
+    );
+    let error = try_lp_pool1d(
+        ones([1, 1, 4]),
+        LpPoolOptions::new(2.0, [2]).with_stride([0]),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "lp_pool1d: stride must be non-zero, got [0]"
+    );
+    let error = try_avg_pool2d(
+        ones([1, 1, 4, 4]),
+        AvgPoolNdOptions::new([2, 2]).with_divisor_override(0),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "avg_pool2d: divisor_override must be non-zero, got [0]"
+    );
+    let error = try_max_unpool1d(
+        ones([1, 1, 2]),
+        indices([1, 1, 2], 0),
+        MaxUnpoolOptions::new([2]).with_stride([0]),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_unpool1d: stride must be non-zero, got [0]"
+    );
+}
+
+#[test]
+fn lp_norm_type_must_be_positive() {
+    let error = try_lp_pool2d(ones([1, 1, 4, 4]), LpPoolOptions::new(0.0, [2, 2])).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "lp_pool2d: norm_type must be positive, got 0"
+    );
+}
+
+#[test]
+fn output_ratio_in_open_unit_interval() {
+    for ratio in [0.0, 1.0, 1.5] {
+        let options = FractionalMaxPoolOptions::new([2, 2], FractionalOutput::Ratio([0.5, ratio]));
+        let error = try_fractional_max_pool2d(ones([1, 1, 8, 8]), options, None).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "fractional_max_pool2d: output_ratio {ratio} on spatial dim 1 must lie in (0, 1) and give an output of at least 1"
+            )
+        );
+    }
+}
+
+#[test]
+fn fractional_kernel_must_fit_the_implied_window() {
+    let options = FractionalMaxPoolOptions::new([3, 3, 3], FractionalOutput::Size([4, 4, 7]));
+    let error = try_fractional_max_pool3d(ones([1, 1, 8, 8, 8]), options, None).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "fractional_max_pool3d: kernel 3 is too large for output size 7 from input length 8 on spatial dim 2 (needs output + kernel - 1 <= input)"
+    );
+}
+
+#[test]
+fn fractional_samples_shape() {
+    let options = FractionalMaxPoolOptions::new([2, 2], FractionalOutput::Size([3, 3]));
+    let samples = Tensor::<3>::zeros([1, 2, 3], &Device::flex());
+    let error = try_fractional_max_pool2d(ones([1, 2, 8, 8]), options, Some(samples)).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "fractional_max_pool2d: samples shape vs (N, C, spatial dims): [1, 2, 2] vs [1, 2, 3]"
+    );
+}
+
+#[test]
+fn unpool_output_size_in_range() {
+    // default = (3 - 1) * 2 + 2 = 6, valid sizes 6 and 7.
+    let options = MaxUnpoolOptions::new([2, 2]).with_output_size([6, 8]);
+    let error =
+        try_max_unpool2d(ones([1, 1, 3, 3]), indices([1, 1, 3, 3], 0), options).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_unpool2d: output_size 8 on spatial dim 1 is outside the valid range [6, 7]"
+    );
+    let options = MaxUnpoolOptions::new([2, 2]).with_output_size([7, 7]);
+    assert_eq!(
+        max_unpool2d(ones([1, 1, 3, 3]), indices([1, 1, 3, 3], 0), options).dims(),
+        [1, 1, 7, 7]
+    );
+}
+
+#[test]
+fn unpool_indices_in_range_and_shaped_like_x() {
+    let error = try_max_unpool1d(
+        ones([1, 2, 3]),
+        indices([1, 2, 3], 6),
+        MaxUnpoolOptions::new([2]),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_unpool1d: index 6 is out of range for an output plane of 6 elements"
+    );
+    let error = try_max_unpool1d(
+        ones([1, 2, 3]),
+        indices([1, 2, 3], -1),
+        MaxUnpoolOptions::new([2]),
+    )
+    .unwrap_err();
+    assert!(matches!(
+        error.kind,
+        SpecErrorKind::IndexOutOfRange {
+            index: -1,
+            plane: 6
+        }
+    ));
+    let error = try_max_unpool1d(
+        ones([1, 2, 3]),
+        indices([1, 2, 2], 0),
+        MaxUnpoolOptions::new([2]),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_unpool1d: x and indices shapes: [1, 2, 3] vs [1, 2, 2]"
+    );
+}
+
+#[test]
+#[should_panic(
+    expected = "max_unpool3d: index 64 is out of range for an output plane of 64 elements"
+)]
+fn unpool_out_of_range_panics_without_writing() {
+    max_unpool3d(
+        ones([1, 1, 2, 2, 2]),
+        indices([1, 1, 2, 2, 2], 64),
+        MaxUnpoolOptions::new([2, 2, 2]),
+    );
+}
+
+#[test]
+fn wrong_rank() {
+    let error = try_max_pool2d(ones([4, 4]), MaxPoolOptions::new([2, 2])).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_pool2d: x must have rank [3, 4], got rank 2"
+    );
+    let error = try_adaptive_avg_pool3d(ones([1, 1, 1, 4, 4, 4]), [2, 2, 2]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "adaptive_avg_pool3d: x must have rank [4, 5], got rank 6"
+    );
+}
+
+#[test]
+fn adaptive_output_size_non_zero_and_input_non_empty() {
+    let error = try_adaptive_max_pool2d(ones([1, 1, 4, 4]), [0, 2]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "adaptive_max_pool2d: output_size must be non-zero, got [0, 2]"
+    );
+    let error = try_adaptive_avg_pool1d(ones([1, 1, 0]), [2]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "adaptive_avg_pool1d: input [1, 1, 0] has an empty spatial dim"
+    );
+}
+
+#[test]
+fn unbatched_pooling_keeps_rank_and_indices_round_trip() {
+    let x = Tensor::<3>::from_floats(
+        [[[1.0, 5.0, 2.0], [3.0, 0.0, 4.0], [7.0, 6.0, 8.0]]],
+        &Device::flex(),
+    );
+    let (pooled, idx) =
+        max_pool2d_with_indices(x.clone(), MaxPoolOptions::new([2, 2]).with_stride([1, 1]));
+    assert_eq!(pooled.dims(), [1, 2, 2]);
+    assert_eq!(
+        idx.clone().into_data().iter::<i64>().collect::<Vec<_>>(),
+        [1, 1, 6, 8]
+    );
+    let restored = max_unpool2d(
+        pooled,
+        idx,
+        MaxUnpoolOptions::new([2, 2]).with_stride([1, 1]),
+    );
+    assert_eq!(
+        restored.into_data().iter::<f32>().collect::<Vec<_>>(),
+        [0.0, 5.0, 0.0, 0.0, 0.0, 0.0, 7.0, 0.0, 8.0]
+    );
+}

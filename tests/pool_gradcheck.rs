@@ -1,0 +1,174 @@
+//! Finite-difference checks, in f64 on tiny shapes, of the pooling gradients that are not a
+//! plain routing through indices: average (every divisor rule), adaptive average and LP pooling.
+
+mod common;
+
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use burn_convpool::*;
+use common::Lcg;
+
+const EPS: f64 = 1e-6;
+
+fn tensor<const D: usize>(values: &[f64], dims: [usize; D], device: &Device) -> Tensor<D> {
+    Tensor::from_data(TensorData::new(values.to_vec(), dims), (device, DType::F64))
+}
+
+fn to_vec<const D: usize>(tensor: Tensor<D>) -> Vec<f64> {
+    tensor.into_data().iter::<f64>().collect()
+}
+
+/// Compare d(sum(op(x) * r))/dx from autodiff with central differences.
+fn gradcheck<const D: usize>(
+    name: &str,
+    op: impl Fn(Tensor<D>) -> Tensor<D>,
+    dims: [usize; D],
+    positive: bool,
+) {
+    let mut rng = Lcg::new(name.len() as u64 * 104729);
+    let mut x = rng.values(dims.iter().product());
+    if positive {
+        x.iter_mut().for_each(|v| *v = v.abs() + 0.1);
+    }
+    let plain = Device::flex();
+    let out_dims = op(tensor(&x, dims, &plain)).dims();
+    let r = rng.values(out_dims.iter().product());
+    let loss = |x: &[f64]| -> f64 {
+        to_vec(op(tensor(x, dims, &plain)))
+            .iter()
+            .zip(&r)
+            .map(|(a, b)| a * b)
+            .sum()
+    };
+
+    let device = Device::flex().autodiff();
+    let x_tracked = tensor(&x, dims, &device).require_grad();
+    let grads = (op(x_tracked.clone()) * tensor(&r, out_dims, &device))
+        .sum()
+        .backward();
+    let analytic = to_vec(x_tracked.grad(&grads).unwrap());
+    for i in 0..x.len() {
+        let (mut plus, mut minus) = (x.clone(), x.clone());
+        plus[i] += EPS;
+        minus[i] -= EPS;
+        let numeric = (loss(&plus) - loss(&minus)) / (2.0 * EPS);
+        let error = (numeric - analytic[i]).abs() / (1.0 + numeric.abs());
+        assert!(
+            error < 1e-6,
+            "{name}: d/dx[{i}] analytic {} vs numeric {numeric}",
+            analytic[i]
+        );
+    }
+}
+
+#[test]
+fn avg_pool_divisor_rules() {
+    let include = AvgPoolNdOptions::new([3, 2])
+        .with_stride([2, 2])
+        .with_padding([1, 1])
+        .with_ceil_mode(true);
+    gradcheck::<4>(
+        "avg_include_pad",
+        |x| avg_pool2d(x, include.clone()),
+        [1, 2, 6, 5],
+        false,
+    );
+    let exclude = include.clone().with_count_include_pad(false);
+    gradcheck::<4>(
+        "avg_exclude_pad",
+        |x| avg_pool2d(x, exclude.clone()),
+        [1, 2, 6, 5],
+        false,
+    );
+    let divisor = include.with_divisor_override(5);
+    gradcheck::<4>(
+        "avg_divisor",
+        |x| avg_pool2d(x, divisor.clone()),
+        [2, 1, 5, 5],
+        false,
+    );
+    let options = AvgPoolNdOptions::new([2, 2, 3])
+        .with_stride([1, 2, 2])
+        .with_padding([0, 1, 1]);
+    gradcheck::<5>(
+        "avg3d",
+        |x| avg_pool3d(x, options.clone()),
+        [1, 1, 3, 4, 5],
+        false,
+    );
+    gradcheck::<3>(
+        "avg1d",
+        |x| avg_pool1d(x, AvgPoolNdOptions::new([3]).with_stride([2])),
+        [2, 2, 7],
+        false,
+    );
+}
+
+#[test]
+fn adaptive_avg_pool_overlapping_windows() {
+    gradcheck::<3>(
+        "adaptive1d",
+        |x| adaptive_avg_pool1d(x, [5]),
+        [1, 2, 3],
+        false,
+    );
+    gradcheck::<4>(
+        "adaptive2d",
+        |x| adaptive_avg_pool2d(x, [3, 4]),
+        [2, 1, 7, 5],
+        false,
+    );
+    gradcheck::<5>(
+        "adaptive3d",
+        |x| adaptive_avg_pool3d(x, [2, 3, 2]),
+        [1, 1, 3, 5, 4],
+        false,
+    );
+}
+
+#[test]
+fn lp_pool_norms() {
+    let p2 = LpPoolOptions::new(2.0, [2, 3])
+        .with_stride([1, 2])
+        .with_ceil_mode(true);
+    gradcheck::<4>("lp2", |x| lp_pool2d(x, p2.clone()), [1, 2, 5, 6], false);
+    let p1 = LpPoolOptions::new(1.0, [3]).with_stride([2]);
+    gradcheck::<3>("lp1_signed", |x| lp_pool1d(x, p1.clone()), [2, 1, 7], false);
+    let p_frac = LpPoolOptions::new(1.5, [2, 2, 2]).with_stride([1, 2, 1]);
+    gradcheck::<5>(
+        "lp1.5",
+        |x| lp_pool3d(x, p_frac.clone()),
+        [1, 1, 3, 4, 3],
+        true,
+    );
+    let p3 = LpPoolOptions::new(3.0, [2, 2])
+        .with_stride([3, 3])
+        .with_ceil_mode(true);
+    gradcheck::<4>("lp3_ceil", |x| lp_pool2d(x, p3.clone()), [1, 1, 6, 7], true);
+    let p_inf = LpPoolOptions::new(f64::INFINITY, [2, 2]);
+    gradcheck::<4>(
+        "lp_inf",
+        |x| lp_pool2d(x, p_inf.clone()),
+        [1, 2, 4, 4],
+        false,
+    );
+}
+
+#[test]
+fn max_family_routes_gradients() {
+    let options = MaxPoolOptions::new([3, 2])
+        .with_stride([2, 1])
+        .with_padding([1, 1])
+        .with_dilation([1, 2]);
+    gradcheck::<4>(
+        "max2d",
+        |x| max_pool2d(x, options.clone()),
+        [1, 2, 6, 5],
+        false,
+    );
+    gradcheck::<5>(
+        "adaptive_max3d",
+        |x| adaptive_max_pool3d(x, [2, 3, 2]),
+        [1, 1, 3, 5, 4],
+        false,
+    );
+}
