@@ -68,13 +68,103 @@ pub fn max_pool<'a, T: Element>(
         .for_each(|(p, (out_plane, index_plane))| {
             let x_plane = &x[p * in_volume..][..in_volume];
             let spans = spans_of(p);
-            for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
-                let (best, best_index) = max_of_box(x_plane, in_size, boxed, &map);
-                out_plane[o] = best;
-                index_plane[o] = best_index as i64;
-            });
+            let row_len = spans[2].len();
+            let run = regular_run(&spans[2]);
+            let rows = out_plane
+                .chunks_mut(row_len)
+                .zip(index_plane.chunks_mut(row_len));
+            let boxes = spans[0]
+                .iter()
+                .flat_map(|sd| spans[1].iter().map(move |sh| (sd, sh)));
+            for ((sd, sh), (out_row, index_row)) in boxes.zip(rows) {
+                let (lo, hi) = run.map_or((0, 0), |run| (run.lo, run.hi));
+                for o in (0..lo).chain(hi..row_len) {
+                    let (best, index) = max_of_box(x_plane, in_size, [sd, sh, &spans[2][o]], &map);
+                    out_row[o] = best;
+                    index_row[o] = index as i64;
+                }
+                if let Some(run) = run {
+                    max_of_run(
+                        x_plane,
+                        in_size,
+                        [sd, sh],
+                        &spans[2],
+                        run,
+                        &mut out_row[lo..hi],
+                        &mut index_row[lo..hi],
+                        &map,
+                    );
+                }
+            }
         });
     (out, indices)
+}
+
+/// A range of output columns whose windows have the same taps shifted by a constant stride:
+/// the interior of a sliding window, where a row can be reduced without per-tap branches.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    lo: usize,
+    hi: usize,
+    stride: usize,
+}
+
+fn regular_run(spans: &[Span]) -> Option<Run> {
+    let full = spans.iter().map(|s| s.count).max()?;
+    let lo = spans.iter().position(|s| s.count == full)?;
+    let stride = spans
+        .get(lo + 1)
+        .map_or(0, |next| next.start.wrapping_sub(spans[lo].start));
+    let mut hi = lo + 1;
+    while hi < spans.len()
+        && spans[hi].count == full
+        && spans[hi].step == spans[lo].step
+        && spans[hi].start == spans[hi - 1].start.wrapping_add(stride)
+    {
+        hi += 1;
+    }
+    (hi - lo > 1 && stride > 0).then_some(Run { lo, hi, stride })
+}
+
+/// [`max_of_box`] for the columns of a [`Run`] at once: taps in the same row-major order per
+/// output, with a select instead of a branch, so random data does not mispredict.
+#[allow(clippy::too_many_arguments)]
+fn max_of_run<T: Element>(
+    x_plane: &[T],
+    [_, h_len, w_len]: [usize; 3],
+    [sd, sh]: [&Span; 2],
+    w_spans: &[Span],
+    run: Run,
+    best: &mut [T],
+    best_index: &mut [i64],
+    map: &impl Fn(T) -> T,
+) {
+    let first = &w_spans[run.lo];
+    let origin = (sd.start * h_len + sh.start) * w_len + first.start;
+    best.fill(T::NEG_INFINITY);
+    for (j, index) in best_index.iter_mut().enumerate() {
+        *index = (origin + j * run.stride) as i64;
+    }
+    for d in sd.taps() {
+        for h in sh.taps() {
+            let row = (d * h_len + h) * w_len;
+            for w in first.taps() {
+                let base = row + w;
+                let taps = &x_plane[base..base + (best.len() - 1) * run.stride + 1];
+                for (j, (b, index)) in best.iter_mut().zip(best_index.iter_mut()).enumerate() {
+                    let value = map(taps[j * run.stride]);
+                    #[allow(clippy::eq_op)]
+                    let better = value > *b || value != value;
+                    *b = if better { value } else { *b };
+                    *index = if better {
+                        (base + j * run.stride) as i64
+                    } else {
+                        *index
+                    };
+                }
+            }
+        }
+    }
 }
 
 /// The maximum of one box and its index, scanning row-major: the first tap is the index of an
