@@ -5,7 +5,7 @@ use burn::backend::autodiff::{
     Autodiff, NodeId,
     checkpoint::{base::Checkpointer, strategy::CheckpointStrategy},
     grads::Gradients,
-    ops::{Backward, Ops, OpsKind},
+    ops::{Backward, NodeGuard, Ops, OpsKind},
 };
 use burn::backend::{TensorMetadata, tensor::FloatTensor};
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
@@ -122,51 +122,40 @@ pub(crate) fn record<B: ConvPoolBackend, C: CheckpointStrategy>(
     bias: Option<FloatTensor<Autodiff<B, C>>>,
 ) -> FloatTensor<Autodiff<B, C>> {
     match bias {
-        None => {
-            let prepared = ConvBackward.prepare::<C>([x.node(), weight.node()]);
-            match prepared.compute_bound().stateful() {
-                OpsKind::Tracked(mut prep) => {
-                    let state = ConvState {
-                        x_size: spatial(&x.primitive().shape()),
-                        kernel_size: spatial(&weight.primitive().shape()),
-                        x: prep.checkpoint(&x),
-                        weight: prep.checkpoint(&weight),
-                        kind: kind.clone(),
-                    };
-                    let out = kind.forward::<B>(x.into_primitive(), weight.into_primitive(), None);
-                    prep.finish(state, out)
-                }
-                OpsKind::UnTracked(prep) => prep.finish(kind.forward::<B>(
-                    x.into_primitive(),
-                    weight.into_primitive(),
-                    None,
-                )),
-            }
-        }
+        None => record_with_parents::<B, C, 2>([x.node(), weight.node()], kind, x, weight, None),
         Some(bias) => {
-            let prepared = ConvBackward.prepare::<C>([x.node(), weight.node(), bias.node()]);
-            match prepared.compute_bound().stateful() {
-                OpsKind::Tracked(mut prep) => {
-                    let state = ConvState {
-                        x_size: spatial(&x.primitive().shape()),
-                        kernel_size: spatial(&weight.primitive().shape()),
-                        x: prep.checkpoint(&x),
-                        weight: prep.checkpoint(&weight),
-                        kind: kind.clone(),
-                    };
-                    let out = kind.forward::<B>(
-                        x.into_primitive(),
-                        weight.into_primitive(),
-                        Some(bias.into_primitive()),
-                    );
-                    prep.finish(state, out)
-                }
-                OpsKind::UnTracked(prep) => prep.finish(kind.forward::<B>(
-                    x.into_primitive(),
-                    weight.into_primitive(),
-                    Some(bias.into_primitive()),
-                )),
-            }
+            let parents = [x.node(), weight.node(), bias.node()];
+            record_with_parents::<B, C, 3>(parents, kind, x, weight, Some(bias.into_primitive()))
+        }
+    }
+}
+
+/// [`record`] for `N` parents: `[x, weight]` or `[x, weight, bias]`.
+fn record_with_parents<B: ConvPoolBackend, C: CheckpointStrategy, const N: usize>(
+    parents: [NodeGuard; N],
+    kind: ConvKind,
+    x: FloatTensor<Autodiff<B, C>>,
+    weight: FloatTensor<Autodiff<B, C>>,
+    bias: Option<FloatTensor<B>>,
+) -> FloatTensor<Autodiff<B, C>> {
+    match ConvBackward
+        .prepare::<C>(parents)
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(mut prep) => {
+            let state = ConvState {
+                x_size: spatial(&x.primitive().shape()),
+                kernel_size: spatial(&weight.primitive().shape()),
+                x: prep.checkpoint(&x),
+                weight: prep.checkpoint(&weight),
+                kind: kind.clone(),
+            };
+            let out = kind.forward::<B>(x.into_primitive(), weight.into_primitive(), bias);
+            prep.finish(state, out)
+        }
+        OpsKind::UnTracked(prep) => {
+            prep.finish(kind.forward::<B>(x.into_primitive(), weight.into_primitive(), bias))
         }
     }
 }

@@ -2,28 +2,9 @@
 //! holds the input element that kernel tap `(kd, kh, kw)` of channel `c` sees at output
 //! position `(od, oh, ow)`, zero in the padding. [`col2im`] is its adjoint (scatter-add).
 
-use crate::spec::ConvGeometry;
+use crate::spec::{ConvGeometry, inside};
 
 use super::element::Element;
-
-/// Output positions `o` in `0..out_len` whose input index `o * stride + offset` lies in
-/// `0..in_len`.
-fn valid_range(out_len: usize, in_len: usize, stride: usize, offset: isize) -> (usize, usize) {
-    let stride = stride as isize;
-    let lo = if offset >= 0 {
-        0
-    } else {
-        (-offset + stride - 1) / stride
-    };
-    let room = in_len as isize - offset;
-    let hi = if room <= 0 {
-        0
-    } else {
-        (room + stride - 1) / stride
-    };
-    let lo = (lo as usize).min(out_len);
-    (lo, (hi as usize).clamp(lo, out_len))
-}
 
 /// Walks every (patch row, output row) pair and hands `visit` the input row segment it maps to.
 /// Shared by both directions so the index math exists once.
@@ -46,7 +27,8 @@ fn for_each_run(
             for kh in 0..k_h {
                 for kw in 0..k_w {
                     let offset_w = (kw * d_w) as isize - p_w;
-                    let (w_lo, w_hi) = valid_range(out_w, in_w, s_w, offset_w);
+                    let columns = inside(offset_w, s_w, out_w, in_w);
+                    let (w_lo, w_hi) = (columns.start, columns.end);
                     for od in 0..out_d {
                         let id = (od * s_d + kd * d_d) as isize - p_d;
                         for oh in 0..out_h {
@@ -122,17 +104,4 @@ pub fn is_pointwise(geometry: &ConvGeometry) -> bool {
         && geometry.stride == [1; 3]
         && geometry.pad_begin == [0; 3]
         && geometry.in_size == geometry.out_size
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn valid_ranges() {
-        assert_eq!(valid_range(5, 5, 1, -1), (1, 5));
-        assert_eq!(valid_range(5, 5, 1, 1), (0, 4));
-        assert_eq!(valid_range(3, 5, 2, -1), (1, 3));
-        assert_eq!(valid_range(3, 2, 1, 5), (0, 0));
-    }
 }

@@ -12,7 +12,7 @@ use burn::tensor::ops::AvgPoolOptions;
 pub use burn::tensor::ops::MaxPoolOptions;
 
 use super::error::{SpecError, SpecErrorKind as Kind, SpecResult};
-use super::window::{kernel_extent, lift, out_len};
+use super::window::{inside, kernel_extent, lift, out_len};
 
 /// The input taps one output position reads along one axis: `start, start + step, ...`
 /// (`count` of them, all inside the input).
@@ -85,19 +85,10 @@ pub fn sliding_spans(
     (0..out)
         .map(|o| {
             let first = (o * stride) as isize - pad_begin as isize;
+            let taps = inside(first, dilation, kernel, len);
+            let count = taps.len();
+            let skip = taps.start as isize;
             let step = dilation as isize;
-            let skip = if first >= 0 {
-                0
-            } else {
-                (-first + step - 1) / step
-            };
-            let room = len as isize - first;
-            let fit = if room <= 0 {
-                0
-            } else {
-                (room + step - 1) / step
-            };
-            let count = (fit.min(kernel as isize) - skip).max(0) as usize;
             let end = (first + kernel as isize).min((len + pad_end) as isize);
             Span {
                 start: (first + skip * step).max(0) as usize,

@@ -31,6 +31,25 @@ pub fn out_len(
     usize::try_from(out).ok().filter(|&out| out > 0)
 }
 
+/// The `k` in `0..n` for which `first + k * step` lies in `0..len`: the taps of a window that
+/// fall inside the input, or the output positions at which one kernel tap does.
+pub fn inside(first: isize, step: usize, n: usize, len: usize) -> core::ops::Range<usize> {
+    let step = step as isize;
+    let lo = if first >= 0 {
+        0
+    } else {
+        (-first + step - 1) / step
+    };
+    let room = len as isize - first;
+    let hi = if room <= 0 {
+        0
+    } else {
+        (room + step - 1) / step
+    };
+    let lo = (lo as usize).min(n);
+    lo..(hi as usize).clamp(lo, n)
+}
+
 /// Lift a rank-N per-axis parameter to rank 3 by prepending `fill` (unit axes of size 1).
 pub fn lift<T: Copy, const N: usize>(values: [T; N], fill: T) -> [T; 3] {
     assert!(N <= 3, "spatial rank {N} is above 3");
@@ -61,6 +80,14 @@ mod tests {
         // Ceil mode lets the dilated kernel overhang by less than a stride.
         assert_eq!(out_len(4, (0, 0), 3, 3, 2, true), Some(1));
         assert_eq!(out_len(4, (0, 0), 3, 3, 2, false), None);
+    }
+
+    #[test]
+    fn progression_inside_the_input() {
+        assert_eq!(inside(-1, 1, 5, 5), 1..5);
+        assert_eq!(inside(1, 1, 5, 5), 0..4);
+        assert_eq!(inside(-1, 2, 3, 5), 1..3);
+        assert_eq!(inside(5, 1, 3, 2), 0..0);
     }
 
     #[test]
