@@ -5,22 +5,12 @@
 
 mod common;
 
-use burn::tensor::{DType, Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 use burn_convpool::*;
-use common::Lcg;
-
-const EPS: f64 = 1e-6;
+use common::{FD_EPS, Lcg, f64_tensor, f64_values};
 
 /// A conv-family op with fixed options, applied to rank-D tensors.
 type Op<const D: usize> = Box<dyn Fn(Tensor<D>, Tensor<D>, Option<Tensor<1>>) -> Tensor<D>>;
-
-fn tensor<const D: usize>(values: &[f64], dims: [usize; D], device: &Device) -> Tensor<D> {
-    Tensor::from_data(TensorData::new(values.to_vec(), dims), (device, DType::F64))
-}
-
-fn to_vec<const D: usize>(tensor: Tensor<D>) -> Vec<f64> {
-    tensor.into_data().convert::<f64>().try_to_vec().unwrap()
-}
 
 /// Check d(loss)/d(x, weight, bias) for one op against central differences.
 fn gradcheck<const D: usize>(
@@ -36,31 +26,31 @@ fn gradcheck<const D: usize>(
     let bias = rng.values(bias_len);
     let plain = Device::flex();
     let out_dims = op(
-        tensor(&x, x_dims, &plain),
-        tensor(&weight, weight_dims, &plain),
-        Some(tensor(&bias, [bias_len], &plain)),
+        f64_tensor(&x, x_dims, &plain),
+        f64_tensor(&weight, weight_dims, &plain),
+        Some(f64_tensor(&bias, [bias_len], &plain)),
     )
     .dims();
     let r = rng.values(out_dims.iter().product());
     let loss = |x: &[f64], weight: &[f64], bias: &[f64]| -> f64 {
         let out = op(
-            tensor(x, x_dims, &plain),
-            tensor(weight, weight_dims, &plain),
-            Some(tensor(bias, [bias_len], &plain)),
+            f64_tensor(x, x_dims, &plain),
+            f64_tensor(weight, weight_dims, &plain),
+            Some(f64_tensor(bias, [bias_len], &plain)),
         );
-        to_vec(out).iter().zip(&r).map(|(a, b)| a * b).sum()
+        f64_values(out).iter().zip(&r).map(|(a, b)| a * b).sum()
     };
 
     let device = Device::flex().autodiff();
-    let x_t = tensor(&x, x_dims, &device).require_grad();
-    let weight_t = tensor(&weight, weight_dims, &device).require_grad();
-    let bias_t = tensor(&bias, [bias_len], &device).require_grad();
+    let x_t = f64_tensor(&x, x_dims, &device).require_grad();
+    let weight_t = f64_tensor(&weight, weight_dims, &device).require_grad();
+    let bias_t = f64_tensor(&bias, [bias_len], &device).require_grad();
     let out = op(x_t.clone(), weight_t.clone(), Some(bias_t.clone()));
-    let grads = (out * tensor(&r, out_dims, &device)).sum().backward();
+    let grads = (out * f64_tensor(&r, out_dims, &device)).sum().backward();
     let analytic = [
-        to_vec(x_t.grad(&grads).unwrap()),
-        to_vec(weight_t.grad(&grads).unwrap()),
-        to_vec(bias_t.grad(&grads).unwrap()),
+        f64_values(x_t.grad(&grads).unwrap()),
+        f64_values(weight_t.grad(&grads).unwrap()),
+        f64_values(bias_t.grad(&grads).unwrap()),
     ];
 
     let inputs = [x, weight, bias];
@@ -68,11 +58,11 @@ fn gradcheck<const D: usize>(
         for i in 0..inputs[which].len() {
             let mut plus = inputs.clone();
             let mut minus = inputs.clone();
-            plus[which][i] += EPS;
-            minus[which][i] -= EPS;
+            plus[which][i] += FD_EPS;
+            minus[which][i] -= FD_EPS;
             let numeric = (loss(&plus[0], &plus[1], &plus[2])
                 - loss(&minus[0], &minus[1], &minus[2]))
-                / (2.0 * EPS);
+                / (2.0 * FD_EPS);
             let error = (numeric - grad[i]).abs() / (1.0 + numeric.abs());
             assert!(
                 error < 1e-6,

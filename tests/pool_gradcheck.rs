@@ -3,19 +3,9 @@
 
 mod common;
 
-use burn::tensor::{DType, Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 use burn_convpool::*;
-use common::Lcg;
-
-const EPS: f64 = 1e-6;
-
-fn tensor<const D: usize>(values: &[f64], dims: [usize; D], device: &Device) -> Tensor<D> {
-    Tensor::from_data(TensorData::new(values.to_vec(), dims), (device, DType::F64))
-}
-
-fn to_vec<const D: usize>(tensor: Tensor<D>) -> Vec<f64> {
-    tensor.into_data().iter::<f64>().collect()
-}
+use common::{FD_EPS, Lcg, f64_tensor, f64_values};
 
 /// Compare d(sum(op(x) * r))/dx from autodiff with central differences.
 fn gradcheck<const D: usize>(
@@ -30,10 +20,10 @@ fn gradcheck<const D: usize>(
         x.iter_mut().for_each(|v| *v = v.abs() + 0.1);
     }
     let plain = Device::flex();
-    let out_dims = op(tensor(&x, dims, &plain)).dims();
+    let out_dims = op(f64_tensor(&x, dims, &plain)).dims();
     let r = rng.values(out_dims.iter().product());
     let loss = |x: &[f64]| -> f64 {
-        to_vec(op(tensor(x, dims, &plain)))
+        f64_values(op(f64_tensor(x, dims, &plain)))
             .iter()
             .zip(&r)
             .map(|(a, b)| a * b)
@@ -41,16 +31,16 @@ fn gradcheck<const D: usize>(
     };
 
     let device = Device::flex().autodiff();
-    let x_tracked = tensor(&x, dims, &device).require_grad();
-    let grads = (op(x_tracked.clone()) * tensor(&r, out_dims, &device))
+    let x_tracked = f64_tensor(&x, dims, &device).require_grad();
+    let grads = (op(x_tracked.clone()) * f64_tensor(&r, out_dims, &device))
         .sum()
         .backward();
-    let analytic = to_vec(x_tracked.grad(&grads).unwrap());
+    let analytic = f64_values(x_tracked.grad(&grads).unwrap());
     for i in 0..x.len() {
         let (mut plus, mut minus) = (x.clone(), x.clone());
-        plus[i] += EPS;
-        minus[i] -= EPS;
-        let numeric = (loss(&plus) - loss(&minus)) / (2.0 * EPS);
+        plus[i] += FD_EPS;
+        minus[i] -= FD_EPS;
+        let numeric = (loss(&plus) - loss(&minus)) / (2.0 * FD_EPS);
         let error = (numeric - analytic[i]).abs() / (1.0 + numeric.abs());
         assert!(
             error < 1e-6,

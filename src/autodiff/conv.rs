@@ -11,6 +11,7 @@ use burn::backend::{TensorMetadata, tensor::FloatTensor};
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
 use crate::backend::ConvPoolBackend;
+use crate::spec::spatial;
 
 /// Which convolution a node recorded, with its options.
 #[derive(Debug, Clone)]
@@ -61,10 +62,6 @@ impl ConvKind {
             }
         }
     }
-}
-
-fn spatial(dims: &[usize]) -> [usize; 3] {
-    [dims[2], dims[3], dims[4]]
 }
 
 /// What the backward step needs: checkpointed `x` and `weight`, their spatial sizes, the op.

@@ -14,11 +14,8 @@ use burn::backend::{
 };
 
 use crate::backend::ConvPoolBackend;
+use crate::spec::spatial;
 use crate::spec::{AvgPoolNdOptions, LpPoolOptions};
-
-fn spatial(dims: &[usize]) -> [usize; 3] {
-    [dims[2], dims[3], dims[4]]
-}
 
 /// Record a one-input op whose backward state is derived from the forward's extra output.
 pub(crate) fn record<B, C, Bw, R>(

@@ -63,6 +63,13 @@ pub trait HostTensors {
     fn int_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> Self::IntTensor;
 }
 
+/// Dims of a rank-5 backend tensor.
+pub fn dims5<H: HostTensors>(tensor: &H::Tensor) -> [usize; 5] {
+    H::dims(tensor)
+        .try_into()
+        .unwrap_or_else(|dims: Vec<usize>| panic!("expected a rank-5 tensor, got dims {dims:?}"))
+}
+
 /// Int tensor values as stored: i32 (Burn's default index dtype) or i64 (anything else widened).
 pub enum IntValues<'a> {
     /// 32-bit values.

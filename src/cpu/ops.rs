@@ -6,13 +6,7 @@ use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use crate::spec::ConvGeometry;
 
 use super::conv;
-use super::host::{HostTensors, with_element};
-
-fn dims5<H: HostTensors>(tensor: &H::Tensor) -> [usize; 5] {
-    let dims = H::dims(tensor);
-    dims.try_into()
-        .unwrap_or_else(|dims: Vec<usize>| panic!("expected a rank-5 tensor, got dims {dims:?}"))
-}
+use super::host::{HostTensors, dims5, with_element};
 
 /// Shape of the conv input side given the weight and a spatial size.
 fn conv_x_dims(batch: usize, weight: [usize; 5], groups: usize, size: [usize; 3]) -> [usize; 5] {

@@ -70,6 +70,7 @@ pub fn max_pool<'a, T: Element>(
             let spans = spans_of(p);
             let row_len = spans[2].len();
             let run = regular_run(&spans[2]);
+            let (lo, hi) = run.map_or((0, 0), |run| (run.lo, run.hi));
             let rows = out_plane
                 .chunks_mut(row_len)
                 .zip(index_plane.chunks_mut(row_len));
@@ -77,7 +78,6 @@ pub fn max_pool<'a, T: Element>(
                 .iter()
                 .flat_map(|sd| spans[1].iter().map(move |sh| (sd, sh)));
             for ((sd, sh), (out_row, index_row)) in boxes.zip(rows) {
-                let (lo, hi) = run.map_or((0, 0), |run| (run.lo, run.hi));
                 for o in (0..lo).chain(hi..row_len) {
                     let (best, index) = max_of_box(x_plane, in_size, [sd, sh, &spans[2][o]], &map);
                     out_row[o] = best;
@@ -290,6 +290,12 @@ pub fn lp_pool<T: Element>(
     out
 }
 
+/// `K / count`: LP pooling averages a box over its taps inside the input, then multiplies by the
+/// full kernel volume `K` (PyTorch's `avg_pool(x^p) * K`).
+fn lp_scale<T: Element>(boxed: [&Span; 3], kernel_volume: usize) -> T {
+    T::from_f64(kernel_volume as f64 / tap_count(boxed) as f64)
+}
+
 /// `sum x^p * K / count` over one box: the value that LP pooling takes the `1/p` root of.
 fn lp_total<T: Element>(
     x_plane: &[T],
@@ -300,7 +306,7 @@ fn lp_total<T: Element>(
 ) -> T {
     let mut sum = T::ZERO;
     for_each_tap(in_size, boxed, |i| sum += x_plane[i].powf(p));
-    sum * T::from_f64(kernel_volume as f64 / tap_count(boxed) as f64)
+    sum * lp_scale::<T>(boxed, kernel_volume)
 }
 
 /// Gradient of [`lp_pool`]. As in PyTorch's autograd, the chain rule through `x^p` is applied
@@ -327,8 +333,10 @@ pub fn lp_pool_backward<T: Element>(
             if total == T::ZERO {
                 return;
             }
-            let scale = T::from_f64(kernel_volume as f64 / tap_count(boxed) as f64);
-            let share = grad_plane[o] * inv_p * total.powf(inv_p_minus_one) * scale;
+            let share = grad_plane[o]
+                * inv_p
+                * total.powf(inv_p_minus_one)
+                * lp_scale::<T>(boxed, kernel_volume);
             for_each_tap(in_size, boxed, |i| x_grad_plane[i] += share);
         });
         for (grad, value) in x_grad_plane.iter_mut().zip(x_plane) {

@@ -4,18 +4,12 @@ use burn::tensor::{DType, IntDType};
 
 use crate::spec::{
     AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, Spans, adaptive_spans3, fractional_spans,
-    window_out_size, window_spans,
+    spatial, window_out_size, window_spans,
 };
 
 use super::element::Element;
-use super::host::{HostTensors, Precision, with_element, with_indices};
+use super::host::{HostTensors, Precision, dims5, with_element, with_indices};
 use super::pool;
-
-/// `(N, C, D, H, W)` of a rank-5 tensor as (planes, spatial size).
-fn planes_and_size(dims: &[usize]) -> (usize, [usize; 3]) {
-    assert_eq!(dims.len(), 5, "expected a rank-5 tensor, got dims {dims:?}");
-    (dims[0] * dims[1], [dims[2], dims[3], dims[4]])
-}
 
 fn out_dims(dims: &[usize], size: [usize; 3]) -> [usize; 5] {
     [dims[0], dims[1], size[0], size[1], size[2]]
@@ -28,8 +22,8 @@ fn max_over<H: HostTensors>(
     spans: Spans,
     indices_dtype: IntDType,
 ) -> (H::Tensor, H::IntTensor) {
-    let dims = H::dims(&x);
-    let (_, in_size) = planes_and_size(&dims);
+    let dims = dims5::<H>(&x);
+    let in_size = spatial(&dims);
     let out_size = spans.each_ref().map(Vec::len);
     let dtype = H::dtype(&x);
     let out = out_dims(&dims, out_size);
@@ -50,7 +44,7 @@ pub fn max_pool_with_indices<H: HostTensors>(
     options: &MaxPoolOptions<3>,
     indices_dtype: IntDType,
 ) -> (H::Tensor, H::IntTensor) {
-    let (_, in_size) = planes_and_size(&H::dims(&x));
+    let in_size = spatial(&dims5::<H>(&x));
     max_over::<H>("max_pool", x, window_spans(in_size, options), indices_dtype)
 }
 
@@ -60,7 +54,7 @@ pub fn adaptive_max_pool<H: HostTensors>(
     output_size: [usize; 3],
     indices_dtype: IntDType,
 ) -> (H::Tensor, H::IntTensor) {
-    let (_, in_size) = planes_and_size(&H::dims(&x));
+    let in_size = spatial(&dims5::<H>(&x));
     max_over::<H>(
         "adaptive_max_pool",
         x,
@@ -77,8 +71,8 @@ pub fn fractional_max_pool<H: HostTensors>(
     output_size: [usize; 3],
     indices_dtype: IntDType,
 ) -> (H::Tensor, H::IntTensor) {
-    let dims = H::dims(&x);
-    let (planes, in_size) = planes_and_size(&dims);
+    let dims = dims5::<H>(&x);
+    let (planes, in_size) = (dims[0] * dims[1], spatial(&dims));
     let dtype = H::dtype(&x);
     let f32_math = Precision::of("fractional_max_pool", dtype) == Precision::F32;
     let samples = H::values::<f64>(&samples);
@@ -114,8 +108,8 @@ pub fn max_pool_backward<H: HostTensors>(
     indices: H::IntTensor,
     x_size: [usize; 3],
 ) -> H::Tensor {
-    let dims = H::dims(&out_grad);
-    let (_, out_size) = planes_and_size(&dims);
+    let dims = dims5::<H>(&out_grad);
+    let out_size = spatial(&dims);
     let dtype = H::dtype(&out_grad);
     with_element!("max_pool_backward", dtype, |T| {
         let x_grad = with_indices!(H::int_slice(&indices), |indices| {
@@ -134,8 +128,8 @@ pub fn max_pool_backward<H: HostTensors>(
 
 /// Average pooling.
 pub fn avg_pool<H: HostTensors>(x: H::Tensor, options: &AvgPoolNdOptions<3>) -> H::Tensor {
-    let dims = H::dims(&x);
-    let (_, in_size) = planes_and_size(&dims);
+    let dims = dims5::<H>(&x);
+    let in_size = spatial(&dims);
     let spans = window_spans(in_size, &crate::spec::avg_window(options));
     let dtype = H::dtype(&x);
     with_element!("avg_pool", dtype, |T| {
@@ -150,7 +144,7 @@ pub fn avg_pool_backward<H: HostTensors>(
     x_size: [usize; 3],
     options: &AvgPoolNdOptions<3>,
 ) -> H::Tensor {
-    let dims = H::dims(&out_grad);
+    let dims = dims5::<H>(&out_grad);
     let spans = window_spans(x_size, &crate::spec::avg_window(options));
     let dtype = H::dtype(&out_grad);
     with_element!("avg_pool_backward", dtype, |T| {
@@ -166,8 +160,8 @@ pub fn avg_pool_backward<H: HostTensors>(
 
 /// Adaptive average pooling.
 pub fn adaptive_avg_pool<H: HostTensors>(x: H::Tensor, output_size: [usize; 3]) -> H::Tensor {
-    let dims = H::dims(&x);
-    let (_, in_size) = planes_and_size(&dims);
+    let dims = dims5::<H>(&x);
+    let in_size = spatial(&dims);
     let spans = adaptive_spans3(in_size, output_size);
     let dtype = H::dtype(&x);
     with_element!("adaptive_avg_pool", dtype, |T| {
@@ -181,8 +175,8 @@ pub fn adaptive_avg_pool_backward<H: HostTensors>(
     out_grad: H::Tensor,
     x_size: [usize; 3],
 ) -> H::Tensor {
-    let dims = H::dims(&out_grad);
-    let (_, out_size) = planes_and_size(&dims);
+    let dims = dims5::<H>(&out_grad);
+    let out_size = spatial(&dims);
     let spans = adaptive_spans3(x_size, out_size);
     let dtype = H::dtype(&out_grad);
     with_element!("adaptive_avg_pool_backward", dtype, |T| {
@@ -194,8 +188,8 @@ pub fn adaptive_avg_pool_backward<H: HostTensors>(
 
 /// LP pooling.
 pub fn lp_pool<H: HostTensors>(x: H::Tensor, options: &LpPoolOptions<3>) -> H::Tensor {
-    let dims = H::dims(&x);
-    let (_, in_size) = planes_and_size(&dims);
+    let dims = dims5::<H>(&x);
+    let in_size = spatial(&dims);
     let window = options.window();
     let spans = window_spans(in_size, &window);
     let out_size = window_out_size(in_size, &window);
@@ -226,8 +220,8 @@ pub fn lp_pool_backward<H: HostTensors>(
     out_grad: H::Tensor,
     options: &LpPoolOptions<3>,
 ) -> H::Tensor {
-    let dims = H::dims(&x);
-    let (_, in_size) = planes_and_size(&dims);
+    let dims = dims5::<H>(&x);
+    let in_size = spatial(&dims);
     let window = options.window();
     let spans = window_spans(in_size, &window);
     let out_volume: usize = window_out_size(in_size, &window).iter().product();
@@ -273,8 +267,8 @@ pub fn max_unpool<H: HostTensors>(
     indices: H::IntTensor,
     output_size: [usize; 3],
 ) -> H::Tensor {
-    let dims = H::dims(&x);
-    let (_, in_size) = planes_and_size(&dims);
+    let dims = dims5::<H>(&x);
+    let in_size = spatial(&dims);
     let dtype = H::dtype(&x);
     with_element!("max_unpool", dtype, |T| {
         let out = with_indices!(H::int_slice(&indices), |indices| {
@@ -296,10 +290,15 @@ pub fn max_unpool_backward<H: HostTensors>(
     out_grad: H::Tensor,
     indices: H::IntTensor,
 ) -> H::Tensor {
-    let dims = H::dims(&out_grad);
-    let (_, out_size) = planes_and_size(&dims);
+    let dims = dims5::<H>(&out_grad);
+    let out_size = spatial(&dims);
     let index_dims = H::int_dims(&indices);
-    let (_, x_size) = planes_and_size(&index_dims);
+    assert_eq!(
+        index_dims.len(),
+        5,
+        "expected rank-5 indices, got dims {index_dims:?}"
+    );
+    let x_size = spatial(&index_dims);
     let dtype = H::dtype(&out_grad);
     with_element!("max_unpool_backward", dtype, |T| {
         let x_grad = with_indices!(H::int_slice(&indices), |indices| {

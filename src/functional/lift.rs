@@ -38,15 +38,21 @@ impl<const D: usize> InputShape<D> {
     }
 }
 
+/// Dims with the batch axis made explicit: an unbatched `(C, *spatial)` becomes
+/// `(1, C, *spatial)`.
+pub fn with_batch(mut dims: Vec<usize>, batched: bool) -> Vec<usize> {
+    if !batched {
+        dims.insert(0, 1);
+    }
+    dims
+}
+
 /// `(N, C, *spatial)` or unbatched `(C, *spatial)` to `(N, C, D, H, W)`.
 pub fn lift_input<const N: usize, const D: usize>(
     x: Tensor<D>,
     batched: bool,
 ) -> (Tensor<5>, InputShape<D>) {
-    let mut dims = x.dims().to_vec();
-    if !batched {
-        dims.insert(0, 1);
-    }
+    let dims = with_batch(x.dims().to_vec(), batched);
     let spatial: [usize; N] = core::array::from_fn(|i| dims[2 + i]);
     let [d, h, w] = lift(spatial, 1);
     let tensor = x.reshape([dims[0], dims[1], d, h, w]);

@@ -11,7 +11,7 @@ use crate::spec::{
     check_input_rank, check_lp_pool, check_max_unpool, check_nonempty, check_window,
 };
 
-use super::lift::{InputShape, lift_input};
+use super::lift::{InputShape, lift_input, with_batch};
 
 /// An adaptive pool's output size; `None` keeps that input dim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,11 +35,7 @@ fn lift_pool_input<const N: usize, const D: usize>(
     x: Tensor<D>,
 ) -> SpecResult<(Tensor<5>, InputShape<D>)> {
     let batched = check_input_rank(op, N, D)?;
-    let mut dims = x.dims().to_vec();
-    if !batched {
-        dims.insert(0, 1);
-    }
-    check_nonempty(op, &dims)?;
+    check_nonempty(op, &with_batch(x.dims().to_vec(), batched))?;
     Ok(lift_input::<N, D>(x, batched))
 }
 
@@ -200,14 +196,8 @@ fn try_max_unpool<const N: usize, const D: usize>(
     options: MaxUnpoolOptions<N>,
 ) -> SpecResult<Tensor<D>> {
     let batched = check_input_rank(op, N, D)?;
-    let with_batch = |mut dims: Vec<usize>| {
-        if !batched {
-            dims.insert(0, 1);
-        }
-        dims
-    };
-    let x_dims = with_batch(x.dims().to_vec());
-    let index_dims = with_batch(indices.dims().to_vec());
+    let x_dims = with_batch(x.dims().to_vec(), batched);
+    let index_dims = with_batch(indices.dims().to_vec(), batched);
     let output_size = check_max_unpool(op, &x_dims, &index_dims, &options)?;
     let (x, shape) = lift_input::<N, D>(x, batched);
     let plane: usize = output_size.iter().product();

@@ -58,11 +58,9 @@ pub fn lift<T: Copy, const N: usize>(values: [T; N], fill: T) -> [T; 3] {
     lifted
 }
 
-/// Drop the unit axes that [`lift`] prepended.
-pub fn unlift<T: Copy + Default, const N: usize>(values: [T; 3]) -> [T; N] {
-    let mut out = [T::default(); N];
-    out.copy_from_slice(&values[3 - N..]);
-    out
+/// The spatial part `(D, H, W)` of a rank-5 `(N, C, D, H, W)` shape.
+pub fn spatial(dims: &[usize]) -> [usize; 3] {
+    [dims[2], dims[3], dims[4]]
 }
 
 #[cfg(test)]
@@ -93,6 +91,6 @@ mod tests {
     #[test]
     fn lift_prepends_unit_axes() {
         assert_eq!(lift([4, 5], 1), [1, 4, 5]);
-        assert_eq!(unlift::<usize, 2>([1, 4, 5]), [4, 5]);
+        assert_eq!(spatial(&[2, 3, 1, 4, 5]), [1, 4, 5]);
     }
 }

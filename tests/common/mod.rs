@@ -218,6 +218,22 @@ pub fn autodiff_devices() -> Vec<(&'static str, Device)> {
     devices
 }
 
+/// An f64 tensor (for finite-difference checks, which need the precision).
+pub fn f64_tensor<const D: usize>(values: &[f64], dims: [usize; D], device: &Device) -> Tensor<D> {
+    Tensor::from_data(
+        TensorData::new(values.to_vec(), dims),
+        (device, burn::tensor::DType::F64),
+    )
+}
+
+/// A tensor's values as f64.
+pub fn f64_values<const D: usize>(tensor: Tensor<D>) -> Vec<f64> {
+    tensor.into_data().iter::<f64>().collect()
+}
+
+/// Step of the central differences in the gradient checks.
+pub const FD_EPS: f64 = 1e-6;
+
 /// A tiny deterministic generator for test data (no `rand` dependency needed).
 pub struct Lcg(u64);
 
