@@ -14,17 +14,98 @@ use burn::backend::{
 use burn::tensor::IntDType;
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
-use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions};
+use crate::spec::{AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions};
 
-/// Convolution and pooling primitives, implemented for Flex, NdArray (feature `ndarray`) and
-/// `Autodiff<B, C>`.
+/// Output shapes for the `Fusion` impl, which records each op lazily and must know its
+/// outputs without running it: `spec::shapes` on `Shape`s.
+pub(crate) mod fusion_shapes {
+    use burn::tensor::{Shape, ops::{ConvOptions, ConvTransposeOptions}};
+
+    use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, shapes};
+
+    fn shape(dims: [usize; 5]) -> Shape {
+        Shape::from(dims.to_vec())
+    }
+
+    pub fn conv(x: &Shape, weight: &Shape, options: &ConvOptions<3>) -> Shape {
+        shape(shapes::conv(x, weight, options))
+    }
+
+    pub fn conv_x(weight: &Shape, out_grad: &Shape, x_size: &[usize; 3], groups: usize) -> Shape {
+        shape(shapes::conv_x(weight, out_grad, *x_size, groups))
+    }
+
+    pub fn conv_weight(x: &Shape, out_grad: &Shape, kernel: &[usize; 3], groups: usize) -> Shape {
+        shape(shapes::conv_weight(x, out_grad, *kernel, groups))
+    }
+
+    pub fn bias(out_grad: &Shape) -> Shape {
+        Shape::from(vec![out_grad[1]])
+    }
+
+    pub fn conv_transpose(x: &Shape, weight: &Shape, options: &ConvTransposeOptions<3>) -> Shape {
+        shape(shapes::conv_transpose(x, weight, options))
+    }
+
+    pub fn conv_transpose_x(weight: &Shape, out_grad: &Shape, x_size: &[usize; 3]) -> Shape {
+        shape(shapes::conv_transpose_x(weight, out_grad, *x_size))
+    }
+
+    pub fn conv_transpose_weight(
+        x: &Shape,
+        out_grad: &Shape,
+        kernel: &[usize; 3],
+        groups: usize,
+    ) -> Shape {
+        shape(shapes::conv_transpose_weight(x, out_grad, *kernel, groups))
+    }
+
+    pub fn with_spatial(x: &Shape, size: &[usize; 3]) -> Shape {
+        shape(shapes::with_spatial(x, *size))
+    }
+
+    pub fn window_pool(x: &Shape, options: &MaxPoolOptions<3>) -> Shape {
+        shape(shapes::window_pool(x, options))
+    }
+
+    pub fn avg_pool(x: &Shape, options: &AvgPoolNdOptions<3>) -> Shape {
+        shape(shapes::avg_pool(x, options))
+    }
+
+    pub fn lp_pool(x: &Shape, options: &LpPoolOptions<3>) -> Shape {
+        shape(shapes::lp_pool(x, options))
+    }
+
+    /// Values and indices of an index-producing pool with output dims `out`.
+    #[cfg(feature = "cube")]
+    pub fn with_indices(
+        x: &burn::backend::fusion::custom::TensorSpec,
+        out: Shape,
+        indices_dtype: &burn::tensor::IntDType,
+    ) -> (
+        burn::backend::fusion::custom::TensorSpec,
+        burn::backend::fusion::custom::TensorSpec,
+    ) {
+        use burn::backend::fusion::custom::TensorSpec;
+        (
+            TensorSpec::new(out.clone(), x.dtype),
+            TensorSpec::new(out, burn::tensor::DType::from(*indices_dtype)),
+        )
+    }
+}
+
+/// Convolution and pooling primitives, implemented for every CubeCL runtime (`Cube`, through
+/// `Fusion`), Flex, NdArray (feature `ndarray`) and `Autodiff<B, C>`.
 #[backend_extension(
+    Cube: cfg(feature = "cube"),
+    Fusion: cfg(feature = "cube"),
     Flex: cfg(feature = "flex"),
     NdArray: cfg(feature = "ndarray"),
     Autodiff: cfg(feature = "autodiff"),
 )]
 pub trait ConvPoolBackend: Backend {
     /// `conv(x, weight)`; `x = (N, C_in, D, H, W)`, `weight = (C_out, C_in / groups, kD, kH, kW)`.
+    #[fusion(dtype = x, shape = crate::backend::fusion_shapes::conv(x, weight, options))]
     fn conv(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
@@ -32,6 +113,7 @@ pub trait ConvPoolBackend: Backend {
     ) -> FloatTensor<Self>;
 
     /// `conv(x, weight) + bias`, `bias = (C_out)`.
+    #[fusion(dtype = x, shape = crate::backend::fusion_shapes::conv(x, weight, options))]
     fn conv_with_bias(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
@@ -40,6 +122,7 @@ pub trait ConvPoolBackend: Backend {
     ) -> FloatTensor<Self>;
 
     /// Gradient of `conv` with respect to `x`, whose spatial size is `x_size`.
+    #[fusion(dtype = out_grad, shape = crate::backend::fusion_shapes::conv_x(weight, out_grad, x_size, options.groups))]
     fn conv_x_backward(
         weight: FloatTensor<Self>,
         out_grad: FloatTensor<Self>,
@@ -48,6 +131,7 @@ pub trait ConvPoolBackend: Backend {
     ) -> FloatTensor<Self>;
 
     /// Gradient of `conv` with respect to `weight`, whose kernel size is `kernel_size`.
+    #[fusion(dtype = x, shape = crate::backend::fusion_shapes::conv_weight(x, out_grad, kernel_size, options.groups))]
     fn conv_weight_backward(
         x: FloatTensor<Self>,
         out_grad: FloatTensor<Self>,
@@ -57,10 +141,12 @@ pub trait ConvPoolBackend: Backend {
 
     /// Gradient of a per-channel bias (of `conv` and `conv_transpose` alike): `out_grad`
     /// summed over every axis but the channel.
+    #[fusion(dtype = out_grad, shape = crate::backend::fusion_shapes::bias(out_grad))]
     fn conv_bias_backward(out_grad: FloatTensor<Self>) -> FloatTensor<Self>;
 
     /// `conv_transpose(x, weight)`; `x = (N, C_in, D, H, W)`,
     /// `weight = (C_in, C_out / groups, kD, kH, kW)`.
+    #[fusion(dtype = x, shape = crate::backend::fusion_shapes::conv_transpose(x, weight, options))]
     fn conv_transpose(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
@@ -68,6 +154,7 @@ pub trait ConvPoolBackend: Backend {
     ) -> FloatTensor<Self>;
 
     /// `conv_transpose(x, weight) + bias`, `bias = (C_out)`.
+    #[fusion(dtype = x, shape = crate::backend::fusion_shapes::conv_transpose(x, weight, options))]
     fn conv_transpose_with_bias(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
@@ -76,6 +163,7 @@ pub trait ConvPoolBackend: Backend {
     ) -> FloatTensor<Self>;
 
     /// Gradient of `conv_transpose` with respect to `x`, whose spatial size is `x_size`.
+    #[fusion(dtype = out_grad, shape = crate::backend::fusion_shapes::conv_transpose_x(weight, out_grad, x_size))]
     fn conv_transpose_x_backward(
         weight: FloatTensor<Self>,
         out_grad: FloatTensor<Self>,
@@ -85,6 +173,7 @@ pub trait ConvPoolBackend: Backend {
 
     /// Gradient of `conv_transpose` with respect to `weight`, whose kernel size is
     /// `kernel_size`.
+    #[fusion(dtype = x, shape = crate::backend::fusion_shapes::conv_transpose_weight(x, out_grad, kernel_size, options.groups))]
     fn conv_transpose_weight_backward(
         x: FloatTensor<Self>,
         out_grad: FloatTensor<Self>,
@@ -93,6 +182,7 @@ pub trait ConvPoolBackend: Backend {
     ) -> FloatTensor<Self>;
 
     /// Max pooling with PyTorch's indices (flat per `(n, c)` plane of the unpadded input).
+    #[fusion(meta = |x, options, dtype| crate::backend::fusion_shapes::with_indices(x, crate::backend::fusion_shapes::window_pool(&x.shape, options), dtype))]
     fn max_pool_with_indices(
         x: FloatTensor<Self>,
         options: MaxPoolOptions<3>,
@@ -100,17 +190,22 @@ pub trait ConvPoolBackend: Backend {
     ) -> (FloatTensor<Self>, IntTensor<Self>);
 
     /// Gradient of every index-producing pool (max, adaptive max, fractional max): `out_grad`
-    /// added into a zero input of spatial size `x_size` at `indices`.
+    /// added into a zero input of spatial size `x_size` at `indices`. `windows` tells a
+    /// gather-form kernel which outputs may point at each input element.
+    #[fusion(dtype = out_grad, shape = crate::backend::fusion_shapes::with_spatial(out_grad, x_size))]
     fn max_pool_backward(
         out_grad: FloatTensor<Self>,
         indices: IntTensor<Self>,
         x_size: [usize; 3],
+        windows: IndexWindows,
     ) -> FloatTensor<Self>;
 
     /// Average pooling with `count_include_pad`, ceil mode and `divisor_override`.
+    #[fusion(dtype = x, shape = crate::backend::fusion_shapes::avg_pool(x, options))]
     fn avg_pool(x: FloatTensor<Self>, options: AvgPoolNdOptions<3>) -> FloatTensor<Self>;
 
     /// Gradient of `avg_pool` for an input of spatial size `x_size`.
+    #[fusion(dtype = out_grad, shape = crate::backend::fusion_shapes::with_spatial(out_grad, x_size))]
     fn avg_pool_backward(
         out_grad: FloatTensor<Self>,
         x_size: [usize; 3],
@@ -118,15 +213,18 @@ pub trait ConvPoolBackend: Backend {
     ) -> FloatTensor<Self>;
 
     /// Adaptive average pooling to `output_size`.
+    #[fusion(dtype = x, shape = crate::backend::fusion_shapes::with_spatial(x, output_size))]
     fn adaptive_avg_pool(x: FloatTensor<Self>, output_size: [usize; 3]) -> FloatTensor<Self>;
 
     /// Gradient of `adaptive_avg_pool` for an input of spatial size `x_size`.
+    #[fusion(dtype = out_grad, shape = crate::backend::fusion_shapes::with_spatial(out_grad, x_size))]
     fn adaptive_avg_pool_backward(
         out_grad: FloatTensor<Self>,
         x_size: [usize; 3],
     ) -> FloatTensor<Self>;
 
     /// Adaptive max pooling to `output_size`, with indices.
+    #[fusion(meta = |x, output_size, dtype| crate::backend::fusion_shapes::with_indices(x, crate::backend::fusion_shapes::with_spatial(&x.shape, output_size), dtype))]
     fn adaptive_max_pool(
         x: FloatTensor<Self>,
         output_size: [usize; 3],
@@ -134,6 +232,7 @@ pub trait ConvPoolBackend: Backend {
     ) -> (FloatTensor<Self>, IntTensor<Self>);
 
     /// Fractional max pooling; `samples = (N, C, 3)` in `[0, 1)`, ordered (D, H, W).
+    #[fusion(meta = |x, _samples, _kernel, output_size, dtype| crate::backend::fusion_shapes::with_indices(x, crate::backend::fusion_shapes::with_spatial(&x.shape, output_size), dtype))]
     fn fractional_max_pool(
         x: FloatTensor<Self>,
         samples: FloatTensor<Self>,
@@ -143,9 +242,11 @@ pub trait ConvPoolBackend: Backend {
     ) -> (FloatTensor<Self>, IntTensor<Self>);
 
     /// LP pooling, PyTorch's formula (`p = inf` is the max of `|x|`).
+    #[fusion(dtype = x, shape = crate::backend::fusion_shapes::lp_pool(x, options))]
     fn lp_pool(x: FloatTensor<Self>, options: LpPoolOptions<3>) -> FloatTensor<Self>;
 
     /// Gradient of `lp_pool` (recomputes the window sums from `x`).
+    #[fusion(dtype = x, shape = x)]
     fn lp_pool_backward(
         x: FloatTensor<Self>,
         out_grad: FloatTensor<Self>,
@@ -153,6 +254,7 @@ pub trait ConvPoolBackend: Backend {
     ) -> FloatTensor<Self>;
 
     /// Max-unpool: `x` written at `indices` into a zero output of spatial size `output_size`.
+    #[fusion(dtype = x, shape = crate::backend::fusion_shapes::with_spatial(x, output_size))]
     fn max_unpool(
         x: FloatTensor<Self>,
         indices: IntTensor<Self>,
@@ -160,6 +262,7 @@ pub trait ConvPoolBackend: Backend {
     ) -> FloatTensor<Self>;
 
     /// Gradient of `max_unpool`: `out_grad` gathered at `indices`.
+    #[fusion(dtype = out_grad, shape = indices)]
     fn max_unpool_backward(
         out_grad: FloatTensor<Self>,
         indices: IntTensor<Self>,

@@ -17,12 +17,16 @@
 //! ```
 //!
 //! Layers: [`spec`] (options, shapes, validation), [`backend`] (the extension trait with one
-//! primitive per forward and gradient), `cpu` (Flex), `autodiff`, and the functional API.
+//! primitive per forward and gradient), `cpu` (Flex, NdArray), `cube` (every CubeCL runtime, kernels
+//! in `burn-convpool-kernels`), `autodiff`, and the functional API.
 
 #[cfg(feature = "autodiff")]
 mod autodiff;
 pub mod backend;
+mod conv_routing;
 mod cpu;
+#[cfg(feature = "cube")]
+mod cube;
 mod functional;
 pub mod spec;
 

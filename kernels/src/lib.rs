@@ -1,1 +1,18 @@
-pub fn placeholder() {}
+//! CubeCL kernels of `burn-convpool`. This crate depends on `cubecl` only; the host side
+//! (allocation, validation, launch sizes) lives in the main crate's `cube` module.
+//!
+//! - [`conv`]: one description of the three convolution GEMMs (forward, input gradient, weight
+//!   gradient) as `C[m, n] = sum_k A[m, k] * B[k, n]` over implicitly gathered operands, and the
+//!   three schedules that run it: a shared-memory tiled kernel, a per-output direct kernel for
+//!   short reductions (depthwise), and a per-output cube reduction for long ones (the weight
+//!   gradient of depthwise convs, the bias gradient).
+//! - [`pool`]: one window kernel with pluggable reductions (max with indices, average with every
+//!   divisor rule, LP), reading NCHW through strides, and its gather-form backward.
+//! - [`unpool`]: max-unpool's bounds-checked scatter and its gather backward.
+//!
+//! Every kernel takes `address_type = "dynamic"`: the launcher picks 32- or 64-bit addressing
+//! from the tensor sizes, so no index wraps silently.
+
+pub mod conv;
+pub mod pool;
+pub mod unpool;

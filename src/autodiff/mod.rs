@@ -12,7 +12,7 @@ use burn::tensor::IntDType;
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
 use crate::backend::ConvPoolBackend;
-use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions};
+use crate::spec::{AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions};
 use conv::{ConvKind, record};
 use pool::{AdaptiveAvgBackward, AvgBackward, IndexBackward, UnpoolBackward, record_lp};
 
@@ -100,11 +100,12 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
         options: MaxPoolOptions<3>,
         indices_dtype: IntDType,
     ) -> (FloatTensor<Self>, IntTensor<Self>) {
+        let windows = IndexWindows::Sliding(options.clone());
         pool::record::<B, C, _, _>(
             IndexBackward,
             x,
             |x| B::max_pool_with_indices(x, options, indices_dtype),
-            |indices, x_size| (indices.clone(), x_size),
+            |indices, x_size| (indices.clone(), x_size, windows),
         )
     }
 
@@ -112,6 +113,7 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
         _: FloatTensor<Self>,
         _: IntTensor<Self>,
         _: [usize; 3],
+        _: IndexWindows,
     ) -> FloatTensor<Self> {
         no_double_backward("max_pool_backward")
     }
@@ -158,7 +160,7 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
             IndexBackward,
             x,
             |x| B::adaptive_max_pool(x, output_size, indices_dtype),
-            |indices, x_size| (indices.clone(), x_size),
+            |indices, x_size| (indices.clone(), x_size, IndexWindows::Adaptive),
         )
     }
 
@@ -174,7 +176,7 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
             IndexBackward,
             x,
             |x| B::fractional_max_pool(x, samples, kernel_size, output_size, indices_dtype),
-            |indices, x_size| (indices.clone(), x_size),
+            |indices, x_size| (indices.clone(), x_size, IndexWindows::Fractional { kernel_size }),
         )
     }
 

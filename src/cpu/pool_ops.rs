@@ -11,9 +11,7 @@ use super::element::Element;
 use super::host::{HostTensors, Precision, dims5, with_element, with_indices};
 use super::pool;
 
-fn out_dims(dims: &[usize], size: [usize; 3]) -> [usize; 5] {
-    [dims[0], dims[1], size[0], size[1], size[2]]
-}
+use crate::spec::shapes::with_spatial as out_dims;
 
 /// Max over fixed boxes (sliding or adaptive), with indices.
 fn max_over<H: HostTensors>(

@@ -5,6 +5,7 @@
 mod conv;
 mod error;
 mod pool;
+pub mod shapes;
 mod window;
 
 pub use conv::*;

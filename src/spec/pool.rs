@@ -151,6 +151,80 @@ pub fn fractional_spans(
         .collect()
 }
 
+/// Where the windows of an index-producing pool (max, adaptive max, fractional max) lie: what
+/// a gather-form gradient needs to visit, for each input element, only the outputs whose
+/// windows may hold it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum IndexWindows {
+    /// Sliding windows (max pooling, and LP pooling with `p = inf`).
+    Sliding(MaxPoolOptions<3>),
+    /// Adaptive windows.
+    Adaptive,
+    /// Fractional windows of this size (their starts depend on per-plane samples).
+    Fractional {
+        /// Window size.
+        kernel_size: [usize; 3],
+    },
+}
+
+impl IndexWindows {
+    /// Per axis and input position, the outputs `lo..hi` whose windows may hold it.
+    pub fn cover(&self, in_size: [usize; 3], out_size: [usize; 3]) -> [Vec<(usize, usize)>; 3] {
+        match self {
+            Self::Sliding(options) => {
+                let spans = window_spans(in_size, options);
+                core::array::from_fn(|i| span_cover(in_size[i], &spans[i]))
+            }
+            Self::Adaptive => {
+                let spans = adaptive_spans3(in_size, out_size);
+                core::array::from_fn(|i| span_cover(in_size[i], &spans[i]))
+            }
+            Self::Fractional { kernel_size } => core::array::from_fn(|i| {
+                fractional_cover(in_size[i], out_size[i], kernel_size[i])
+            }),
+        }
+    }
+}
+
+/// For each input position, the first and one past the last output whose span has it as a tap
+/// (`(0, 0)` for none). Windows move forward with the output index, so these ranges are tight
+/// up to dilation gaps.
+pub fn span_cover(len: usize, spans: &[Span]) -> Vec<(usize, usize)> {
+    let mut cover = vec![(usize::MAX, 0); len];
+    for (o, span) in spans.iter().enumerate() {
+        for tap in span.taps() {
+            let (lo, hi) = &mut cover[tap];
+            *lo = (*lo).min(o);
+            *hi = (*hi).max(o + 1);
+        }
+    }
+    cover
+        .into_iter()
+        .map(|(lo, hi)| if hi == 0 { (0, 0) } else { (lo, hi) })
+        .collect()
+}
+
+/// A superset of the fractional windows holding each input position, whatever the sample:
+/// window `o` starts within one of `o * alpha`, so it can hold `i` only if
+/// `(i - kernel) / alpha - 1 < o < (i + 1) / alpha + 1`.
+pub fn fractional_cover(len: usize, out: usize, kernel: usize) -> Vec<(usize, usize)> {
+    let alpha = if out > 1 {
+        (len - kernel) as f64 / (out - 1) as f64
+    } else {
+        0.0
+    };
+    (0..len)
+        .map(|i| {
+            if alpha <= 0.0 {
+                return (0, out);
+            }
+            let lo = ((i as f64 - kernel as f64) / alpha - 1.0).floor().max(0.0) as usize;
+            let hi = ((i as f64 + 1.0) / alpha + 2.0).ceil() as usize;
+            (lo.min(out), hi.min(out))
+        })
+        .collect()
+}
+
 /// Options of `avg_poolNd`: Burn's [`AvgPoolOptions`] plus PyTorch's `divisor_override`.
 ///
 /// ```

@@ -201,8 +201,8 @@ pub fn values<const D: usize>(tensor: Tensor<D>) -> (Vec<f64>, Vec<usize>) {
 }
 
 /// The devices each golden case runs on: Flex with autodiff, without and with gradient
-/// checkpointing.
-/// With the `ndarray` feature, NdArray too.
+/// checkpointing. With the `ndarray` feature, NdArray too; with `wgpu`, the CubeCL kernels on
+/// the default wgpu device (through Fusion), without and with checkpointing.
 #[allow(deprecated)]
 pub fn autodiff_devices() -> Vec<(&'static str, Device)> {
     #[allow(unused_mut)]
@@ -215,6 +215,16 @@ pub fn autodiff_devices() -> Vec<(&'static str, Device)> {
     ];
     #[cfg(feature = "ndarray")]
     devices.push(("ndarray+autodiff", Device::ndarray().autodiff()));
+    #[cfg(feature = "wgpu")]
+    devices.extend([
+        ("wgpu+autodiff", Device::wgpu(Default::default()).autodiff()),
+        (
+            "wgpu+autodiff+checkpointing",
+            Device::wgpu(Default::default())
+                .autodiff()
+                .gradient_checkpointing(),
+        ),
+    ]);
     devices
 }
 

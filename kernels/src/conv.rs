@@ -1,0 +1,470 @@
+//! Convolution as three implicit GEMMs, `C[m, n] = sum_k A[m, k] * B[k, n]` per group:
+//!
+//! | kind       | m                   | n                 | k                   | A          | B         |
+//! |------------|---------------------|-------------------|---------------------|------------|-----------|
+//! | [`FORWARD`]| (batch, out pos)    | out channel       | (in channel, tap)   | x (im2col) | weight    |
+//! | [`DATA`]   | (batch, in pos)     | in channel        | (out channel, tap)  | out_grad   | weight    |
+//! | [`WEIGHT`] | out channel         | (in channel, tap) | (batch, out pos)    | out_grad   | x (im2col)|
+//!
+//! The operands are never materialised: [`lhs_value`] and [`rhs_value`] gather them from the
+//! contiguous NCDHW tensors, and [`store`] scatters `C` back, so every schedule below shares one
+//! home for the index formulas. `DATA` also serves `conv_transpose`'s forward pass.
+
+use cubecl::prelude::*;
+
+/// `out = conv(x, weight)`: lhs is `x`, rhs is `weight`.
+pub const FORWARD: u32 = 0;
+/// `x_grad = conv_x_backward(weight, out_grad)`: lhs is `out_grad`, rhs is `weight`.
+pub const DATA: u32 = 1;
+/// `weight_grad = conv_weight_backward(x, out_grad)`: lhs is `out_grad`, rhs is `x`.
+pub const WEIGHT: u32 = 2;
+
+/// Rows of a tile of `C`.
+pub const TILE_M: usize = 64;
+/// Columns of a tile of `C`.
+pub const TILE_N: usize = 64;
+/// Depth of one step along `k`.
+pub const TILE_K: usize = 16;
+/// Units along each side of a cube of the tiled kernel (each computes a 4x4 block of `C`).
+pub const TILE_UNITS: u32 = 16;
+/// Units of a cube of the reduction kernel.
+pub const REDUCE_UNITS: u32 = 256;
+
+/// Geometry of one convolution, rank 3 (1d and 2d have unit leading axes).
+#[derive(CubeLaunch, CubeType)]
+pub struct ConvArgs {
+    pub groups: usize,
+    /// Input channels per group.
+    pub in_channels: usize,
+    /// Output channels per group.
+    pub out_channels: usize,
+    pub in_d: usize,
+    pub in_h: usize,
+    pub in_w: usize,
+    pub out_d: usize,
+    pub out_h: usize,
+    pub out_w: usize,
+    pub kernel_d: usize,
+    pub kernel_h: usize,
+    pub kernel_w: usize,
+    pub stride_d: usize,
+    pub stride_h: usize,
+    pub stride_w: usize,
+    pub dilation_d: usize,
+    pub dilation_h: usize,
+    pub dilation_w: usize,
+    pub pad_d: usize,
+    pub pad_h: usize,
+    pub pad_w: usize,
+}
+
+/// Sizes of the GEMM of one group, and the `k` range of one split (split-k runs one cube
+/// layer per split and sums the partial results afterwards, in a fixed order).
+#[derive(CubeLaunch, CubeType)]
+pub struct GemmArgs {
+    pub m_len: usize,
+    pub n_len: usize,
+    pub k_len: usize,
+    pub k_per_split: usize,
+}
+
+/// A position in a rank-3 volume.
+#[derive(CubeType, Clone, Copy)]
+pub struct Pos3 {
+    pub d: usize,
+    pub h: usize,
+    pub w: usize,
+}
+
+#[cube]
+fn unflatten(index: usize, h_len: usize, w_len: usize) -> Pos3 {
+    let w = index % w_len;
+    let rest = index / w_len;
+    Pos3 {
+        d: rest / h_len,
+        h: rest % h_len,
+        w,
+    }
+}
+
+#[cube]
+fn in_volume(args: &ConvArgs) -> usize {
+    args.in_d * args.in_h * args.in_w
+}
+
+#[cube]
+fn out_volume(args: &ConvArgs) -> usize {
+    args.out_d * args.out_h * args.out_w
+}
+
+#[cube]
+fn kernel_volume(args: &ConvArgs) -> usize {
+    args.kernel_d * args.kernel_h * args.kernel_w
+}
+
+/// `x[b, channel]` at the tap `tap` of output position `out`; zero in the padding.
+#[cube]
+fn input_tap<F: Float>(
+    x: &Tensor<F>,
+    args: &ConvArgs,
+    batch: usize,
+    channel: usize,
+    out: Pos3,
+    tap: Pos3,
+) -> f32 {
+    let d = out.d * args.stride_d + tap.d * args.dilation_d;
+    let h = out.h * args.stride_h + tap.h * args.dilation_h;
+    let w = out.w * args.stride_w + tap.w * args.dilation_w;
+    let mut value = 0.0f32;
+    if d >= args.pad_d && h >= args.pad_h && w >= args.pad_w {
+        let d = d - args.pad_d;
+        let h = h - args.pad_h;
+        let w = w - args.pad_w;
+        if d < args.in_d && h < args.in_h && w < args.in_w {
+            let plane = batch * args.groups * args.in_channels + channel;
+            value = f32::cast_from(x[((plane * args.in_d + d) * args.in_h + h) * args.in_w + w]);
+        }
+    }
+    value
+}
+
+/// `out_grad[b, channel]` at the output position whose tap `tap` reads input position `at`;
+/// zero when no output position does (off the stride grid or outside the output).
+#[cube]
+fn output_tap<F: Float>(
+    out_grad: &Tensor<F>,
+    args: &ConvArgs,
+    batch: usize,
+    channel: usize,
+    at: Pos3,
+    tap: Pos3,
+) -> f32 {
+    let d = at.d + args.pad_d;
+    let h = at.h + args.pad_h;
+    let w = at.w + args.pad_w;
+    let reach_d = tap.d * args.dilation_d;
+    let reach_h = tap.h * args.dilation_h;
+    let reach_w = tap.w * args.dilation_w;
+    let mut value = 0.0f32;
+    if d >= reach_d && h >= reach_h && w >= reach_w {
+        let d = d - reach_d;
+        let h = h - reach_h;
+        let w = w - reach_w;
+        if d % args.stride_d == 0 && h % args.stride_h == 0 && w % args.stride_w == 0 {
+            let d = d / args.stride_d;
+            let h = h / args.stride_h;
+            let w = w / args.stride_w;
+            if d < args.out_d && h < args.out_h && w < args.out_w {
+                let plane = batch * args.groups * args.out_channels + channel;
+                value = f32::cast_from(
+                    out_grad[((plane * args.out_d + d) * args.out_h + h) * args.out_w + w],
+                );
+            }
+        }
+    }
+    value
+}
+
+/// `A[m, k]` of group `group`.
+#[cube]
+pub fn lhs_value<F: Float>(
+    lhs: &Tensor<F>,
+    args: &ConvArgs,
+    group: usize,
+    m: usize,
+    k: usize,
+    #[comptime] kind: u32,
+) -> f32 {
+    let kernel_volume = kernel_volume(args);
+    let value: f32;
+    if comptime![kind == FORWARD] {
+        let out_volume = out_volume(args);
+        let out = unflatten(m % out_volume, args.out_h, args.out_w);
+        let tap = unflatten(k % kernel_volume, args.kernel_h, args.kernel_w);
+        let channel = group * args.in_channels + k / kernel_volume;
+        value = input_tap::<F>(lhs, args, m / out_volume, channel, out, tap);
+    } else if comptime![kind == DATA] {
+        let in_volume = in_volume(args);
+        let at = unflatten(m % in_volume, args.in_h, args.in_w);
+        let tap = unflatten(k % kernel_volume, args.kernel_h, args.kernel_w);
+        let channel = group * args.out_channels + k / kernel_volume;
+        value = output_tap::<F>(lhs, args, m / in_volume, channel, at, tap);
+    } else {
+        let out_volume = out_volume(args);
+        let batch = k / out_volume;
+        let plane = batch * args.groups * args.out_channels + group * args.out_channels + m;
+        value = f32::cast_from(lhs[plane * out_volume + k % out_volume]);
+    }
+    value
+}
+
+/// `B[k, n]` of group `group`.
+#[cube]
+pub fn rhs_value<F: Float>(
+    rhs: &Tensor<F>,
+    args: &ConvArgs,
+    group: usize,
+    k: usize,
+    n: usize,
+    #[comptime] kind: u32,
+) -> f32 {
+    let kernel_volume = kernel_volume(args);
+    let value: f32;
+    if comptime![kind == FORWARD] {
+        let row = group * args.out_channels + n;
+        value = f32::cast_from(rhs[row * args.in_channels * kernel_volume + k]);
+    } else if comptime![kind == DATA] {
+        let out_channel = group * args.out_channels + k / kernel_volume;
+        let index = (out_channel * args.in_channels + n) * kernel_volume + k % kernel_volume;
+        value = f32::cast_from(rhs[index]);
+    } else {
+        let out_volume = out_volume(args);
+        let out = unflatten(k % out_volume, args.out_h, args.out_w);
+        let tap = unflatten(n % kernel_volume, args.kernel_h, args.kernel_w);
+        let channel = group * args.in_channels + n / kernel_volume;
+        value = input_tap::<F>(rhs, args, k / out_volume, channel, out, tap);
+    }
+    value
+}
+
+/// Write `C[m, n]` of group `group` (split `split` of a split-k weight gradient), adding the
+/// bias of the output channel to a forward result when `has_bias`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub fn store<F: Float>(
+    out: &mut Tensor<F>,
+    bias: &Tensor<F>,
+    args: &ConvArgs,
+    group: usize,
+    split: usize,
+    m: usize,
+    n: usize,
+    value: f32,
+    #[comptime] kind: u32,
+    #[comptime] has_bias: bool,
+) {
+    if comptime![kind == FORWARD] {
+        let out_volume = out_volume(args);
+        let channel = group * args.out_channels + n;
+        let plane = (m / out_volume) * args.groups * args.out_channels + channel;
+        let mut result = F::cast_from(value);
+        if comptime![has_bias] {
+            result += bias[channel];
+        }
+        out[plane * out_volume + m % out_volume] = result;
+    } else if comptime![kind == DATA] {
+        let in_volume = in_volume(args);
+        let channel = group * args.in_channels + n;
+        let plane = (m / in_volume) * args.groups * args.in_channels + channel;
+        let mut result = F::cast_from(value);
+        if comptime![has_bias] {
+            result += bias[channel];
+        }
+        out[plane * in_volume + m % in_volume] = result;
+    } else {
+        let row_len = args.in_channels * kernel_volume(args);
+        let weight_len = args.groups * args.out_channels * row_len;
+        let row = group * args.out_channels + m;
+        out[split * weight_len + row * row_len + n] = F::cast_from(value);
+    }
+}
+
+/// The tiled schedule: a cube computes a 64x64 tile of `C` for one group (`CUBE_POS_Z =
+/// split * groups + group`), stepping along `k` through 16-deep shared-memory tiles of `A` and
+/// `B`; each unit accumulates a 4x4 register block in f32.
+#[cube(launch, address_type = "dynamic")]
+pub fn conv_gemm_tiled<F: Float>(
+    lhs: &Tensor<F>,
+    rhs: &Tensor<F>,
+    bias: &Tensor<F>,
+    out: &mut Tensor<F>,
+    args: ConvArgs,
+    gemm: GemmArgs,
+    #[comptime] kind: u32,
+    #[comptime] has_bias: bool,
+    #[define(F)] _dtype: ElemType,
+) {
+    let tx = UNIT_POS_X as usize;
+    let ty = UNIT_POS_Y as usize;
+    let unit = ty * 16 + tx;
+    let group = CUBE_POS_Z as usize % args.groups;
+    let split = CUBE_POS_Z as usize / args.groups;
+    let m0 = CUBE_POS_X as usize * 64;
+    let n0 = CUBE_POS_Y as usize * 64;
+    let k_begin = split * gemm.k_per_split;
+    let k_end = min(k_begin + gemm.k_per_split, gemm.k_len);
+
+    // Both tiles are stored k-major (`[k][m]`, `[k][n]`), so the inner product reads
+    // consecutive addresses across a plane.
+    let mut lhs_tile = Shared::<[f32]>::new_slice(TILE_K * TILE_M);
+    let mut rhs_tile = Shared::<[f32]>::new_slice(TILE_K * TILE_N);
+    let mut acc = Array::<f32>::new(16usize);
+    let mut a = Array::<f32>::new(4usize);
+    let mut b = Array::<f32>::new(4usize);
+
+    let mut k0 = k_begin;
+    while k0 < k_end {
+        #[unroll]
+        for j in 0..4usize {
+            // A is read m-fast (consecutive output positions) except for the weight gradient,
+            // whose A rows are channels and whose consecutive addresses run along k.
+            let mut mm = unit % 64;
+            let mut kk = unit / 64 + 4 * j;
+            if comptime![kind == WEIGHT] {
+                mm = unit / 16 + 16 * j;
+                kk = unit % 16;
+            }
+            let m = m0 + mm;
+            let k = k0 + kk;
+            let mut value = 0.0f32;
+            if m < gemm.m_len && k < k_end {
+                value = lhs_value::<F>(lhs, &args, group, m, k, kind);
+            }
+            lhs_tile[kk * 64 + mm] = value;
+
+            // B is read k-fast: weights and im2col columns are contiguous along k.
+            let kk = unit % 16;
+            let nn = unit / 16 + 16 * j;
+            let n = n0 + nn;
+            let k = k0 + kk;
+            let mut value = 0.0f32;
+            if n < gemm.n_len && k < k_end {
+                value = rhs_value::<F>(rhs, &args, group, k, n, kind);
+            }
+            rhs_tile[kk * 64 + nn] = value;
+        }
+        sync_cube();
+
+        #[unroll]
+        for kk in 0..16usize {
+            #[unroll]
+            for i in 0..4usize {
+                a[i] = lhs_tile[kk * 64 + tx + 16 * i];
+                b[i] = rhs_tile[kk * 64 + ty + 16 * i];
+            }
+            #[unroll]
+            for i in 0..4usize {
+                #[unroll]
+                for j in 0..4usize {
+                    acc[i * 4 + j] += a[i] * b[j];
+                }
+            }
+        }
+        sync_cube();
+        k0 += 16;
+    }
+
+    #[unroll]
+    for i in 0..4usize {
+        #[unroll]
+        for j in 0..4usize {
+            let m = m0 + tx + 16 * i;
+            let n = n0 + ty + 16 * j;
+            if m < gemm.m_len && n < gemm.n_len {
+                store::<F>(out, bias, &args, group, split, m, n, acc[i * 4 + j], kind, has_bias);
+            }
+        }
+    }
+}
+
+/// The direct schedule: one unit per element of `C` (m fastest, so stores are coalesced),
+/// summing all of `k` in a register. For short reductions, where a tile would be mostly
+/// padding: depthwise convs (`k` = taps) and their input gradient.
+#[cube(launch, address_type = "dynamic")]
+pub fn conv_gemm_direct<F: Float>(
+    lhs: &Tensor<F>,
+    rhs: &Tensor<F>,
+    bias: &Tensor<F>,
+    out: &mut Tensor<F>,
+    args: ConvArgs,
+    gemm: GemmArgs,
+    #[comptime] kind: u32,
+    #[comptime] has_bias: bool,
+    #[define(F)] _dtype: ElemType,
+) {
+    if ABSOLUTE_POS >= args.groups * gemm.m_len * gemm.n_len {
+        terminate!();
+    }
+    let m = ABSOLUTE_POS % gemm.m_len;
+    let rest = ABSOLUTE_POS / gemm.m_len;
+    let n = rest % gemm.n_len;
+    let group = rest / gemm.n_len;
+    let mut acc = 0.0f32;
+    for k in 0..gemm.k_len {
+        acc += lhs_value::<F>(lhs, &args, group, m, k, kind)
+            * rhs_value::<F>(rhs, &args, group, k, n, kind);
+    }
+    store::<F>(out, bias, &args, group, 0, m, n, acc, kind, has_bias);
+}
+
+/// The reduction schedule: one cube per element of `C`, its units striding over `k` and
+/// summing in a fixed shared-memory tree (deterministic). For long reductions with few outputs:
+/// the weight gradient of depthwise convs, and (with `ones_rhs`, `B = 1`) the bias gradient.
+#[cube(launch, address_type = "dynamic")]
+pub fn conv_gemm_reduce<F: Float>(
+    lhs: &Tensor<F>,
+    rhs: &Tensor<F>,
+    out: &mut Tensor<F>,
+    args: ConvArgs,
+    gemm: GemmArgs,
+    #[comptime] kind: u32,
+    #[comptime] ones_rhs: bool,
+    #[define(F)] _dtype: ElemType,
+) {
+    let mut partial = Shared::<[f32]>::new_slice(REDUCE_UNITS as usize);
+    let id = CUBE_POS_Y as usize * CUBE_COUNT_X as usize + CUBE_POS_X as usize;
+    let outputs = args.groups * gemm.m_len * gemm.n_len;
+    // Cubes past the end (the grid is rounded up) compute a clamped copy and do not store, so
+    // every unit reaches every barrier.
+    let clamped = min(id, outputs - 1);
+    let n = clamped % gemm.n_len;
+    let rest = clamped / gemm.n_len;
+    let m = rest % gemm.m_len;
+    let group = rest / gemm.m_len;
+
+    let unit = UNIT_POS as usize;
+    let mut acc = 0.0f32;
+    let mut k = unit;
+    while k < gemm.k_len {
+        let mut value = lhs_value::<F>(lhs, &args, group, m, k, kind);
+        if comptime![!ones_rhs] {
+            value *= rhs_value::<F>(rhs, &args, group, k, n, kind);
+        }
+        acc += value;
+        k += REDUCE_UNITS as usize;
+    }
+    partial[unit] = acc;
+    sync_cube();
+    #[unroll]
+    for level in 1..9u32 {
+        let stride = comptime![(REDUCE_UNITS >> level) as usize];
+        if unit < stride {
+            let sum = partial[unit] + partial[unit + stride];
+            partial[unit] = sum;
+        }
+        sync_cube();
+    }
+    if unit == 0 && id < outputs {
+        store::<F>(out, rhs, &args, group, 0, m, n, partial[0], kind, false);
+    }
+}
+
+/// `out[i] = sum_s partials[s * len + i]`, summed in split order: the deterministic second
+/// pass of a split-k weight gradient.
+#[cube(launch, address_type = "dynamic")]
+pub fn sum_splits<F: Float>(
+    partials: &Tensor<F>,
+    out: &mut Tensor<F>,
+    splits: usize,
+    #[define(F)] _dtype: ElemType,
+) {
+    let len = out.len();
+    if ABSOLUTE_POS >= len {
+        terminate!();
+    }
+    let mut acc = 0.0f32;
+    for s in 0..splits {
+        acc += f32::cast_from(partials[s * len + ABSOLUTE_POS]);
+    }
+    out[ABSOLUTE_POS] = F::cast_from(acc);
+}

@@ -1,0 +1,355 @@
+//! One window kernel for every pool, and its gather-form backward.
+//!
+//! A window is the product of one span per axis: `count` taps `start, start + step, ...`, and
+//! `padded`, its length clipped to the padded input (the `count_include_pad` divisor). Spans of
+//! sliding and adaptive windows come from a host-built table (`[start, count, step, padded]`
+//! per output position, the D, H then W axis); fractional windows are computed here from the
+//! per-plane samples, in f32 as PyTorch does. The reduction is a comptime choice.
+//!
+//! The backward runs one unit per input element and loops over the outputs whose windows may
+//! cover it, given per axis by a host-built `cover` table (`[lo, hi)` per input position), so
+//! it needs no atomics and sums in a fixed order (deterministic).
+
+use cubecl::prelude::*;
+
+/// Max with PyTorch's indices: first maximum, NaN wins.
+pub const MAX: u32 = 0;
+/// Sum divided by the divisor rule.
+pub const AVG: u32 = 1;
+/// LP pooling for finite `p`: `(sum x^p * K / count)^(1/p)`.
+pub const LP: u32 = 2;
+/// The backward pre-pass of LP pooling: each window's share of its output gradient,
+/// `out_grad / p * total^(1/p - 1) * K / count`.
+pub const LP_SHARE: u32 = 3;
+
+/// Sizes and scalars of one pool; the float scalars arrive as runtime values because WGSL
+/// rejects infinite and NaN literals.
+#[derive(CubeLaunch, CubeType)]
+pub struct PoolArgs {
+    pub channels: usize,
+    pub in_d: usize,
+    pub in_h: usize,
+    pub in_w: usize,
+    pub out_d: usize,
+    pub out_h: usize,
+    pub out_w: usize,
+    /// Window lengths of fractional pooling; `K` (their product) of LP pooling.
+    pub kernel_d: usize,
+    pub kernel_h: usize,
+    pub kernel_w: usize,
+    /// Fractional pooling's `(len - kernel) / (out - 1)` per axis, computed on the host.
+    pub alpha_d: f32,
+    pub alpha_h: f32,
+    pub alpha_w: f32,
+    /// `divisor_override`, or 0 for none.
+    pub divisor_override: usize,
+    pub norm: f32,
+    pub inv_norm: f32,
+    pub norm_minus_one: f32,
+    pub inv_norm_minus_one: f32,
+    pub neg_inf: f32,
+    pub nan: f32,
+}
+
+/// The taps of one window along one axis.
+#[derive(CubeType, Clone, Copy)]
+pub struct Span {
+    pub start: usize,
+    pub count: usize,
+    pub step: usize,
+    pub padded: usize,
+}
+
+#[cube]
+fn table_span(spans: &Tensor<u32>, entry: usize) -> Span {
+    Span {
+        start: spans[entry * 4] as usize,
+        count: spans[entry * 4 + 1] as usize,
+        step: spans[entry * 4 + 2] as usize,
+        padded: spans[entry * 4 + 3] as usize,
+    }
+}
+
+/// PyTorch's `generate_intervals`: `int((o + u) * alpha) - int(u * alpha)`, the last window
+/// flush with the input's end.
+#[cube]
+fn fractional_span(o: usize, len: usize, out_len: usize, kernel: usize, alpha: f32, u: f32) -> Span {
+    let mut start = len - kernel;
+    if o + 1 < out_len {
+        let position = u32::cast_from((f32::cast_from(o as u32) + u) * alpha)
+            - u32::cast_from(u * alpha);
+        start = min(position as usize, len - kernel);
+    }
+    Span {
+        start,
+        count: kernel,
+        step: 1,
+        padded: kernel,
+    }
+}
+
+/// The span of output `o` on `axis` (0, 1, 2 = D, H, W) of plane `plane`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn span_of<F: Float>(
+    spans: &Tensor<u32>,
+    samples: &Tensor<F>,
+    args: &PoolArgs,
+    plane: usize,
+    o: usize,
+    #[comptime] axis: u32,
+    #[comptime] fractional: bool,
+) -> Span {
+    if comptime![fractional] {
+        let u = f32::cast_from(samples[plane * 3 + axis as usize]);
+        if comptime![axis == 0] {
+            fractional_span(o, args.in_d, args.out_d, args.kernel_d, args.alpha_d, u)
+        } else if comptime![axis == 1] {
+            fractional_span(o, args.in_h, args.out_h, args.kernel_h, args.alpha_h, u)
+        } else {
+            fractional_span(o, args.in_w, args.out_w, args.kernel_w, args.alpha_w, u)
+        }
+    } else if comptime![axis == 0] {
+        table_span(spans, o)
+    } else if comptime![axis == 1] {
+        table_span(spans, args.out_d + o)
+    } else {
+        table_span(spans, args.out_d + args.out_h + o)
+    }
+}
+
+/// `x^y` with C's `pow` semantics for a negative base (GPU `pow` leaves it undefined): signed
+/// for an integral `y`, NaN otherwise.
+#[cube]
+pub fn pow_signed<F: Float>(x: F, y: F, nan: F) -> F {
+    let mut result = F::powf(F::abs(x), y);
+    if x == F::new(0.0) {
+        result = select(y > F::new(0.0), F::new(0.0), F::new(1.0) / F::abs(x));
+        if y == F::new(0.0) {
+            result = F::new(1.0);
+        }
+    } else if x < F::new(0.0) {
+        let half = y * F::new(0.5);
+        if F::floor(y) != y {
+            result = nan;
+        } else if F::floor(half) != half {
+            result = -result;
+        }
+    }
+    result
+}
+
+/// `torch.sign`: -1, 0 or 1, NaN for NaN.
+#[cube]
+fn sign<F: Float>(x: F) -> F {
+    let mut result = x * F::new(0.0);
+    if x > F::new(0.0) {
+        result = F::new(1.0);
+    } else if x < F::new(0.0) {
+        result = F::new(-1.0);
+    }
+    result
+}
+
+/// One unit per output element: reduce its window of `x` (read through strides). `MAX` also
+/// writes `indices` (flat in the unpadded input plane); `LP_SHARE` reads `out_grad`.
+#[cube(launch, address_type = "dynamic")]
+#[allow(clippy::too_many_arguments)]
+pub fn pool_forward<F: Float, I: Int>(
+    x: &Tensor<F>,
+    spans: &Tensor<u32>,
+    samples: &Tensor<F>,
+    out_grad: &Tensor<F>,
+    out: &mut Tensor<F>,
+    indices: &mut Tensor<I>,
+    args: PoolArgs,
+    #[comptime] reduction: u32,
+    #[comptime] fractional: bool,
+    #[comptime] abs: bool,
+    #[comptime] count_include_pad: bool,
+    #[define(F, I)] _dtypes: [ElemType; 2],
+) {
+    if ABSOLUTE_POS >= out.len() {
+        terminate!();
+    }
+    let out_volume = args.out_d * args.out_h * args.out_w;
+    let plane = ABSOLUTE_POS / out_volume;
+    let o = ABSOLUTE_POS % out_volume;
+    let ow = o % args.out_w;
+    let oh = (o / args.out_w) % args.out_h;
+    let od = o / (args.out_w * args.out_h);
+    let sd = span_of::<F>(spans, samples, &args, plane, od, 0u32, fractional);
+    let sh = span_of::<F>(spans, samples, &args, plane, oh, 1u32, fractional);
+    let sw = span_of::<F>(spans, samples, &args, plane, ow, 2u32, fractional);
+    let base = (plane / args.channels) * x.stride(0) + (plane % args.channels) * x.stride(1);
+
+    if comptime![reduction == MAX] {
+        let mut best = F::cast_from(args.neg_inf);
+        let mut best_index = (sd.start * args.in_h + sh.start) * args.in_w + sw.start;
+        let mut first = true;
+        for td in 0..sd.count {
+            let d = sd.start + td * sd.step;
+            for th in 0..sh.count {
+                let h = sh.start + th * sh.step;
+                for tw in 0..sw.count {
+                    let w = sw.start + tw * sw.step;
+                    let mut value = x[base + d * x.stride(2) + h * x.stride(3) + w * x.stride(4)];
+                    if comptime![abs] {
+                        value = F::abs(value);
+                    }
+                    if first || value > best || f32::is_nan(f32::cast_from(value)) {
+                        best = value;
+                        best_index = (d * args.in_h + h) * args.in_w + w;
+                    }
+                    first = false;
+                }
+            }
+        }
+        out[ABSOLUTE_POS] = best;
+        indices[ABSOLUTE_POS] = I::cast_from(best_index);
+    } else {
+        let norm = F::cast_from(args.norm);
+        let nan = F::cast_from(args.nan);
+        let mut sum = F::new(0.0);
+        for td in 0..sd.count {
+            let d = sd.start + td * sd.step;
+            for th in 0..sh.count {
+                let h = sh.start + th * sh.step;
+                for tw in 0..sw.count {
+                    let w = sw.start + tw * sw.step;
+                    let value = x[base + d * x.stride(2) + h * x.stride(3) + w * x.stride(4)];
+                    if comptime![reduction == AVG] {
+                        sum += value;
+                    } else {
+                        sum += pow_signed::<F>(value, norm, nan);
+                    }
+                }
+            }
+        }
+        let count = sd.count * sh.count * sw.count;
+        if comptime![reduction == AVG] {
+            let mut divisor = count;
+            if comptime![count_include_pad] {
+                divisor = sd.padded * sh.padded * sw.padded;
+            }
+            if args.divisor_override > 0 {
+                divisor = args.divisor_override;
+            }
+            out[ABSOLUTE_POS] = sum / F::cast_from(divisor);
+        } else {
+            let kernel_volume = args.kernel_d * args.kernel_h * args.kernel_w;
+            let scale = F::cast_from(kernel_volume) / F::cast_from(count);
+            let total = sum * scale;
+            let mut result = F::new(0.0);
+            if total != F::new(0.0) {
+                if comptime![reduction == LP] {
+                    result = pow_signed::<F>(total, F::cast_from(args.inv_norm), nan);
+                } else {
+                    let power = pow_signed::<F>(total, F::cast_from(args.inv_norm_minus_one), nan);
+                    result = out_grad[ABSOLUTE_POS] * F::cast_from(args.inv_norm) * power * scale;
+                }
+            }
+            out[ABSOLUTE_POS] = result;
+        }
+    }
+}
+
+#[cube]
+fn covers(span: &Span, i: usize) -> bool {
+    let mut inside = false;
+    if i >= span.start {
+        let offset = i - span.start;
+        inside = offset % span.step == 0 && offset / span.step < span.count;
+    }
+    inside
+}
+
+/// One unit per input element: sum the gradient of every output whose window holds it, in
+/// output order. `MAX` matches `indices`; `AVG` divides by the divisor rule; `LP` sums the
+/// pre-pass shares and applies `p * x^(p - 1)`; `sign` multiplies by `sign(x)` (LP with
+/// `p = inf`).
+#[cube(launch, address_type = "dynamic")]
+#[allow(clippy::too_many_arguments)]
+pub fn pool_backward<F: Float, I: Int>(
+    grad: &Tensor<F>,
+    indices: &Tensor<I>,
+    x: &Tensor<F>,
+    spans: &Tensor<u32>,
+    cover: &Tensor<u32>,
+    x_grad: &mut Tensor<F>,
+    args: PoolArgs,
+    #[comptime] reduction: u32,
+    #[comptime] sign_of_x: bool,
+    #[comptime] count_include_pad: bool,
+    #[define(F, I)] _dtypes: [ElemType; 2],
+) {
+    if ABSOLUTE_POS >= x_grad.len() {
+        terminate!();
+    }
+    let in_volume = args.in_d * args.in_h * args.in_w;
+    let out_volume = args.out_d * args.out_h * args.out_w;
+    let plane = ABSOLUTE_POS / in_volume;
+    let i = ABSOLUTE_POS % in_volume;
+    let iw = i % args.in_w;
+    let ih = (i / args.in_w) % args.in_h;
+    let id = i / (args.in_w * args.in_h);
+    let lo_d = cover[id * 2] as usize;
+    let hi_d = cover[id * 2 + 1] as usize;
+    let lo_h = cover[(args.in_d + ih) * 2] as usize;
+    let hi_h = cover[(args.in_d + ih) * 2 + 1] as usize;
+    let lo_w = cover[(args.in_d + args.in_h + iw) * 2] as usize;
+    let hi_w = cover[(args.in_d + args.in_h + iw) * 2 + 1] as usize;
+    let grad_base = plane * out_volume;
+
+    let mut acc = F::new(0.0);
+    for od in lo_d..hi_d {
+        for oh in lo_h..hi_h {
+            for ow in lo_w..hi_w {
+                let o = grad_base + (od * args.out_h + oh) * args.out_w + ow;
+                if comptime![reduction == MAX] {
+                    let index = indices[o];
+                    if index >= I::new(0) && usize::cast_from(index) == i {
+                        acc += grad[o];
+                    }
+                } else {
+                    let sd = table_span(spans, od);
+                    let sh = table_span(spans, args.out_d + oh);
+                    let sw = table_span(spans, args.out_d + args.out_h + ow);
+                    if covers(&sd, id) && covers(&sh, ih) && covers(&sw, iw) {
+                        if comptime![reduction == AVG] {
+                            let mut divisor = sd.count * sh.count * sw.count;
+                            if comptime![count_include_pad] {
+                                divisor = sd.padded * sh.padded * sw.padded;
+                            }
+                            if args.divisor_override > 0 {
+                                divisor = args.divisor_override;
+                            }
+                            acc += grad[o] / F::cast_from(divisor);
+                        } else {
+                            acc += grad[o];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if comptime![reduction == LP || sign_of_x] {
+        let channel = plane % args.channels;
+        let value = x[(plane / args.channels) * x.stride(0)
+            + channel * x.stride(1)
+            + id * x.stride(2)
+            + ih * x.stride(3)
+            + iw * x.stride(4)];
+        if comptime![reduction == LP] {
+            let power = pow_signed::<F>(
+                value,
+                F::cast_from(args.norm_minus_one),
+                F::cast_from(args.nan),
+            );
+            acc = acc * F::cast_from(args.norm) * power;
+        } else {
+            acc *= sign::<F>(value);
+        }
+    }
+    x_grad[ABSOLUTE_POS] = acc;
+}

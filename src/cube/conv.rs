@@ -1,0 +1,329 @@
+//! Launchers of the convolution kernels: pick a schedule for each GEMM from its sizes.
+//!
+//! - tiled (64x64 tiles, 16-deep k steps) for the bulk of the work;
+//! - direct (one unit per output) when `n` or `k` is under a tile's depth, as in depthwise
+//!   convs, where a tile would be mostly padding;
+//! - reduce (one cube per output) for weight gradients with few outputs, such as depthwise;
+//! - split-k for tiled weight gradients with few tiles but a long `k` (`batch * positions`),
+//!   partial results summed afterwards in split order, so the result is deterministic.
+
+use burn_convpool_kernels::conv::{
+    self, ConvArgsLaunch, DATA, FORWARD, GemmArgsLaunch, TILE_M, TILE_N, WEIGHT,
+};
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::{CubeCount, CubeDim};
+
+use crate::conv_routing::ConvPasses;
+use crate::spec::ConvGeometry;
+
+use super::tensor::{
+    LaunchError, address_type, contiguous, dims5, elementwise, empty, expect, float_type, grid,
+};
+
+/// Below this `n` or `k`, the direct schedule beats a mostly empty tile.
+const DIRECT_BELOW: usize = 16;
+/// Weight gradients with at most this many outputs per group use the reduce schedule.
+const REDUCE_MAX_OUTPUTS: usize = 1024;
+/// Cubes a split-k launch aims for, enough to fill a large GPU.
+const TARGET_CUBES: usize = 512;
+/// Shortest `k` range worth a split of its own.
+const MIN_K_PER_SPLIT: usize = 1024;
+
+/// The convolution passes on `CubeBackend`.
+pub struct CubeConv;
+
+impl ConvPasses for CubeConv {
+    type Tensor = CubeTensor;
+
+    fn dims(tensor: &CubeTensor) -> [usize; 5] {
+        dims5(tensor)
+    }
+
+    fn forward(
+        geometry: &ConvGeometry,
+        x: CubeTensor,
+        weight: CubeTensor,
+        bias: Option<CubeTensor>,
+    ) -> CubeTensor {
+        let device = x.device.clone();
+        expect("conv", &device, gemm(geometry, FORWARD, x, weight, bias))
+    }
+
+    fn data(
+        geometry: &ConvGeometry,
+        weight: CubeTensor,
+        out_grad: CubeTensor,
+        bias: Option<CubeTensor>,
+    ) -> CubeTensor {
+        let device = out_grad.device.clone();
+        expect("conv_x_backward", &device, gemm(geometry, DATA, out_grad, weight, bias))
+    }
+
+    fn weight(geometry: &ConvGeometry, x: CubeTensor, out_grad: CubeTensor) -> CubeTensor {
+        let device = x.device.clone();
+        expect("conv_weight_backward", &device, weight_gemm(geometry, out_grad, x))
+    }
+}
+
+fn conv_args(geometry: &ConvGeometry) -> ConvArgsLaunch {
+    let [in_d, in_h, in_w] = geometry.in_size;
+    let [out_d, out_h, out_w] = geometry.out_size;
+    let [kernel_d, kernel_h, kernel_w] = geometry.kernel;
+    let [stride_d, stride_h, stride_w] = geometry.stride;
+    let [dilation_d, dilation_h, dilation_w] = geometry.dilation;
+    let [pad_d, pad_h, pad_w] = geometry.pad_begin;
+    ConvArgsLaunch::new(
+        geometry.groups,
+        geometry.in_per_group(),
+        geometry.out_per_group(),
+        in_d,
+        in_h,
+        in_w,
+        out_d,
+        out_h,
+        out_w,
+        kernel_d,
+        kernel_h,
+        kernel_w,
+        stride_d,
+        stride_h,
+        stride_w,
+        dilation_d,
+        dilation_h,
+        dilation_w,
+        pad_d,
+        pad_h,
+        pad_w,
+    )
+}
+
+/// `(m, n, k)` of one group's GEMM of `kind` (see the table in `burn_convpool_kernels::conv`).
+fn gemm_sizes(geometry: &ConvGeometry, kind: u32) -> (usize, usize, usize) {
+    let taps: usize = geometry.kernel.iter().product();
+    match kind {
+        FORWARD => (
+            geometry.batch * geometry.out_volume(),
+            geometry.out_per_group(),
+            geometry.in_per_group() * taps,
+        ),
+        DATA => (
+            geometry.batch * geometry.in_volume(),
+            geometry.in_per_group(),
+            geometry.out_per_group() * taps,
+        ),
+        _ => (
+            geometry.out_per_group(),
+            geometry.in_per_group() * taps,
+            geometry.batch * geometry.out_volume(),
+        ),
+    }
+}
+
+/// Forward or input gradient: `out = lhs (*) rhs [+ bias]`.
+fn gemm(
+    geometry: &ConvGeometry,
+    kind: u32,
+    lhs: CubeTensor,
+    rhs: CubeTensor,
+    bias: Option<CubeTensor>,
+) -> Result<CubeTensor, LaunchError> {
+    let dtype = float_type(&lhs)?;
+    float_type(&rhs)?;
+    let (lhs, rhs) = (contiguous(lhs), contiguous(rhs));
+    let bias = bias.map(contiguous);
+    let out_dims = if kind == FORWARD {
+        geometry.out_shape()
+    } else {
+        geometry.in_shape()
+    };
+    let out = empty(&lhs, &out_dims, lhs.dtype);
+    if out.meta.num_elements() == 0 {
+        return Ok(out);
+    }
+    let (m, n, k) = gemm_sizes(geometry, kind);
+    let has_bias = bias.is_some();
+    let bias = bias.unwrap_or_else(|| rhs.clone());
+    let address = address_type(&[&lhs, &rhs, &out]);
+    let client = out.client.clone();
+    if n < DIRECT_BELOW || k < DIRECT_BELOW {
+        let (cube_count, cube_dim) = elementwise(&out, geometry.groups * m * n);
+        conv::conv_gemm_direct::launch(
+            &client,
+            cube_count,
+            cube_dim,
+            address,
+            lhs.into_tensor_arg(),
+            rhs.into_tensor_arg(),
+            bias.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            conv_args(geometry),
+            GemmArgsLaunch::new(m, n, k, k),
+            kind,
+            has_bias,
+            dtype,
+        );
+    } else {
+        let cube_count = CubeCount::Static(
+            grid("m tiles", m.div_ceil(TILE_M))?,
+            grid("n tiles", n.div_ceil(TILE_N))?,
+            grid("groups", geometry.groups)?,
+        );
+        conv::conv_gemm_tiled::launch(
+            &client,
+            cube_count,
+            tile_cube_dim(),
+            address,
+            lhs.into_tensor_arg(),
+            rhs.into_tensor_arg(),
+            bias.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            conv_args(geometry),
+            GemmArgsLaunch::new(m, n, k, k),
+            kind,
+            has_bias,
+            dtype,
+        );
+    }
+    Ok(out)
+}
+
+fn tile_cube_dim() -> CubeDim {
+    CubeDim::new_2d(conv::TILE_UNITS, conv::TILE_UNITS)
+}
+
+/// Weight gradient: `weight_grad = out_grad (*) x`.
+fn weight_gemm(
+    geometry: &ConvGeometry,
+    out_grad: CubeTensor,
+    x: CubeTensor,
+) -> Result<CubeTensor, LaunchError> {
+    let dtype = float_type(&x)?;
+    float_type(&out_grad)?;
+    let (out_grad, x) = (contiguous(out_grad), contiguous(x));
+    let out = empty(&x, &geometry.weight_shape(), x.dtype);
+    let (m, n, k) = gemm_sizes(geometry, WEIGHT);
+    let client = out.client.clone();
+    if m * n <= REDUCE_MAX_OUTPUTS {
+        let address = address_type(&[&out_grad, &x, &out]);
+        reduce(geometry.groups * m * n, |cube_count, cube_dim| {
+                conv::conv_gemm_reduce::launch(
+                    &client,
+                    cube_count,
+                    cube_dim,
+                    address,
+                    out_grad.into_tensor_arg(),
+                    x.into_tensor_arg(),
+                    out.clone().into_tensor_arg(),
+                    conv_args(geometry),
+                    GemmArgsLaunch::new(m, n, k, k),
+                    WEIGHT,
+                    false,
+                    dtype,
+                )
+        })?;
+        return Ok(out);
+    }
+
+    let tiles = m.div_ceil(TILE_M) * n.div_ceil(TILE_N) * geometry.groups;
+    let splits = TARGET_CUBES
+        .div_ceil(tiles)
+        .clamp(1, (k / MIN_K_PER_SPLIT).max(1));
+    let k_per_split = k.div_ceil(splits).next_multiple_of(conv::TILE_K);
+    let splits = k.div_ceil(k_per_split).max(1);
+    let target = if splits == 1 {
+        out.clone()
+    } else {
+        let weight_len = out.meta.num_elements();
+        empty(&x, &[splits * weight_len], x.dtype)
+    };
+    let cube_count = CubeCount::Static(
+        grid("m tiles", m.div_ceil(TILE_M))?,
+        grid("n tiles", n.div_ceil(TILE_N))?,
+        grid("groups x splits", geometry.groups * splits)?,
+    );
+    let address = address_type(&[&out_grad, &x, &target]);
+    conv::conv_gemm_tiled::launch(
+        &client,
+        cube_count,
+        tile_cube_dim(),
+        address,
+        out_grad.into_tensor_arg(),
+        x.clone().into_tensor_arg(),
+        x.into_tensor_arg(),
+        target.clone().into_tensor_arg(),
+        conv_args(geometry),
+        GemmArgsLaunch::new(m, n, k, k_per_split),
+        WEIGHT,
+        false,
+        dtype,
+    );
+    if splits > 1 {
+        let (cube_count, cube_dim) = elementwise(&out, out.meta.num_elements());
+        let address = address_type(&[&target, &out]);
+        conv::sum_splits::launch(
+            &client,
+            cube_count,
+            cube_dim,
+            address,
+            target.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            splits,
+            dtype,
+        );
+    }
+    Ok(out)
+}
+
+/// Launch a reduce-schedule kernel with one cube per output, on a 2d grid when the outputs
+/// exceed one dimension's limit.
+fn reduce(outputs: usize, launch: impl FnOnce(CubeCount, CubeDim)) -> Result<(), LaunchError> {
+    let x_cubes = outputs.clamp(1, super::tensor::MAX_CUBES_PER_DIM);
+    let y_cubes = grid("outputs", outputs.div_ceil(x_cubes))?;
+    launch(
+        CubeCount::Static(x_cubes as u32, y_cubes, 1),
+        CubeDim::new_1d(conv::REDUCE_UNITS),
+    );
+    Ok(())
+}
+
+/// Bias gradient: `out_grad` summed over batch and positions, one cube per channel.
+pub fn bias_backward(out_grad: CubeTensor) -> Result<CubeTensor, LaunchError> {
+    let dtype = float_type(&out_grad)?;
+    let out_grad = contiguous(out_grad);
+    let [batch, channels, d, h, w] = dims5(&out_grad);
+    let out = empty(&out_grad, &[channels], out_grad.dtype);
+    // The bias gradient is a weight gradient with one group, 1x1 kernel, one input channel
+    // and B = 1.
+    let geometry = ConvGeometry {
+        batch,
+        groups: 1,
+        in_channels: 1,
+        out_channels: channels,
+        in_size: [1, 1, 1],
+        out_size: [d, h, w],
+        kernel: [1, 1, 1],
+        stride: [1, 1, 1],
+        dilation: [1, 1, 1],
+        pad_begin: [0, 0, 0],
+    };
+    let k = batch * d * h * w;
+    let client = out.client.clone();
+    let address = address_type(&[&out_grad, &out]);
+    reduce(channels, |cube_count, cube_dim| {
+        conv::conv_gemm_reduce::launch(
+            &client,
+            cube_count,
+            cube_dim,
+            address,
+            out_grad.clone().into_tensor_arg(),
+            out_grad.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            conv_args(&geometry),
+            GemmArgsLaunch::new(channels, 1, k, k),
+            WEIGHT,
+            true,
+            dtype,
+        )
+    })?;
+    Ok(out)
+}

@@ -1,0 +1,157 @@
+//! Tensor plumbing of the kernel launchers: contiguous inputs, contiguous outputs, host
+//! tables, launch sizes, and the typed error a launcher returns.
+
+use burn::backend::cubecl::dtype_to_storage_type;
+use burn::tensor::{DType, Shape};
+use burn_cubecl::{
+    CubeDevice,
+    kernel::{into_contiguous, untile},
+    ops::numeric::empty_device_contiguous_dtype,
+    tensor::CubeTensor,
+};
+use cubecl::ir::{AddressType, ElemType};
+use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise};
+
+/// Why a kernel could not be launched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchError {
+    /// A tensor has the wrong kind of dtype.
+    Dtype {
+        /// What the kernel needs.
+        expected: &'static str,
+        /// What it got.
+        got: DType,
+    },
+    /// The launch grid needs more cubes along one dimension than a runtime allows.
+    Grid {
+        /// Which operand sets the size.
+        axis: &'static str,
+        /// Cubes needed.
+        cubes: usize,
+    },
+    /// A window position does not fit the kernel's 32-bit window tables.
+    Table {
+        /// The value.
+        value: usize,
+    },
+}
+
+/// Cubes per grid dimension that every runtime accepts (WebGPU's minimum limit).
+pub const MAX_CUBES_PER_DIM: usize = 65_535;
+
+impl core::fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Dtype { expected, got } => write!(f, "expected {expected}, got dtype {got:?}"),
+            Self::Grid { axis, cubes } => write!(
+                f,
+                "the launch needs {cubes} cubes along {axis}, above the limit of \
+                 {MAX_CUBES_PER_DIM}; split the batch"
+            ),
+            Self::Table { value } => {
+                write!(f, "window position {value} does not fit in 32 bits")
+            }
+        }
+    }
+}
+
+impl std::error::Error for LaunchError {}
+
+/// Unwrap a launcher's result, or panic naming the op and the device.
+pub fn expect<T>(op: &str, device: &CubeDevice, result: Result<T, LaunchError>) -> T {
+    result.unwrap_or_else(|err| panic!("{op} on {device:?}: {err}"))
+}
+
+/// Dims of a rank-5 tensor.
+pub fn dims5(tensor: &CubeTensor) -> [usize; 5] {
+    let shape = tensor.meta.shape();
+    core::array::from_fn(|i| shape[i])
+}
+
+/// The tensor with contiguous row-major strides (copied only when needed).
+pub fn contiguous(tensor: CubeTensor) -> CubeTensor {
+    into_contiguous(tensor)
+}
+
+/// The tensor in a layout the kernels can index through strides (no copy unless tiled).
+pub fn strided(tensor: CubeTensor) -> CubeTensor {
+    untile(tensor)
+}
+
+/// A new contiguous tensor on `like`'s device.
+pub fn empty(like: &CubeTensor, dims: &[usize], dtype: DType) -> CubeTensor {
+    empty_device_contiguous_dtype(
+        like.client.clone(),
+        like.device.clone(),
+        Shape::from(dims.to_vec()),
+        dtype,
+    )
+}
+
+/// A u32 table uploaded to `like`'s device (never empty: kernels bind it even when unused).
+pub fn table(like: &CubeTensor, values: &[u32]) -> CubeTensor {
+    let values = if values.is_empty() { &[0][..] } else { values };
+    let handle = like.client.create_from_slice(bytemuck::cast_slice(values));
+    CubeTensor::new_contiguous(
+        like.client.clone(),
+        like.device.clone(),
+        Shape::from(vec![values.len()]),
+        handle,
+        DType::U32,
+    )
+}
+
+/// `value` as a table entry.
+pub fn entry(value: usize) -> Result<u32, LaunchError> {
+    u32::try_from(value).map_err(|_| LaunchError::Table { value })
+}
+
+/// Address width that indexes every tensor of a launch.
+pub fn address_type(tensors: &[&CubeTensor]) -> AddressType {
+    tensors
+        .iter()
+        .map(|tensor| tensor.required_address_type())
+        .max()
+        .unwrap_or_default()
+}
+
+/// The kernel element type of a float tensor.
+pub fn float_type(tensor: &CubeTensor) -> Result<ElemType, LaunchError> {
+    match tensor.dtype {
+        DType::F64 | DType::F32 | DType::Flex32 | DType::F16 | DType::BF16 => {
+            Ok(dtype_to_storage_type(tensor.dtype))
+        }
+        got => Err(LaunchError::Dtype {
+            expected: "a float tensor",
+            got,
+        }),
+    }
+}
+
+/// The kernel element type of an index tensor.
+pub fn int_type(tensor: &CubeTensor) -> Result<ElemType, LaunchError> {
+    match tensor.dtype {
+        DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U64 | DType::U32 => {
+            Ok(dtype_to_storage_type(tensor.dtype))
+        }
+        got => Err(LaunchError::Dtype {
+            expected: "an integer index tensor",
+            got,
+        }),
+    }
+}
+
+/// One unit per element of `units`.
+pub fn elementwise(like: &CubeTensor, units: usize) -> (CubeCount, CubeDim) {
+    let cube_dim = CubeDim::new(&like.client, units.max(1));
+    let cube_count = calculate_cube_count_elemwise(&like.client, units.max(1), cube_dim);
+    (cube_count, cube_dim)
+}
+
+/// Cubes along one grid dimension, checked against the limit.
+pub fn grid(axis: &'static str, cubes: usize) -> Result<u32, LaunchError> {
+    if cubes > MAX_CUBES_PER_DIM {
+        return Err(LaunchError::Grid { axis, cubes });
+    }
+    Ok(cubes.max(1) as u32)
+}

@@ -1,0 +1,261 @@
+//! The CubeCL kernels against the CPU code, on the wgpu device (a CPU Vulkan driver in CI):
+//! random inputs with odd sizes, permuted (non-contiguous) inputs and every option; forward
+//! values, indices and every gradient must agree, and two backward runs must be bitwise equal.
+#![cfg(feature = "wgpu")]
+
+mod common;
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn_convpool::*;
+use common::Lcg;
+
+fn wgpu() -> Device {
+    Device::wgpu(Default::default())
+}
+
+/// One leaf input: its values and dims; `permuted` builds it with its last two axes swapped
+/// and swaps them back, so the op sees a non-contiguous view.
+struct Leaf<const D: usize> {
+    values: Vec<f32>,
+    dims: [usize; D],
+    permuted: bool,
+}
+
+impl<const D: usize> Leaf<D> {
+    fn random(rng: &mut Lcg, dims: [usize; D]) -> Self {
+        let values = rng
+            .values(dims.iter().product())
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        Self {
+            values,
+            dims,
+            permuted: false,
+        }
+    }
+
+    fn permuted(mut self) -> Self {
+        self.permuted = true;
+        self
+    }
+
+    /// The tracked leaf and the (maybe permuted) view of it the op gets.
+    fn on(&self, device: &Device) -> (Tensor<D>, Tensor<D>) {
+        let mut dims = self.dims;
+        if self.permuted {
+            dims.swap(D - 1, D - 2);
+        }
+        let leaf = Tensor::<D>::from_data(TensorData::new(self.values.clone(), dims), device)
+            .require_grad();
+        let view = if self.permuted {
+            leaf.clone().swap_dims(D - 1, D - 2)
+        } else {
+            leaf.clone()
+        };
+        (leaf, view)
+    }
+}
+
+/// Forward values and the gradient of every leaf, for `sum(op(..) * r)`.
+fn run<const D: usize, const O: usize>(
+    device: &Device,
+    leaves: &[Leaf<D>],
+    op: &dyn Fn(Vec<Tensor<D>>) -> Tensor<O>,
+    seed: u64,
+) -> (Vec<f32>, Vec<Vec<f32>>) {
+    let (tracked, views): (Vec<_>, Vec<_>) = leaves.iter().map(|leaf| leaf.on(device)).unzip();
+    let out = op(views);
+    let dims = out.dims();
+    let r = Lcg::new(seed)
+        .values(dims.iter().product())
+        .iter()
+        .map(|&v| v as f32)
+        .collect::<Vec<_>>();
+    let r = Tensor::<O>::from_data(TensorData::new(r, dims), device);
+    let values = out.clone().into_data().try_to_vec::<f32>().unwrap();
+    let grads = (out * r).sum().backward();
+    let leaf_grads = tracked
+        .iter()
+        .map(|leaf| leaf.grad(&grads).unwrap().into_data().try_to_vec::<f32>().unwrap())
+        .collect();
+    (values, leaf_grads)
+}
+
+fn assert_close(what: &str, actual: &[f32], expected: &[f32]) {
+    assert_eq!(actual.len(), expected.len(), "{what}: lengths differ");
+    for (i, (&a, &e)) in actual.iter().zip(expected).enumerate() {
+        let ok = (a.is_nan() && e.is_nan()) || a == e || (a - e).abs() <= 1e-4 + 1e-4 * e.abs();
+        assert!(ok, "{what}[{i}]: wgpu {a} vs flex {e}");
+    }
+}
+
+/// Compare wgpu (with autodiff) against Flex, and wgpu's backward against itself.
+fn cross<const D: usize, const O: usize>(
+    name: &str,
+    leaves: &[Leaf<D>],
+    op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+) {
+    let seed = name.len() as u64 * 7919;
+    let (flex_out, flex_grads) = run(&Device::flex().autodiff(), leaves, &op, seed);
+    let gpu = wgpu().autodiff();
+    let (gpu_out, gpu_grads) = run(&gpu, leaves, &op, seed);
+    assert_close(&format!("{name} forward"), &gpu_out, &flex_out);
+    for (i, (g, f)) in gpu_grads.iter().zip(&flex_grads).enumerate() {
+        assert_close(&format!("{name} grad of input {i}"), g, f);
+    }
+    let (_, again) = run(&gpu, leaves, &op, seed);
+    for (i, (a, b)) in again.iter().zip(&gpu_grads).enumerate() {
+        let same = a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{name}: grad of input {i} differs between two wgpu runs");
+    }
+}
+
+fn rng(name: &str) -> Lcg {
+    Lcg::new(name.bytes().map(u64::from).sum::<u64>() + 17)
+}
+
+/// The bias as a rank-D leaf `(C, 1, ..)`, reshaped inside the op so it gets a gradient.
+fn bias_of<const D: usize>(bias: &Tensor<D>) -> Tensor<1> {
+    let channels = bias.dims()[0];
+    bias.clone().reshape([channels])
+}
+
+fn conv2d_case(name: &str, x: [usize; 4], weight: [usize; 4], options: ConvNdOptions<2>, permuted: bool) {
+    let mut rng = rng(name);
+    let mut x = Leaf::random(&mut rng, x);
+    if permuted {
+        x = x.permuted();
+    }
+    let weight_leaf = Leaf::random(&mut rng, weight);
+    let bias = Leaf::random(&mut rng, [weight[0], 1, 1, 1]);
+    cross(name, &[x, weight_leaf, bias], |t| {
+        conv2d(t[0].clone(), t[1].clone(), Some(bias_of(&t[2])), options.clone())
+    });
+}
+
+#[test]
+fn conv2d_matches_cpu() {
+    let o = ConvNdOptions::<2>::default;
+    // Direct schedule (few channels), odd sizes, padding, stride, dilation, asymmetric padding.
+    conv2d_case("small", [2, 3, 7, 9], [4, 3, 3, 3], o().with_padding([1, 1]), false);
+    conv2d_case("strided", [1, 4, 9, 8], [5, 4, 3, 2], o().with_stride([2, 3]).with_dilation([2, 1]), true);
+    conv2d_case("asym", [1, 2, 6, 7], [3, 2, 3, 3], o().with_padding([(0, 2), (1, 0)]), false);
+    // Tiled schedule: >= 16 channels each side; grouped; split-k weight gradient.
+    conv2d_case("tiled", [2, 24, 9, 11], [40, 24, 3, 3], o().with_padding([1, 1]), true);
+    conv2d_case("grouped", [2, 32, 8, 8], [64, 8, 3, 3], o().with_padding([1, 1]).with_groups(4), false);
+    conv2d_case("split_k", [2, 16, 32, 33], [32, 16, 3, 3], o().with_padding(Padding::Same), false);
+    // Depthwise (direct forward/data, reduce weight gradient) with a channel multiplier.
+    conv2d_case("depthwise", [2, 6, 10, 9], [12, 1, 3, 3], o().with_padding([1, 1]).with_groups(6).with_stride([2, 2]), true);
+}
+
+#[test]
+fn conv1d_3d_and_transpose_match_cpu() {
+    let mut rng = rng("conv-others");
+    let x = Leaf::random(&mut rng, [2, 5, 13]);
+    let w = Leaf::random(&mut rng, [6, 5, 4]);
+    cross("conv1d", &[x, w], |t| {
+        conv1d(t[0].clone(), t[1].clone(), None, ConvNdOptions::default().with_stride([2]).with_padding([3]))
+    });
+    let x = Leaf::random(&mut rng, [1, 3, 5, 6, 7]);
+    let w = Leaf::random(&mut rng, [4, 3, 2, 3, 3]);
+    cross("conv3d", &[x.permuted(), w], |t| {
+        conv3d(t[0].clone(), t[1].clone(), None, ConvNdOptions::default().with_padding([1, 1, 1]).with_dilation([1, 2, 1]))
+    });
+    let x = Leaf::random(&mut rng, [2, 4, 5, 6]);
+    let w = Leaf::random(&mut rng, [4, 3, 3, 3]);
+    let bias = Leaf::random(&mut rng, [6, 1, 1, 1]);
+    cross("conv_transpose2d", &[x, w, bias], |t| {
+        let options = ConvTransposeNdOptions::<2>::default()
+            .with_stride([2, 2])
+            .with_padding([1, 1])
+            .with_padding_out([1, 0])
+            .with_groups(2);
+        conv_transpose2d(t[0].clone(), t[1].clone(), Some(bias_of(&t[2])), options)
+    });
+    let x = Leaf::random(&mut rng, [1, 20, 6, 5]);
+    let w = Leaf::random(&mut rng, [20, 18, 3, 3]);
+    cross("conv_transpose2d_tiled", &[x.permuted(), w], |t| {
+        conv_transpose2d(t[0].clone(), t[1].clone(), None, ConvTransposeNdOptions::<2>::default().with_stride([2, 2]))
+    });
+}
+
+fn pool_case<const O: usize>(name: &str, dims: [usize; 4], op: impl Fn(Tensor<4>) -> Tensor<O>) {
+    let mut rng = rng(name);
+    cross(name, &[Leaf::random(&mut rng, dims).permuted()], |t| op(t[0].clone()));
+}
+
+#[test]
+fn pools_match_cpu() {
+    pool_case("max", [2, 3, 9, 8], |x| {
+        max_pool2d(x, MaxPoolOptions::new([3, 2]).with_stride([2, 2]).with_padding([1, 1]).with_dilation([1, 2]).with_ceil_mode(true))
+    });
+    pool_case("avg_pad", [2, 3, 9, 8], |x| {
+        avg_pool2d(x, AvgPoolNdOptions::new([3, 3]).with_stride([2, 2]).with_padding([1, 1]).with_ceil_mode(true))
+    });
+    pool_case("avg_nopad", [1, 2, 7, 10], |x| {
+        avg_pool2d(x, AvgPoolNdOptions::new([3, 2]).with_stride([2, 3]).with_padding([1, 1]).with_count_include_pad(false).with_ceil_mode(true))
+    });
+    pool_case("avg_divisor", [1, 2, 7, 7], |x| {
+        avg_pool2d(x, AvgPoolNdOptions::new([2, 3]).with_padding([1, 1]).with_divisor_override(5))
+    });
+    pool_case("adaptive_avg", [2, 3, 11, 7], |x| adaptive_avg_pool2d(x, [4, 3]));
+    pool_case("adaptive_max", [2, 3, 11, 7], |x| adaptive_max_pool2d(x, [5, 4]));
+    pool_case("lp2", [1, 3, 9, 8], |x| {
+        lp_pool2d(x, LpPoolOptions::new(2.0, [3, 2]).with_stride([2, 2]).with_ceil_mode(true))
+    });
+    pool_case("lp3", [1, 2, 8, 8], |x| lp_pool2d(x, LpPoolOptions::new(3.0, [2, 2])));
+    pool_case("lp_inf", [1, 2, 8, 7], |x| lp_pool2d(x, LpPoolOptions::new(f64::INFINITY, [3, 3]).with_stride([2, 2])));
+    pool_case("lp_frac", [1, 2, 8, 8], |x| lp_pool2d(x.abs() + 0.1, LpPoolOptions::new(1.5, [2, 3])));
+}
+
+#[test]
+fn pools_3d_1d_fractional_and_unpool_match_cpu() {
+    let mut rng = rng("pool-others");
+    let x = Leaf::random(&mut rng, [1, 2, 5, 6, 7]);
+    cross("max3d", &[x.permuted()], |t| {
+        max_pool3d(t[0].clone(), MaxPoolOptions::new([2, 3, 2]).with_stride([1, 2, 2]).with_padding([1, 1, 0]))
+    });
+    let x = Leaf::random(&mut rng, [1, 2, 5, 6, 7]);
+    cross("avg3d", &[x], |t| {
+        avg_pool3d(t[0].clone(), AvgPoolNdOptions::new([2, 2, 3]).with_padding([1, 0, 1]).with_ceil_mode(true))
+    });
+    let x = Leaf::random(&mut rng, [2, 3, 17]);
+    cross("max1d", &[x], |t| max_pool1d(t[0].clone(), MaxPoolOptions::new([4]).with_stride([3])));
+    let x = Leaf::random(&mut rng, [2, 3, 11, 13]);
+    let samples: Vec<f32> = rng.values(2 * 3 * 2).iter().map(|v| v.abs() as f32).collect();
+    cross("fractional", &[x], |t| {
+        let samples = Tensor::<3>::from_data(TensorData::new(samples.clone(), [2, 3, 2]), &t[0].device());
+        let options = FractionalMaxPoolOptions::new([3, 2], FractionalOutput::Size([5, 6]));
+        fractional_max_pool2d(t[0].clone(), options, Some(samples))
+    });
+    let x = Leaf::random(&mut rng, [2, 3, 8, 10]);
+    cross("unpool", &[x], |t| {
+        let options = MaxPoolOptions::new([2, 2]).with_stride([2, 2]);
+        let (values, indices) = max_pool2d_with_indices(t[0].clone(), options);
+        max_unpool2d(values, indices, MaxUnpoolOptions::new([2, 2]).with_output_size([8, 10]))
+    });
+}
+
+#[test]
+fn indices_match_cpu() {
+    let mut rng = rng("indices");
+    let mut values: Vec<f32> = rng.values(2 * 3 * 9 * 10).iter().map(|&v| v as f32).collect();
+    // Ties, NaN and -inf: first max wins, NaN wins, an all -inf window keeps its first tap.
+    values[..12].fill(0.5);
+    values[20] = f32::NAN;
+    values[40..60].fill(f32::NEG_INFINITY);
+    let indices_on = |device: &Device| -> (Vec<f32>, Vec<i64>) {
+        let x = Tensor::<4>::from_data(TensorData::new(values.clone(), [2, 3, 9, 10]), device);
+        let options = MaxPoolOptions::new([3, 3]).with_stride([2, 2]).with_padding([1, 1]);
+        let (out, indices): (Tensor<4>, Tensor<4, Int>) = max_pool2d_with_indices(x, options);
+        (
+            out.into_data().try_to_vec::<f32>().unwrap(),
+            indices.into_data().convert::<i64>().try_to_vec::<i64>().unwrap(),
+        )
+    };
+    let (cpu_values, cpu_indices) = indices_on(&Device::flex());
+    let (gpu_values, gpu_indices) = indices_on(&wgpu());
+    assert_eq!(gpu_indices, cpu_indices);
+    assert_close("max values", &gpu_values, &cpu_values);
+}
