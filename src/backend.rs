@@ -19,7 +19,10 @@ use crate::spec::{AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions}
 /// Output shapes for the `Fusion` impl, which records each op lazily and must know its
 /// outputs without running it: `spec::shapes` on `Shape`s.
 pub(crate) mod fusion_shapes {
-    use burn::tensor::{Shape, ops::{ConvOptions, ConvTransposeOptions}};
+    use burn::tensor::{
+        Shape,
+        ops::{ConvOptions, ConvTransposeOptions},
+    };
 
     use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, shapes};
 

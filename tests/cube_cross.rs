@@ -77,7 +77,13 @@ fn run<const D: usize, const O: usize>(
     let grads = (out * r).sum().backward();
     let leaf_grads = tracked
         .iter()
-        .map(|leaf| leaf.grad(&grads).unwrap().into_data().try_to_vec::<f32>().unwrap())
+        .map(|leaf| {
+            leaf.grad(&grads)
+                .unwrap()
+                .into_data()
+                .try_to_vec::<f32>()
+                .unwrap()
+        })
         .collect();
     (values, leaf_grads)
 }
@@ -107,7 +113,10 @@ fn cross<const D: usize, const O: usize>(
     let (_, again) = run(&gpu, leaves, &op, seed);
     for (i, (a, b)) in again.iter().zip(&gpu_grads).enumerate() {
         let same = a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(same, "{name}: grad of input {i} differs between two wgpu runs");
+        assert!(
+            same,
+            "{name}: grad of input {i} differs between two wgpu runs"
+        );
     }
 }
 
@@ -121,7 +130,13 @@ fn bias_of<const D: usize>(bias: &Tensor<D>) -> Tensor<1> {
     bias.clone().reshape([channels])
 }
 
-fn conv2d_case(name: &str, x: [usize; 4], weight: [usize; 4], options: ConvNdOptions<2>, permuted: bool) {
+fn conv2d_case(
+    name: &str,
+    x: [usize; 4],
+    weight: [usize; 4],
+    options: ConvNdOptions<2>,
+    permuted: bool,
+) {
     let mut rng = rng(name);
     let mut x = Leaf::random(&mut rng, x);
     if permuted {
@@ -130,7 +145,12 @@ fn conv2d_case(name: &str, x: [usize; 4], weight: [usize; 4], options: ConvNdOpt
     let weight_leaf = Leaf::random(&mut rng, weight);
     let bias = Leaf::random(&mut rng, [weight[0], 1, 1, 1]);
     cross(name, &[x, weight_leaf, bias], |t| {
-        conv2d(t[0].clone(), t[1].clone(), Some(bias_of(&t[2])), options.clone())
+        conv2d(
+            t[0].clone(),
+            t[1].clone(),
+            Some(bias_of(&t[2])),
+            options.clone(),
+        )
     });
 }
 
@@ -138,15 +158,57 @@ fn conv2d_case(name: &str, x: [usize; 4], weight: [usize; 4], options: ConvNdOpt
 fn conv2d_matches_cpu() {
     let o = ConvNdOptions::<2>::default;
     // Direct schedule (few channels), odd sizes, padding, stride, dilation, asymmetric padding.
-    conv2d_case("small", [2, 3, 7, 9], [4, 3, 3, 3], o().with_padding([1, 1]), false);
-    conv2d_case("strided", [1, 4, 9, 8], [5, 4, 3, 2], o().with_stride([2, 3]).with_dilation([2, 1]), true);
-    conv2d_case("asym", [1, 2, 6, 7], [3, 2, 3, 3], o().with_padding([(0, 2), (1, 0)]), false);
+    conv2d_case(
+        "small",
+        [2, 3, 7, 9],
+        [4, 3, 3, 3],
+        o().with_padding([1, 1]),
+        false,
+    );
+    conv2d_case(
+        "strided",
+        [1, 4, 9, 8],
+        [5, 4, 3, 2],
+        o().with_stride([2, 3]).with_dilation([2, 1]),
+        true,
+    );
+    conv2d_case(
+        "asym",
+        [1, 2, 6, 7],
+        [3, 2, 3, 3],
+        o().with_padding([(0, 2), (1, 0)]),
+        false,
+    );
     // Tiled schedule: >= 16 channels each side; grouped; split-k weight gradient.
-    conv2d_case("tiled", [2, 24, 9, 11], [40, 24, 3, 3], o().with_padding([1, 1]), true);
-    conv2d_case("grouped", [2, 32, 8, 8], [64, 8, 3, 3], o().with_padding([1, 1]).with_groups(4), false);
-    conv2d_case("split_k", [2, 16, 32, 33], [32, 16, 3, 3], o().with_padding(Padding::Same), false);
+    conv2d_case(
+        "tiled",
+        [2, 24, 9, 11],
+        [40, 24, 3, 3],
+        o().with_padding([1, 1]),
+        true,
+    );
+    conv2d_case(
+        "grouped",
+        [2, 32, 8, 8],
+        [64, 8, 3, 3],
+        o().with_padding([1, 1]).with_groups(4),
+        false,
+    );
+    conv2d_case(
+        "split_k",
+        [2, 16, 32, 33],
+        [32, 16, 3, 3],
+        o().with_padding(Padding::Same),
+        false,
+    );
     // Depthwise (direct forward/data, reduce weight gradient) with a channel multiplier.
-    conv2d_case("depthwise", [2, 6, 10, 9], [12, 1, 3, 3], o().with_padding([1, 1]).with_groups(6).with_stride([2, 2]), true);
+    conv2d_case(
+        "depthwise",
+        [2, 6, 10, 9],
+        [12, 1, 3, 3],
+        o().with_padding([1, 1]).with_groups(6).with_stride([2, 2]),
+        true,
+    );
 }
 
 #[test]
@@ -155,12 +217,24 @@ fn conv1d_3d_and_transpose_match_cpu() {
     let x = Leaf::random(&mut rng, [2, 5, 13]);
     let w = Leaf::random(&mut rng, [6, 5, 4]);
     cross("conv1d", &[x, w], |t| {
-        conv1d(t[0].clone(), t[1].clone(), None, ConvNdOptions::default().with_stride([2]).with_padding([3]))
+        conv1d(
+            t[0].clone(),
+            t[1].clone(),
+            None,
+            ConvNdOptions::default().with_stride([2]).with_padding([3]),
+        )
     });
     let x = Leaf::random(&mut rng, [1, 3, 5, 6, 7]);
     let w = Leaf::random(&mut rng, [4, 3, 2, 3, 3]);
     cross("conv3d", &[x.permuted(), w], |t| {
-        conv3d(t[0].clone(), t[1].clone(), None, ConvNdOptions::default().with_padding([1, 1, 1]).with_dilation([1, 2, 1]))
+        conv3d(
+            t[0].clone(),
+            t[1].clone(),
+            None,
+            ConvNdOptions::default()
+                .with_padding([1, 1, 1])
+                .with_dilation([1, 2, 1]),
+        )
     });
     let x = Leaf::random(&mut rng, [2, 4, 5, 6]);
     let w = Leaf::random(&mut rng, [4, 3, 3, 3]);
@@ -176,37 +250,87 @@ fn conv1d_3d_and_transpose_match_cpu() {
     let x = Leaf::random(&mut rng, [1, 20, 6, 5]);
     let w = Leaf::random(&mut rng, [20, 18, 3, 3]);
     cross("conv_transpose2d_tiled", &[x.permuted(), w], |t| {
-        conv_transpose2d(t[0].clone(), t[1].clone(), None, ConvTransposeNdOptions::<2>::default().with_stride([2, 2]))
+        conv_transpose2d(
+            t[0].clone(),
+            t[1].clone(),
+            None,
+            ConvTransposeNdOptions::<2>::default().with_stride([2, 2]),
+        )
     });
 }
 
 fn pool_case<const O: usize>(name: &str, dims: [usize; 4], op: impl Fn(Tensor<4>) -> Tensor<O>) {
     let mut rng = rng(name);
-    cross(name, &[Leaf::random(&mut rng, dims).permuted()], |t| op(t[0].clone()));
+    cross(name, &[Leaf::random(&mut rng, dims).permuted()], |t| {
+        op(t[0].clone())
+    });
 }
 
 #[test]
 fn pools_match_cpu() {
     pool_case("max", [2, 3, 9, 8], |x| {
-        max_pool2d(x, MaxPoolOptions::new([3, 2]).with_stride([2, 2]).with_padding([1, 1]).with_dilation([1, 2]).with_ceil_mode(true))
+        max_pool2d(
+            x,
+            MaxPoolOptions::new([3, 2])
+                .with_stride([2, 2])
+                .with_padding([1, 1])
+                .with_dilation([1, 2])
+                .with_ceil_mode(true),
+        )
     });
     pool_case("avg_pad", [2, 3, 9, 8], |x| {
-        avg_pool2d(x, AvgPoolNdOptions::new([3, 3]).with_stride([2, 2]).with_padding([1, 1]).with_ceil_mode(true))
+        avg_pool2d(
+            x,
+            AvgPoolNdOptions::new([3, 3])
+                .with_stride([2, 2])
+                .with_padding([1, 1])
+                .with_ceil_mode(true),
+        )
     });
     pool_case("avg_nopad", [1, 2, 7, 10], |x| {
-        avg_pool2d(x, AvgPoolNdOptions::new([3, 2]).with_stride([2, 3]).with_padding([1, 1]).with_count_include_pad(false).with_ceil_mode(true))
+        avg_pool2d(
+            x,
+            AvgPoolNdOptions::new([3, 2])
+                .with_stride([2, 3])
+                .with_padding([1, 1])
+                .with_count_include_pad(false)
+                .with_ceil_mode(true),
+        )
     });
     pool_case("avg_divisor", [1, 2, 7, 7], |x| {
-        avg_pool2d(x, AvgPoolNdOptions::new([2, 3]).with_padding([1, 1]).with_divisor_override(5))
+        avg_pool2d(
+            x,
+            AvgPoolNdOptions::new([2, 3])
+                .with_padding([1, 1])
+                .with_divisor_override(5),
+        )
     });
-    pool_case("adaptive_avg", [2, 3, 11, 7], |x| adaptive_avg_pool2d(x, [4, 3]));
-    pool_case("adaptive_max", [2, 3, 11, 7], |x| adaptive_max_pool2d(x, [5, 4]));
+    pool_case("adaptive_avg", [2, 3, 11, 7], |x| {
+        adaptive_avg_pool2d(x, [4, 3])
+    });
+    pool_case("adaptive_max", [2, 3, 11, 7], |x| {
+        adaptive_max_pool2d(x, [5, 4])
+    });
     pool_case("lp2", [1, 3, 9, 8], |x| {
-        lp_pool2d(x, LpPoolOptions::new(2.0, [3, 2]).with_stride([2, 2]).with_ceil_mode(true))
+        lp_pool2d(
+            x,
+            LpPoolOptions::new(2.0, [3, 2])
+                .with_stride([2, 2])
+                .with_ceil_mode(true),
+        )
     });
-    pool_case("lp3", [1, 2, 8, 8], |x| lp_pool2d(x, LpPoolOptions::new(3.0, [2, 2])));
-    pool_case("lp_inf", [1, 2, 8, 7], |x| lp_pool2d(x, LpPoolOptions::new(f64::INFINITY, [3, 3]).with_stride([2, 2])));
-    pool_case("lp_frac", [1, 2, 8, 8], |x| lp_pool2d(x.abs() + 0.1, LpPoolOptions::new(1.5, [2, 3])));
+    pool_case("lp3", [1, 2, 8, 8], |x| {
+        lp_pool2d(x, LpPoolOptions::new(3.0, [2, 2]))
+    });
+    pool_case("lp_inf", [1, 2, 8, 7], |x| {
+        lp_pool2d(
+            x,
+            LpPoolOptions::new(f64::INFINITY, [3, 3]).with_stride([2, 2]),
+        )
+    });
+    pool_case("lp_frac", [1, 2, 8, 8], |x| {
+        lp_pool2d(x.abs() + 0.1, LpPoolOptions::new(1.5, [2, 3]))
+    });
 }
 
 #[test]
@@ -214,18 +338,35 @@ fn pools_3d_1d_fractional_and_unpool_match_cpu() {
     let mut rng = rng("pool-others");
     let x = Leaf::random(&mut rng, [1, 2, 5, 6, 7]);
     cross("max3d", &[x.permuted()], |t| {
-        max_pool3d(t[0].clone(), MaxPoolOptions::new([2, 3, 2]).with_stride([1, 2, 2]).with_padding([1, 1, 0]))
+        max_pool3d(
+            t[0].clone(),
+            MaxPoolOptions::new([2, 3, 2])
+                .with_stride([1, 2, 2])
+                .with_padding([1, 1, 0]),
+        )
     });
     let x = Leaf::random(&mut rng, [1, 2, 5, 6, 7]);
     cross("avg3d", &[x], |t| {
-        avg_pool3d(t[0].clone(), AvgPoolNdOptions::new([2, 2, 3]).with_padding([1, 0, 1]).with_ceil_mode(true))
+        avg_pool3d(
+            t[0].clone(),
+            AvgPoolNdOptions::new([2, 2, 3])
+                .with_padding([1, 0, 1])
+                .with_ceil_mode(true),
+        )
     });
     let x = Leaf::random(&mut rng, [2, 3, 17]);
-    cross("max1d", &[x], |t| max_pool1d(t[0].clone(), MaxPoolOptions::new([4]).with_stride([3])));
+    cross("max1d", &[x], |t| {
+        max_pool1d(t[0].clone(), MaxPoolOptions::new([4]).with_stride([3]))
+    });
     let x = Leaf::random(&mut rng, [2, 3, 11, 13]);
-    let samples: Vec<f32> = rng.values(2 * 3 * 2).iter().map(|v| v.abs() as f32).collect();
+    let samples: Vec<f32> = rng
+        .values(2 * 3 * 2)
+        .iter()
+        .map(|v| v.abs() as f32)
+        .collect();
     cross("fractional", &[x], |t| {
-        let samples = Tensor::<3>::from_data(TensorData::new(samples.clone(), [2, 3, 2]), &t[0].device());
+        let samples =
+            Tensor::<3>::from_data(TensorData::new(samples.clone(), [2, 3, 2]), &t[0].device());
         let options = FractionalMaxPoolOptions::new([3, 2], FractionalOutput::Size([5, 6]));
         fractional_max_pool2d(t[0].clone(), options, Some(samples))
     });
@@ -233,25 +374,39 @@ fn pools_3d_1d_fractional_and_unpool_match_cpu() {
     cross("unpool", &[x], |t| {
         let options = MaxPoolOptions::new([2, 2]).with_stride([2, 2]);
         let (values, indices) = max_pool2d_with_indices(t[0].clone(), options);
-        max_unpool2d(values, indices, MaxUnpoolOptions::new([2, 2]).with_output_size([8, 10]))
+        max_unpool2d(
+            values,
+            indices,
+            MaxUnpoolOptions::new([2, 2]).with_output_size([8, 10]),
+        )
     });
 }
 
 #[test]
 fn indices_match_cpu() {
     let mut rng = rng("indices");
-    let mut values: Vec<f32> = rng.values(2 * 3 * 9 * 10).iter().map(|&v| v as f32).collect();
+    let mut values: Vec<f32> = rng
+        .values(2 * 3 * 9 * 10)
+        .iter()
+        .map(|&v| v as f32)
+        .collect();
     // Ties, NaN and -inf: first max wins, NaN wins, an all -inf window keeps its first tap.
     values[..12].fill(0.5);
     values[20] = f32::NAN;
     values[40..60].fill(f32::NEG_INFINITY);
     let indices_on = |device: &Device| -> (Vec<f32>, Vec<i64>) {
         let x = Tensor::<4>::from_data(TensorData::new(values.clone(), [2, 3, 9, 10]), device);
-        let options = MaxPoolOptions::new([3, 3]).with_stride([2, 2]).with_padding([1, 1]);
+        let options = MaxPoolOptions::new([3, 3])
+            .with_stride([2, 2])
+            .with_padding([1, 1]);
         let (out, indices): (Tensor<4>, Tensor<4, Int>) = max_pool2d_with_indices(x, options);
         (
             out.into_data().try_to_vec::<f32>().unwrap(),
-            indices.into_data().convert::<i64>().try_to_vec::<i64>().unwrap(),
+            indices
+                .into_data()
+                .convert::<i64>()
+                .try_to_vec::<i64>()
+                .unwrap(),
         )
     };
     let (cpu_values, cpu_indices) = indices_on(&Device::flex());

@@ -361,7 +361,18 @@ pub fn conv_gemm_tiled<F: Float>(
             let m = m0 + tx + 16 * i;
             let n = n0 + ty + 16 * j;
             if m < gemm.m_len && n < gemm.n_len {
-                store::<F>(out, bias, &args, group, split, m, n, acc[i * 4 + j], kind, has_bias);
+                store::<F>(
+                    out,
+                    bias,
+                    &args,
+                    group,
+                    split,
+                    m,
+                    n,
+                    acc[i * 4 + j],
+                    kind,
+                    has_bias,
+                );
             }
         }
     }

@@ -22,8 +22,7 @@ pub const LP: u32 = 2;
 /// `out_grad / p * total^(1/p - 1) * K / count`.
 pub const LP_SHARE: u32 = 3;
 
-/// Sizes and scalars of one pool; the float scalars arrive as runtime values because WGSL
-/// rejects infinite and NaN literals.
+/// Sizes and scalars of one pool.
 #[derive(CubeLaunch, CubeType)]
 pub struct PoolArgs {
     pub channels: usize,
@@ -47,8 +46,18 @@ pub struct PoolArgs {
     pub inv_norm: f32,
     pub norm_minus_one: f32,
     pub inv_norm_minus_one: f32,
-    pub neg_inf: f32,
-    pub nan: f32,
+}
+
+/// -inf and NaN from their bits: WGSL has no literals for them, and a NaN passed as a launch
+/// scalar does not survive on every runtime.
+#[cube]
+fn neg_infinity<F: Float>() -> F {
+    F::cast_from(f32::reinterpret(0xff80_0000u32))
+}
+
+#[cube]
+fn not_a_number<F: Float>() -> F {
+    F::cast_from(f32::reinterpret(0x7fc0_0000u32))
 }
 
 /// The taps of one window along one axis.
@@ -73,11 +82,18 @@ fn table_span(spans: &Tensor<u32>, entry: usize) -> Span {
 /// PyTorch's `generate_intervals`: `int((o + u) * alpha) - int(u * alpha)`, the last window
 /// flush with the input's end.
 #[cube]
-fn fractional_span(o: usize, len: usize, out_len: usize, kernel: usize, alpha: f32, u: f32) -> Span {
+fn fractional_span(
+    o: usize,
+    len: usize,
+    out_len: usize,
+    kernel: usize,
+    alpha: f32,
+    u: f32,
+) -> Span {
     let mut start = len - kernel;
     if o + 1 < out_len {
-        let position = u32::cast_from((f32::cast_from(o as u32) + u) * alpha)
-            - u32::cast_from(u * alpha);
+        let position =
+            u32::cast_from((f32::cast_from(o as u32) + u) * alpha) - u32::cast_from(u * alpha);
         start = min(position as usize, len - kernel);
     }
     Span {
@@ -123,7 +139,9 @@ fn span_of<F: Float>(
 #[cube]
 pub fn pow_signed<F: Float>(x: F, y: F, nan: F) -> F {
     let mut result = F::powf(F::abs(x), y);
-    if x == F::new(0.0) {
+    if f32::is_nan(f32::cast_from(x)) {
+        result = x;
+    } else if x == F::new(0.0) {
         result = select(y > F::new(0.0), F::new(0.0), F::new(1.0) / F::abs(x));
         if y == F::new(0.0) {
             result = F::new(1.0);
@@ -184,7 +202,7 @@ pub fn pool_forward<F: Float, I: Int>(
     let base = (plane / args.channels) * x.stride(0) + (plane % args.channels) * x.stride(1);
 
     if comptime![reduction == MAX] {
-        let mut best = F::cast_from(args.neg_inf);
+        let mut best = neg_infinity::<F>();
         let mut best_index = (sd.start * args.in_h + sh.start) * args.in_w + sw.start;
         let mut first = true;
         for td in 0..sd.count {
@@ -197,7 +215,11 @@ pub fn pool_forward<F: Float, I: Int>(
                     if comptime![abs] {
                         value = F::abs(value);
                     }
-                    if first || value > best || f32::is_nan(f32::cast_from(value)) {
+                    let value_is_nan = f32::is_nan(f32::cast_from(value));
+                    let best_is_nan = f32::is_nan(f32::cast_from(best));
+                    // NaN is tested explicitly: float comparisons with NaN are not ordered the
+                    // same way on every runtime.
+                    if first || value_is_nan || (!best_is_nan && value > best) {
                         best = value;
                         best_index = (d * args.in_h + h) * args.in_w + w;
                     }
@@ -209,7 +231,7 @@ pub fn pool_forward<F: Float, I: Int>(
         indices[ABSOLUTE_POS] = I::cast_from(best_index);
     } else {
         let norm = F::cast_from(args.norm);
-        let nan = F::cast_from(args.nan);
+        let nan = not_a_number::<F>();
         let mut sum = F::new(0.0);
         for td in 0..sd.count {
             let d = sd.start + td * sd.step;
@@ -240,8 +262,13 @@ pub fn pool_forward<F: Float, I: Int>(
             let kernel_volume = args.kernel_d * args.kernel_h * args.kernel_w;
             let scale = F::cast_from(kernel_volume) / F::cast_from(count);
             let total = sum * scale;
-            let mut result = F::new(0.0);
-            if total != F::new(0.0) {
+            // NaN is tested first: GPU float comparisons with NaN differ between runtimes.
+            let mut result = nan;
+            if f32::is_nan(f32::cast_from(total)) {
+                result = nan;
+            } else if total == F::new(0.0) {
+                result = F::new(0.0);
+            } else {
                 if comptime![reduction == LP] {
                     result = pow_signed::<F>(total, F::cast_from(args.inv_norm), nan);
                 } else {
@@ -344,7 +371,7 @@ pub fn pool_backward<F: Float, I: Int>(
             let power = pow_signed::<F>(
                 value,
                 F::cast_from(args.norm_minus_one),
-                F::cast_from(args.nan),
+                not_a_number::<F>(),
             );
             acc = acc * F::cast_from(args.norm) * power;
         } else {

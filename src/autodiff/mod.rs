@@ -176,7 +176,13 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
             IndexBackward,
             x,
             |x| B::fractional_max_pool(x, samples, kernel_size, output_size, indices_dtype),
-            |indices, x_size| (indices.clone(), x_size, IndexWindows::Fractional { kernel_size }),
+            |indices, x_size| {
+                (
+                    indices.clone(),
+                    x_size,
+                    IndexWindows::Fractional { kernel_size },
+                )
+            },
         )
     }
 

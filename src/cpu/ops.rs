@@ -29,8 +29,12 @@ impl<H: HostTensors> ConvPasses for HostConv<H> {
         let dtype = H::dtype(&x);
         with_element!("conv", dtype, |T| {
             let bias = bias.as_ref().map(|bias| H::values::<T>(bias));
-            let out =
-                conv::forward::<T>(geometry, &H::values(&x), &H::values(&weight), bias.as_deref());
+            let out = conv::forward::<T>(
+                geometry,
+                &H::values(&x),
+                &H::values(&weight),
+                bias.as_deref(),
+            );
             H::from_values(out, &geometry.out_shape(), dtype)
         })
     }
@@ -85,7 +89,9 @@ macro_rules! impl_cpu_backend {
                 weight: Self::FloatTensorPrimitive,
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv::<$crate::cpu::ops::HostConv<Self>>(x, weight, None, &options)
+                $crate::conv_routing::conv::<$crate::cpu::ops::HostConv<Self>>(
+                    x, weight, None, &options,
+                )
             }
             fn conv_with_bias(
                 x: Self::FloatTensorPrimitive,
@@ -93,7 +99,12 @@ macro_rules! impl_cpu_backend {
                 bias: Self::FloatTensorPrimitive,
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv::<$crate::cpu::ops::HostConv<Self>>(x, weight, Some(bias), &options)
+                $crate::conv_routing::conv::<$crate::cpu::ops::HostConv<Self>>(
+                    x,
+                    weight,
+                    Some(bias),
+                    &options,
+                )
             }
             fn conv_x_backward(
                 weight: Self::FloatTensorPrimitive,
@@ -101,7 +112,9 @@ macro_rules! impl_cpu_backend {
                 x_size: [usize; 3],
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_x_backward::<$crate::cpu::ops::HostConv<Self>>(weight, out_grad, x_size, &options)
+                $crate::conv_routing::conv_x_backward::<$crate::cpu::ops::HostConv<Self>>(
+                    weight, out_grad, x_size, &options,
+                )
             }
             fn conv_weight_backward(
                 x: Self::FloatTensorPrimitive,
@@ -109,7 +122,12 @@ macro_rules! impl_cpu_backend {
                 kernel_size: [usize; 3],
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_weight_backward::<$crate::cpu::ops::HostConv<Self>>(x, out_grad, kernel_size, &options)
+                $crate::conv_routing::conv_weight_backward::<$crate::cpu::ops::HostConv<Self>>(
+                    x,
+                    out_grad,
+                    kernel_size,
+                    &options,
+                )
             }
             fn conv_bias_backward(
                 out_grad: Self::FloatTensorPrimitive,
@@ -121,7 +139,9 @@ macro_rules! impl_cpu_backend {
                 weight: Self::FloatTensorPrimitive,
                 options: ConvTransposeOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_transpose::<$crate::cpu::ops::HostConv<Self>>(x, weight, None, &options)
+                $crate::conv_routing::conv_transpose::<$crate::cpu::ops::HostConv<Self>>(
+                    x, weight, None, &options,
+                )
             }
             fn conv_transpose_with_bias(
                 x: Self::FloatTensorPrimitive,
@@ -129,7 +149,12 @@ macro_rules! impl_cpu_backend {
                 bias: Self::FloatTensorPrimitive,
                 options: ConvTransposeOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_transpose::<$crate::cpu::ops::HostConv<Self>>(x, weight, Some(bias), &options)
+                $crate::conv_routing::conv_transpose::<$crate::cpu::ops::HostConv<Self>>(
+                    x,
+                    weight,
+                    Some(bias),
+                    &options,
+                )
             }
             fn conv_transpose_x_backward(
                 weight: Self::FloatTensorPrimitive,
@@ -147,12 +172,9 @@ macro_rules! impl_cpu_backend {
                 kernel_size: [usize; 3],
                 options: ConvTransposeOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_transpose_weight_backward::<$crate::cpu::ops::HostConv<Self>>(
-                    x,
-                    out_grad,
-                    kernel_size,
-                    &options,
-                )
+                $crate::conv_routing::conv_transpose_weight_backward::<
+                    $crate::cpu::ops::HostConv<Self>,
+                >(x, out_grad, kernel_size, &options)
             }
             fn max_pool_with_indices(
                 x: Self::FloatTensorPrimitive,

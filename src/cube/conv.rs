@@ -56,12 +56,20 @@ impl ConvPasses for CubeConv {
         bias: Option<CubeTensor>,
     ) -> CubeTensor {
         let device = out_grad.device.clone();
-        expect("conv_x_backward", &device, gemm(geometry, DATA, out_grad, weight, bias))
+        expect(
+            "conv_x_backward",
+            &device,
+            gemm(geometry, DATA, out_grad, weight, bias),
+        )
     }
 
     fn weight(geometry: &ConvGeometry, x: CubeTensor, out_grad: CubeTensor) -> CubeTensor {
         let device = x.device.clone();
-        expect("conv_weight_backward", &device, weight_gemm(geometry, out_grad, x))
+        expect(
+            "conv_weight_backward",
+            &device,
+            weight_gemm(geometry, out_grad, x),
+        )
     }
 }
 
@@ -206,20 +214,20 @@ fn weight_gemm(
     if m * n <= REDUCE_MAX_OUTPUTS {
         let address = address_type(&[&out_grad, &x, &out]);
         reduce(geometry.groups * m * n, |cube_count, cube_dim| {
-                conv::conv_gemm_reduce::launch(
-                    &client,
-                    cube_count,
-                    cube_dim,
-                    address,
-                    out_grad.into_tensor_arg(),
-                    x.into_tensor_arg(),
-                    out.clone().into_tensor_arg(),
-                    conv_args(geometry),
-                    GemmArgsLaunch::new(m, n, k, k),
-                    WEIGHT,
-                    false,
-                    dtype,
-                )
+            conv::conv_gemm_reduce::launch(
+                &client,
+                cube_count,
+                cube_dim,
+                address,
+                out_grad.into_tensor_arg(),
+                x.into_tensor_arg(),
+                out.clone().into_tensor_arg(),
+                conv_args(geometry),
+                GemmArgsLaunch::new(m, n, k, k),
+                WEIGHT,
+                false,
+                dtype,
+            )
         })?;
         return Ok(out);
     }

@@ -67,7 +67,11 @@ fn max_pool(
     indices_dtype: DType,
 ) -> (CubeTensor, CubeTensor) {
     let device = x.device.clone();
-    expect(op, &device, pool::forward(x, windows, out_size, params, None, indices_dtype))
+    expect(
+        op,
+        &device,
+        pool::forward(x, windows, out_size, params, None, indices_dtype),
+    )
 }
 
 /// A pool without indices.
@@ -159,7 +163,14 @@ impl ConvPoolBackend for CubeBackend {
         let spans = window_spans(in_size, &options);
         let out_size = window_out_size(in_size, &options);
         let windows = Windows::Table(spans);
-        max_pool("max_pool", x, windows, out_size, max_params(), indices_dtype.into())
+        max_pool(
+            "max_pool",
+            x,
+            windows,
+            out_size,
+            max_params(),
+            indices_dtype.into(),
+        )
     }
 
     fn max_pool_backward(
@@ -230,7 +241,14 @@ impl ConvPoolBackend for CubeBackend {
     ) -> (CubeTensor, CubeTensor) {
         let windows = Windows::Table(adaptive_spans3(spatial(&dims5(&x)), output_size));
         let dtype = indices_dtype.into();
-        max_pool("adaptive_max_pool", x, windows, output_size, max_params(), dtype)
+        max_pool(
+            "adaptive_max_pool",
+            x,
+            windows,
+            output_size,
+            max_params(),
+            dtype,
+        )
     }
 
     fn fractional_max_pool(
@@ -245,7 +263,14 @@ impl ConvPoolBackend for CubeBackend {
             kernel: kernel_size,
         };
         let dtype = indices_dtype.into();
-        max_pool("fractional_max_pool", x, windows, output_size, max_params(), dtype)
+        max_pool(
+            "fractional_max_pool",
+            x,
+            windows,
+            output_size,
+            max_params(),
+            dtype,
+        )
     }
 
     fn lp_pool(x: CubeTensor, options: LpPoolOptions<3>) -> CubeTensor {
@@ -255,7 +280,15 @@ impl ConvPoolBackend for CubeBackend {
         if options.norm_type.is_infinite() {
             let out_size = window_out_size(in_size, &window);
             let params = lp_params(&options, MAX);
-            return max_pool("lp_pool", x, Windows::Table(spans), out_size, params, DType::I32).0;
+            return max_pool(
+                "lp_pool",
+                x,
+                Windows::Table(spans),
+                out_size,
+                params,
+                DType::I32,
+            )
+            .0;
         }
         value_pool("lp_pool", x, spans, lp_params(&options, LP))
     }
@@ -291,28 +324,43 @@ impl ConvPoolBackend for CubeBackend {
             // Each window's share of its gradient first, then the gather and `p x^(p-1)`.
             let share_params = lp_params(&options, LP_SHARE);
             let windows = Windows::Table(spans.clone());
-            pool::forward(x.clone(), windows, out_size, share_params, Some(out_grad), DType::I32)
-                .and_then(|(shares, _)| {
-                    let inputs = BackwardInputs {
-                        grad: shares,
-                        indices: None,
-                        x: Some(x),
-                        spans: Some(spans),
-                        cover,
-                    };
-                    pool::backward(inputs, in_size, lp_params(&options, LP), false)
-                })
+            pool::forward(
+                x.clone(),
+                windows,
+                out_size,
+                share_params,
+                Some(out_grad),
+                DType::I32,
+            )
+            .and_then(|(shares, _)| {
+                let inputs = BackwardInputs {
+                    grad: shares,
+                    indices: None,
+                    x: Some(x),
+                    spans: Some(spans),
+                    cover,
+                };
+                pool::backward(inputs, in_size, lp_params(&options, LP), false)
+            })
         };
         expect("lp_pool_backward", &device, result)
     }
 
     fn max_unpool(x: CubeTensor, indices: CubeTensor, output_size: [usize; 3]) -> CubeTensor {
         let device = x.device.clone();
-        expect("max_unpool", &device, pool::max_unpool(x, indices, output_size))
+        expect(
+            "max_unpool",
+            &device,
+            pool::max_unpool(x, indices, output_size),
+        )
     }
 
     fn max_unpool_backward(out_grad: CubeTensor, indices: CubeTensor) -> CubeTensor {
         let device = out_grad.device.clone();
-        expect("max_unpool_backward", &device, pool::max_unpool_backward(out_grad, indices))
+        expect(
+            "max_unpool_backward",
+            &device,
+            pool::max_unpool_backward(out_grad, indices),
+        )
     }
 }

@@ -105,8 +105,6 @@ fn pool_args(
         (1.0 / p) as f32,
         (p - 1.0) as f32,
         (1.0 / p - 1.0) as f32,
-        f32::NEG_INFINITY,
-        f32::NAN,
     )
 }
 
@@ -125,12 +123,23 @@ pub fn forward(
     let dims = dims5(&x);
     let out_dims = shapes::with_spatial(&dims, out_size);
     let out = empty(&x, &out_dims, x.dtype);
-    let index_dims: &[usize] = if params.reduction == MAX { &out_dims } else { &[1] };
+    let index_dims: &[usize] = if params.reduction == MAX {
+        &out_dims
+    } else {
+        &[1]
+    };
     let indices = empty(&x, index_dims, indices_dtype);
     let index_type = int_type(&indices)?;
     let (spans, samples, kernel, fractional) = match windows {
-        Windows::Table(spans) => (table(&x, &flat_spans(&spans)?), x.clone(), params.kernel, false),
-        Windows::Fractional { samples, kernel } => (table(&x, &[]), contiguous(samples), kernel, true),
+        Windows::Table(spans) => (
+            table(&x, &flat_spans(&spans)?),
+            x.clone(),
+            params.kernel,
+            false,
+        ),
+        Windows::Fractional { samples, kernel } => {
+            (table(&x, &[]), contiguous(samples), kernel, true)
+        }
     };
     let out_grad = out_grad.map(contiguous).unwrap_or_else(|| x.clone());
     let units = out.meta.num_elements();
@@ -193,7 +202,15 @@ pub fn backward(
     };
     let index_type = int_type(&indices)?;
     let x = inputs.x.map(strided).unwrap_or_else(|| grad.clone());
-    let spans = table(&grad, &inputs.spans.as_ref().map(flat_spans).transpose()?.unwrap_or_default());
+    let spans = table(
+        &grad,
+        &inputs
+            .spans
+            .as_ref()
+            .map(flat_spans)
+            .transpose()?
+            .unwrap_or_default(),
+    );
     let cover = table(&grad, &flat_cover(&inputs.cover)?);
     let units = x_grad.meta.num_elements();
     if units == 0 {

@@ -179,9 +179,9 @@ impl IndexWindows {
                 let spans = adaptive_spans3(in_size, out_size);
                 core::array::from_fn(|i| span_cover(in_size[i], &spans[i]))
             }
-            Self::Fractional { kernel_size } => core::array::from_fn(|i| {
-                fractional_cover(in_size[i], out_size[i], kernel_size[i])
-            }),
+            Self::Fractional { kernel_size } => {
+                core::array::from_fn(|i| fractional_cover(in_size[i], out_size[i], kernel_size[i]))
+            }
         }
     }
 }

@@ -19,7 +19,12 @@ pub fn conv(x: &[usize], weight: &[usize], options: &ConvOptions<3>) -> [usize; 
 }
 
 /// `x` of a conv, from its weight, output gradient and spatial size.
-pub fn conv_x(weight: &[usize], out_grad: &[usize], x_size: [usize; 3], groups: usize) -> [usize; 5] {
+pub fn conv_x(
+    weight: &[usize],
+    out_grad: &[usize],
+    x_size: [usize; 3],
+    groups: usize,
+) -> [usize; 5] {
     with_spatial(&[out_grad[0], weight[1] * groups], x_size)
 }
 
@@ -34,7 +39,11 @@ pub fn conv_weight(
 }
 
 /// Output of `conv_transpose(x, weight)`.
-pub fn conv_transpose(x: &[usize], weight: &[usize], options: &ConvTransposeOptions<3>) -> [usize; 5] {
+pub fn conv_transpose(
+    x: &[usize],
+    weight: &[usize],
+    options: &ConvTransposeOptions<3>,
+) -> [usize; 5] {
     ConvGeometry::transpose(x, weight, options).in_shape()
 }
 
