@@ -18,6 +18,7 @@ use crate::spec::{AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions}
 
 /// Output shapes for the `Fusion` impl, which records each op lazily and must know its
 /// outputs without running it: `spec::shapes` on `Shape`s.
+#[cfg(feature = "cube")]
 pub(crate) mod fusion_shapes {
     use burn::tensor::{
         Shape,
@@ -80,7 +81,6 @@ pub(crate) mod fusion_shapes {
     }
 
     /// Values and indices of an index-producing pool with output dims `out`.
-    #[cfg(feature = "cube")]
     pub fn with_indices(
         x: &burn::backend::fusion::custom::TensorSpec,
         out: Shape,

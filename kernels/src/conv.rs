@@ -150,7 +150,10 @@ fn output_tap<F: Float>(
         let d = d - reach_d;
         let h = h - reach_h;
         let w = w - reach_w;
-        if d % args.stride_d == 0 && h % args.stride_h == 0 && w % args.stride_w == 0 {
+        if d.is_multiple_of(args.stride_d)
+            && h.is_multiple_of(args.stride_h)
+            && w.is_multiple_of(args.stride_w)
+        {
             let d = d / args.stride_d;
             let h = h / args.stride_h;
             let w = w / args.stride_w;

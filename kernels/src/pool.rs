@@ -263,12 +263,10 @@ pub fn pool_forward<F: Float, I: Int>(
             let scale = F::cast_from(kernel_volume) / F::cast_from(count);
             let total = sum * scale;
             // NaN is tested first: GPU float comparisons with NaN differ between runtimes.
-            let mut result = nan;
+            let mut result = F::new(0.0);
             if f32::is_nan(f32::cast_from(total)) {
                 result = nan;
-            } else if total == F::new(0.0) {
-                result = F::new(0.0);
-            } else {
+            } else if total != F::new(0.0) {
                 if comptime![reduction == LP] {
                     result = pow_signed::<F>(total, F::cast_from(args.inv_norm), nan);
                 } else {
@@ -286,7 +284,7 @@ fn covers(span: &Span, i: usize) -> bool {
     let mut inside = false;
     if i >= span.start {
         let offset = i - span.start;
-        inside = offset % span.step == 0 && offset / span.step < span.count;
+        inside = offset.is_multiple_of(span.step) && offset / span.step < span.count;
     }
     inside
 }

@@ -259,7 +259,7 @@ impl ConvPoolBackend for CubeBackend {
         indices_dtype: IntDType,
     ) -> (CubeTensor, CubeTensor) {
         let windows = Windows::Fractional {
-            samples,
+            samples: Box::new(samples),
             kernel: kernel_size,
         };
         let dtype = indices_dtype.into();

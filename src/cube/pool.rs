@@ -23,7 +23,7 @@ pub enum Windows {
     /// Fractional windows of `kernel` over the samples `(N, C, 3)`.
     Fractional {
         /// Per-plane samples.
-        samples: CubeTensor,
+        samples: Box<CubeTensor>,
         /// Window size.
         kernel: [usize; 3],
     },
@@ -138,7 +138,7 @@ pub fn forward(
             false,
         ),
         Windows::Fractional { samples, kernel } => {
-            (table(&x, &[]), contiguous(samples), kernel, true)
+            (table(&x, &[]), contiguous(*samples), kernel, true)
         }
     };
     let out_grad = out_grad.map(contiguous).unwrap_or_else(|| x.clone());

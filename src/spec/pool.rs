@@ -753,4 +753,48 @@ mod tests {
         assert_eq!(starts, [0, 2, 4, 6]);
         assert_eq!(fractional_spans(6, 1, 3, 0.3, true)[0].start, 3);
     }
+
+    /// Every tap of every window lies in the cover range of its input position.
+    fn assert_covers(spans: &[Span], cover: &[(usize, usize)]) {
+        for (o, span) in spans.iter().enumerate() {
+            for tap in span.taps() {
+                let (lo, hi) = cover[tap];
+                assert!(lo <= o && o < hi, "output {o} not in {lo}..{hi} at {tap}");
+            }
+        }
+    }
+
+    #[test]
+    fn span_cover_holds_every_tap_tightly() {
+        let spans = sliding_spans(9, 5, 3, 2, (1, 1), 1);
+        let cover = span_cover(9, &spans);
+        assert_covers(&spans, &cover);
+        assert_eq!(cover[0], (0, 1));
+        assert_eq!(cover[2], (1, 2));
+        assert_eq!(cover[3], (1, 3));
+        // Dilation 3: windows tap 0, 3 and 3, 6; positions between are in no window.
+        let spans = sliding_spans(7, 2, 2, 3, (0, 0), 3);
+        let cover = span_cover(7, &spans);
+        assert_covers(&spans, &cover);
+        assert_eq!(cover[1], (0, 0), "no window taps position 1");
+    }
+
+    #[test]
+    fn fractional_cover_holds_every_sample() {
+        for (len, out, kernel) in [
+            (11, 5, 3),
+            (13, 6, 2),
+            (7, 7, 1),
+            (9, 1, 4),
+            (5, 3, 5),
+            (25, 12, 2),
+        ] {
+            let cover = fractional_cover(len, out, kernel);
+            for step in 0..50 {
+                let sample = step as f64 / 50.0;
+                assert_covers(&fractional_spans(len, out, kernel, sample, true), &cover);
+                assert_covers(&fractional_spans(len, out, kernel, sample, false), &cover);
+            }
+        }
+    }
 }
