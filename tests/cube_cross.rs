@@ -209,6 +209,14 @@ fn conv2d_matches_cpu() {
         o().with_padding([1, 1]).with_groups(6).with_stride([2, 2]),
         true,
     );
+    // Long reductions: the split schedule with several k-splits (weight and bias gradients).
+    conv2d_case(
+        "depthwise_split",
+        [2, 4, 32, 33],
+        [4, 1, 3, 3],
+        o().with_padding([1, 1]).with_groups(4),
+        false,
+    );
 }
 
 #[test]

@@ -27,8 +27,6 @@ pub const TILE_N: usize = 64;
 pub const TILE_K: usize = 16;
 /// Units along each side of a cube of the tiled kernel (each computes a 4x4 block of `C`).
 pub const TILE_UNITS: u32 = 16;
-/// Units of a cube of the reduction kernel.
-pub const REDUCE_UNITS: u32 = 256;
 
 /// Geometry of one convolution, rank 3 (1d and 2d have unit leading axes).
 #[derive(CubeLaunch, CubeType)]
@@ -109,8 +107,8 @@ fn input_tap<F: Float>(
     args: &ConvArgs,
     batch: usize,
     channel: usize,
-    out: Pos3,
-    tap: Pos3,
+    out: &Pos3,
+    tap: &Pos3,
 ) -> f32 {
     let d = out.d * args.stride_d + tap.d * args.dilation_d;
     let h = out.h * args.stride_h + tap.h * args.dilation_h;
@@ -136,8 +134,8 @@ fn output_tap<F: Float>(
     args: &ConvArgs,
     batch: usize,
     channel: usize,
-    at: Pos3,
-    tap: Pos3,
+    at: &Pos3,
+    tap: &Pos3,
 ) -> f32 {
     let d = at.d + args.pad_d;
     let h = at.h + args.pad_h;
@@ -168,37 +166,74 @@ fn output_tap<F: Float>(
     value
 }
 
-/// `A[m, k]` of group `group`.
+/// Row `m` of `A` with its position decomposed once: `(batch, spatial position)` for the
+/// forward and input-gradient GEMMs, whose rows are positions; the channel for the weight
+/// gradient's.
+#[derive(CubeType, Clone, Copy)]
+pub struct Row {
+    pub index: usize,
+    pub batch: usize,
+    pub pos: Pos3,
+}
+
+#[cube]
+pub fn row_of(args: &ConvArgs, m: usize, #[comptime] kind: u32) -> Row {
+    // Positions run over the output for the forward GEMM, over the input for the input
+    // gradient; the weight gradient's rows need no decomposition.
+    let mut volume = out_volume(args);
+    let mut h_len = args.out_h;
+    let mut w_len = args.out_w;
+    if comptime![kind == DATA] {
+        volume = in_volume(args);
+        h_len = args.in_h;
+        w_len = args.in_w;
+    }
+    let mut batch = 0;
+    let mut index = 0;
+    if comptime![kind != WEIGHT] {
+        batch = m / volume;
+        index = m % volume;
+    }
+    Row {
+        index: m,
+        batch,
+        pos: unflatten(index, h_len, w_len),
+    }
+}
+
+/// `A[m, k]` of group `group`, for the row `row` of `m`.
 #[cube]
 pub fn lhs_value<F: Float>(
     lhs: &Tensor<F>,
     args: &ConvArgs,
     group: usize,
-    m: usize,
+    row: &Row,
     k: usize,
     #[comptime] kind: u32,
 ) -> f32 {
     let kernel_volume = kernel_volume(args);
     let value: f32;
     if comptime![kind == FORWARD] {
-        let out_volume = out_volume(args);
-        let out = unflatten(m % out_volume, args.out_h, args.out_w);
         let tap = unflatten(k % kernel_volume, args.kernel_h, args.kernel_w);
         let channel = group * args.in_channels + k / kernel_volume;
-        value = input_tap::<F>(lhs, args, m / out_volume, channel, out, tap);
+        value = input_tap::<F>(lhs, args, row.batch, channel, &row.pos, &tap);
     } else if comptime![kind == DATA] {
-        let in_volume = in_volume(args);
-        let at = unflatten(m % in_volume, args.in_h, args.in_w);
         let tap = unflatten(k % kernel_volume, args.kernel_h, args.kernel_w);
         let channel = group * args.out_channels + k / kernel_volume;
-        value = output_tap::<F>(lhs, args, m / in_volume, channel, at, tap);
+        value = output_tap::<F>(lhs, args, row.batch, channel, &row.pos, &tap);
     } else {
         let out_volume = out_volume(args);
         let batch = k / out_volume;
-        let plane = batch * args.groups * args.out_channels + group * args.out_channels + m;
+        let plane = batch * args.groups * args.out_channels + group * args.out_channels + row.index;
         value = f32::cast_from(lhs[plane * out_volume + k % out_volume]);
     }
     value
+}
+
+/// Flat index of `weight[out_channel, in_channel (within its group), tap]`.
+#[cube]
+fn weight_index(args: &ConvArgs, out_channel: usize, in_channel: usize, tap: usize) -> usize {
+    (out_channel * args.in_channels + in_channel) * kernel_volume(args) + tap
 }
 
 /// `B[k, n]` of group `group`.
@@ -214,18 +249,17 @@ pub fn rhs_value<F: Float>(
     let kernel_volume = kernel_volume(args);
     let value: f32;
     if comptime![kind == FORWARD] {
-        let row = group * args.out_channels + n;
-        value = f32::cast_from(rhs[row * args.in_channels * kernel_volume + k]);
+        let out_channel = group * args.out_channels + n;
+        value = f32::cast_from(rhs[weight_index(args, out_channel, 0, k)]);
     } else if comptime![kind == DATA] {
         let out_channel = group * args.out_channels + k / kernel_volume;
-        let index = (out_channel * args.in_channels + n) * kernel_volume + k % kernel_volume;
-        value = f32::cast_from(rhs[index]);
+        value = f32::cast_from(rhs[weight_index(args, out_channel, n, k % kernel_volume)]);
     } else {
         let out_volume = out_volume(args);
         let out = unflatten(k % out_volume, args.out_h, args.out_w);
         let tap = unflatten(n % kernel_volume, args.kernel_h, args.kernel_w);
         let channel = group * args.in_channels + n / kernel_volume;
-        value = input_tap::<F>(rhs, args, k / out_volume, channel, out, tap);
+        value = input_tap::<F>(rhs, args, k / out_volume, channel, &out, &tap);
     }
     value
 }
@@ -305,12 +339,14 @@ pub fn conv_gemm_tiled<F: Float>(
     let mut a = Array::<f32>::new(4usize);
     let mut b = Array::<f32>::new(4usize);
 
+    // A is read m-fast (consecutive positions, one fixed row per unit, decomposed once)
+    // except for the weight gradient, whose rows are channels and whose consecutive
+    // addresses run along k.
+    let fixed_row = row_of(&args, m0 + unit % 64, kind);
     let mut k0 = k_begin;
     while k0 < k_end {
         #[unroll]
         for j in 0..4usize {
-            // A is read m-fast (consecutive output positions) except for the weight gradient,
-            // whose A rows are channels and whose consecutive addresses run along k.
             let mut mm = unit % 64;
             let mut kk = unit / 64 + 4 * j;
             if comptime![kind == WEIGHT] {
@@ -321,7 +357,11 @@ pub fn conv_gemm_tiled<F: Float>(
             let k = k0 + kk;
             let mut value = 0.0f32;
             if m < gemm.m_len && k < k_end {
-                value = lhs_value::<F>(lhs, &args, group, m, k, kind);
+                if comptime![kind == WEIGHT] {
+                    value = lhs_value::<F>(lhs, &args, group, &row_of(&args, m, kind), k, kind);
+                } else {
+                    value = lhs_value::<F>(lhs, &args, group, &fixed_row, k, kind);
+                }
             }
             lhs_tile[kk * 64 + mm] = value;
 
@@ -382,8 +422,9 @@ pub fn conv_gemm_tiled<F: Float>(
 }
 
 /// The direct schedule: one unit per element of `C` (m fastest, so stores are coalesced),
-/// summing all of `k` in a register. For short reductions, where a tile would be mostly
-/// padding: depthwise convs (`k` = taps) and their input gradient.
+/// summing all of `k` in a register, with `k` walked as (channel, tap) loops so the inner loop
+/// has no divisions. For short reductions, where a tile would be mostly padding: depthwise
+/// convs (`k` = taps) and their input gradient. Forward and input gradient only.
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_gemm_direct<F: Float>(
     lhs: &Tensor<F>,
@@ -403,19 +444,48 @@ pub fn conv_gemm_direct<F: Float>(
     let rest = ABSOLUTE_POS / gemm.m_len;
     let n = rest % gemm.n_len;
     let group = rest / gemm.n_len;
+    let row = row_of(&args, m, kind);
+    let mut channels = args.in_channels;
+    if comptime![kind == DATA] {
+        channels = args.out_channels;
+    }
     let mut acc = 0.0f32;
-    for k in 0..gemm.k_len {
-        acc += lhs_value::<F>(lhs, &args, group, m, k, kind)
-            * rhs_value::<F>(rhs, &args, group, k, n, kind);
+    for c in 0..channels {
+        let mut tap_index = 0;
+        for kd in 0..args.kernel_d {
+            for kh in 0..args.kernel_h {
+                for kw in 0..args.kernel_w {
+                    let tap = Pos3 {
+                        d: kd,
+                        h: kh,
+                        w: kw,
+                    };
+                    if comptime![kind == FORWARD] {
+                        let out_channel = group * args.out_channels + n;
+                        let weight = rhs[weight_index(&args, out_channel, c, tap_index)];
+                        let channel = group * args.in_channels + c;
+                        acc += input_tap::<F>(lhs, &args, row.batch, channel, &row.pos, &tap)
+                            * f32::cast_from(weight);
+                    } else {
+                        let out_channel = group * args.out_channels + c;
+                        let weight = rhs[weight_index(&args, out_channel, n, tap_index)];
+                        acc += output_tap::<F>(lhs, &args, row.batch, out_channel, &row.pos, &tap)
+                            * f32::cast_from(weight);
+                    }
+                    tap_index += 1;
+                }
+            }
+        }
     }
     store::<F>(out, bias, &args, group, 0, m, n, acc, kind, has_bias);
 }
 
-/// The reduction schedule: one cube per element of `C`, its units striding over `k` and
-/// summing in a fixed shared-memory tree (deterministic). For long reductions with few outputs:
-/// the weight gradient of depthwise convs, and (with `ones_rhs`, `B = 1`) the bias gradient.
+/// The split schedule: one unit per (element of `C`, split of `k`), summing its `k` range in
+/// a register; the splits are summed afterwards by [`sum_splits`] in a fixed order
+/// (deterministic, and no barriers). For long reductions with few outputs: the weight
+/// gradient of depthwise and grouped convs, and (with `ones_rhs`, `B = 1`) the bias gradient.
 #[cube(launch, address_type = "dynamic")]
-pub fn conv_gemm_reduce<F: Float>(
+pub fn conv_gemm_split<F: Float>(
     lhs: &Tensor<F>,
     rhs: &Tensor<F>,
     out: &mut Tensor<F>,
@@ -425,42 +495,28 @@ pub fn conv_gemm_reduce<F: Float>(
     #[comptime] ones_rhs: bool,
     #[define(F)] _dtype: ElemType,
 ) {
-    let mut partial = Shared::<[f32]>::new_slice(REDUCE_UNITS as usize);
-    let id = CUBE_POS_Y as usize * CUBE_COUNT_X as usize + CUBE_POS_X as usize;
     let outputs = args.groups * gemm.m_len * gemm.n_len;
-    // Cubes past the end (the grid is rounded up) compute a clamped copy and do not store, so
-    // every unit reaches every barrier.
-    let clamped = min(id, outputs - 1);
-    let n = clamped % gemm.n_len;
-    let rest = clamped / gemm.n_len;
+    let splits = gemm.k_len.div_ceil(gemm.k_per_split);
+    if ABSOLUTE_POS >= outputs * splits {
+        terminate!();
+    }
+    let output = ABSOLUTE_POS % outputs;
+    let split = ABSOLUTE_POS / outputs;
+    let n = output % gemm.n_len;
+    let rest = output / gemm.n_len;
     let m = rest % gemm.m_len;
     let group = rest / gemm.m_len;
-
-    let unit = UNIT_POS as usize;
+    let row = row_of(&args, m, kind);
+    let k_end = min(gemm.k_len, (split + 1) * gemm.k_per_split);
     let mut acc = 0.0f32;
-    let mut k = unit;
-    while k < gemm.k_len {
-        let mut value = lhs_value::<F>(lhs, &args, group, m, k, kind);
+    for k in split * gemm.k_per_split..k_end {
+        let mut value = lhs_value::<F>(lhs, &args, group, &row, k, kind);
         if comptime![!ones_rhs] {
             value *= rhs_value::<F>(rhs, &args, group, k, n, kind);
         }
         acc += value;
-        k += REDUCE_UNITS as usize;
     }
-    partial[unit] = acc;
-    sync_cube();
-    #[unroll]
-    for level in 1..9u32 {
-        let stride = comptime![(REDUCE_UNITS >> level) as usize];
-        if unit < stride {
-            let sum = partial[unit] + partial[unit + stride];
-            partial[unit] = sum;
-        }
-        sync_cube();
-    }
-    if unit == 0 && id < outputs {
-        store::<F>(out, rhs, &args, group, 0, m, n, partial[0], kind, false);
-    }
+    store::<F>(out, rhs, &args, group, split, m, n, acc, kind, false);
 }
 
 /// `out[i] = sum_s partials[s * len + i]`, summed in split order: the deterministic second

@@ -4,8 +4,8 @@
 //! - [`conv`]: one description of the three convolution GEMMs (forward, input gradient, weight
 //!   gradient) as `C[m, n] = sum_k A[m, k] * B[k, n]` over implicitly gathered operands, and the
 //!   three schedules that run it: a shared-memory tiled kernel, a per-output direct kernel for
-//!   short reductions (depthwise), and a per-output cube reduction for long ones (the weight
-//!   gradient of depthwise convs, the bias gradient).
+//!   short reductions (depthwise), and a per-(output, k-split) kernel for long reductions with
+//!   few outputs (weight gradients of depthwise and grouped convs, the bias gradient).
 //! - [`pool`]: one window kernel with pluggable reductions (max with indices, average with every
 //!   divisor rule, LP), reading NCHW through strides, and its gather-form backward.
 //! - [`unpool`]: max-unpool's bounds-checked scatter and its gather backward.

@@ -3,9 +3,11 @@
 //! - tiled (64x64 tiles, 16-deep k steps) for the bulk of the work;
 //! - direct (one unit per output) when `n` or `k` is under a tile's depth, as in depthwise
 //!   convs, where a tile would be mostly padding;
-//! - reduce (one cube per output) for weight gradients with few outputs, such as depthwise;
-//! - split-k for tiled weight gradients with few tiles but a long `k` (`batch * positions`),
-//!   partial results summed afterwards in split order, so the result is deterministic.
+//! - split (one unit per output and `k` range) for weight gradients with few outputs, such as
+//!   depthwise and grouped convs, and for the bias gradient;
+//! - tiled weight gradients also split `k` (`batch * positions`) when there are few tiles.
+//!
+//! Split results are summed afterwards in split order, so every result is deterministic.
 
 use burn_convpool_kernels::conv::{
     self, ConvArgsLaunch, DATA, FORWARD, GemmArgsLaunch, TILE_M, TILE_N, WEIGHT,
@@ -22,8 +24,12 @@ use super::tensor::{
 
 /// Below this `n` or `k`, the direct schedule beats a mostly empty tile.
 const DIRECT_BELOW: usize = 16;
-/// Weight gradients with at most this many outputs per group use the reduce schedule.
-const REDUCE_MAX_OUTPUTS: usize = 1024;
+/// Weight gradients with at most this many outputs per group use the split schedule.
+const SPLIT_MAX_OUTPUTS: usize = 1024;
+/// Units a split-schedule launch aims for.
+const SPLIT_TARGET_UNITS: usize = 65_536;
+/// Shortest `k` range of one unit of the split schedule.
+const SPLIT_MIN_K: usize = 256;
 /// Cubes a split-k launch aims for, enough to fill a large GPU.
 const TARGET_CUBES: usize = 512;
 /// Shortest `k` range worth a split of its own.
@@ -211,90 +217,100 @@ fn weight_gemm(
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
     let (m, n, k) = gemm_sizes(geometry, WEIGHT);
     let client = out.client.clone();
-    if m * n <= REDUCE_MAX_OUTPUTS {
-        let address = address_type(&[&out_grad, &x, &out]);
-        reduce(geometry.groups * m * n, |cube_count, cube_dim| {
-            conv::conv_gemm_reduce::launch(
+    let outputs = geometry.groups * m * n;
+    if m * n <= SPLIT_MAX_OUTPUTS {
+        let (splits, k_per_split) = split_k(k, outputs, SPLIT_TARGET_UNITS, SPLIT_MIN_K);
+        with_splits(&out, splits, |target| {
+            let (cube_count, cube_dim) = elementwise(target, outputs * splits);
+            conv::conv_gemm_split::launch(
                 &client,
                 cube_count,
                 cube_dim,
-                address,
+                address_type(&[&out_grad, &x, target]),
                 out_grad.into_tensor_arg(),
                 x.into_tensor_arg(),
-                out.clone().into_tensor_arg(),
+                target.clone().into_tensor_arg(),
                 conv_args(geometry),
-                GemmArgsLaunch::new(m, n, k, k),
+                GemmArgsLaunch::new(m, n, k, k_per_split),
                 WEIGHT,
                 false,
                 dtype,
-            )
+            );
+            Ok(())
         })?;
         return Ok(out);
     }
 
     let tiles = m.div_ceil(TILE_M) * n.div_ceil(TILE_N) * geometry.groups;
-    let splits = TARGET_CUBES
-        .div_ceil(tiles)
-        .clamp(1, (k / MIN_K_PER_SPLIT).max(1));
-    let k_per_split = k.div_ceil(splits).next_multiple_of(conv::TILE_K);
-    let splits = k.div_ceil(k_per_split).max(1);
-    let target = if splits == 1 {
-        out.clone()
-    } else {
-        let weight_len = out.meta.num_elements();
-        empty(&x, &[splits * weight_len], x.dtype)
-    };
-    let cube_count = CubeCount::Static(
-        grid("m tiles", m.div_ceil(TILE_M))?,
-        grid("n tiles", n.div_ceil(TILE_N))?,
-        grid("groups x splits", geometry.groups * splits)?,
-    );
-    let address = address_type(&[&out_grad, &x, &target]);
-    conv::conv_gemm_tiled::launch(
-        &client,
-        cube_count,
-        tile_cube_dim(),
-        address,
-        out_grad.into_tensor_arg(),
-        x.clone().into_tensor_arg(),
-        x.into_tensor_arg(),
-        target.clone().into_tensor_arg(),
-        conv_args(geometry),
-        GemmArgsLaunch::new(m, n, k, k_per_split),
-        WEIGHT,
-        false,
-        dtype,
-    );
-    if splits > 1 {
-        let (cube_count, cube_dim) = elementwise(&out, out.meta.num_elements());
-        let address = address_type(&[&target, &out]);
-        conv::sum_splits::launch(
+    let (splits, k_per_split) = split_k(k, tiles, TARGET_CUBES, MIN_K_PER_SPLIT);
+    with_splits(&out, splits, |target| {
+        let cube_count = CubeCount::Static(
+            grid("m tiles", m.div_ceil(TILE_M))?,
+            grid("n tiles", n.div_ceil(TILE_N))?,
+            grid("groups x splits", geometry.groups * splits)?,
+        );
+        conv::conv_gemm_tiled::launch(
             &client,
             cube_count,
-            cube_dim,
-            address,
-            target.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
-            splits,
+            tile_cube_dim(),
+            address_type(&[&out_grad, &x, target]),
+            out_grad.into_tensor_arg(),
+            x.clone().into_tensor_arg(),
+            x.into_tensor_arg(),
+            target.clone().into_tensor_arg(),
+            conv_args(geometry),
+            GemmArgsLaunch::new(m, n, k, k_per_split),
+            WEIGHT,
+            false,
             dtype,
         );
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 
-/// Launch a reduce-schedule kernel with one cube per output, on a 2d grid when the outputs
-/// exceed one dimension's limit.
-fn reduce(outputs: usize, launch: impl FnOnce(CubeCount, CubeDim)) -> Result<(), LaunchError> {
-    let x_cubes = outputs.clamp(1, super::tensor::MAX_CUBES_PER_DIM);
-    let y_cubes = grid("outputs", outputs.div_ceil(x_cubes))?;
-    launch(
-        CubeCount::Static(x_cubes as u32, y_cubes, 1),
-        CubeDim::new_1d(conv::REDUCE_UNITS),
+/// Splits of a `k`-long reduction, and their length (a multiple of the tile depth): enough
+/// that `parallel` independent outputs times the splits reach `target`, none shorter than
+/// `min_len`.
+fn split_k(k: usize, parallel: usize, target: usize, min_len: usize) -> (usize, usize) {
+    let splits = target
+        .div_ceil(parallel.max(1))
+        .clamp(1, (k / min_len).max(1));
+    let k_per_split = k
+        .div_ceil(splits)
+        .next_multiple_of(conv::TILE_K)
+        .max(conv::TILE_K);
+    (k.div_ceil(k_per_split).max(1), k_per_split)
+}
+
+/// Run `launch` into `out` directly, or into `splits` stacked partial results that are then
+/// summed into `out` in split order (deterministic).
+fn with_splits(
+    out: &CubeTensor,
+    splits: usize,
+    launch: impl FnOnce(&CubeTensor) -> Result<(), LaunchError>,
+) -> Result<(), LaunchError> {
+    if splits == 1 {
+        return launch(out);
+    }
+    let len = out.meta.num_elements();
+    let partials = empty(out, &[splits * len], out.dtype);
+    launch(&partials)?;
+    let (cube_count, cube_dim) = elementwise(out, len);
+    conv::sum_splits::launch(
+        &out.client,
+        cube_count,
+        cube_dim,
+        address_type(&[&partials, out]),
+        partials.clone().into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        splits,
+        float_type(out)?,
     );
     Ok(())
 }
 
-/// Bias gradient: `out_grad` summed over batch and positions, one cube per channel.
+/// Bias gradient: `out_grad` summed over batch and positions.
 pub fn bias_backward(out_grad: CubeTensor) -> Result<CubeTensor, LaunchError> {
     let dtype = float_type(&out_grad)?;
     let out_grad = contiguous(out_grad);
@@ -315,23 +331,24 @@ pub fn bias_backward(out_grad: CubeTensor) -> Result<CubeTensor, LaunchError> {
         pad_begin: [0, 0, 0],
     };
     let k = batch * d * h * w;
-    let client = out.client.clone();
-    let address = address_type(&[&out_grad, &out]);
-    reduce(channels, |cube_count, cube_dim| {
-        conv::conv_gemm_reduce::launch(
-            &client,
+    let (splits, k_per_split) = split_k(k, channels, SPLIT_TARGET_UNITS, SPLIT_MIN_K);
+    with_splits(&out, splits, |target| {
+        let (cube_count, cube_dim) = elementwise(target, channels * splits);
+        conv::conv_gemm_split::launch(
+            &out_grad.client,
             cube_count,
             cube_dim,
-            address,
+            address_type(&[&out_grad, target]),
             out_grad.clone().into_tensor_arg(),
-            out_grad.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
+            out_grad.clone().into_tensor_arg(),
+            target.clone().into_tensor_arg(),
             conv_args(&geometry),
-            GemmArgsLaunch::new(channels, 1, k, k),
+            GemmArgsLaunch::new(channels, 1, k, k_per_split),
             WEIGHT,
             true,
             dtype,
-        )
+        );
+        Ok(())
     })?;
     Ok(out)
 }
