@@ -203,25 +203,28 @@ pub fn pool_forward<F: Float, I: Int>(
 
     if comptime![reduction == MAX] {
         let mut best = neg_infinity::<F>();
+        let mut best_is_nan = false;
         let mut best_index = (sd.start * args.in_h + sh.start) * args.in_w + sw.start;
         let mut first = true;
         for td in 0..sd.count {
             let d = sd.start + td * sd.step;
             for th in 0..sh.count {
                 let h = sh.start + th * sh.step;
+                let row = base + d * x.stride(2) + h * x.stride(3);
+                let row_index = (d * args.in_h + h) * args.in_w;
                 for tw in 0..sw.count {
                     let w = sw.start + tw * sw.step;
-                    let mut value = x[base + d * x.stride(2) + h * x.stride(3) + w * x.stride(4)];
+                    let mut value = x[row + w * x.stride(4)];
                     if comptime![abs] {
                         value = F::abs(value);
                     }
-                    let value_is_nan = f32::is_nan(f32::cast_from(value));
-                    let best_is_nan = f32::is_nan(f32::cast_from(best));
                     // NaN is tested explicitly: float comparisons with NaN are not ordered the
-                    // same way on every runtime.
+                    // same way on every runtime. The last NaN wins, as in PyTorch.
+                    let value_is_nan = f32::is_nan(f32::cast_from(value));
                     if first || value_is_nan || (!best_is_nan && value > best) {
                         best = value;
-                        best_index = (d * args.in_h + h) * args.in_w + w;
+                        best_is_nan = value_is_nan;
+                        best_index = row_index + w;
                     }
                     first = false;
                 }
