@@ -480,18 +480,19 @@ pub fn conv_gemm_direct<F: Float>(
     store::<F>(out, bias, &args, group, 0, m, n, acc, kind, has_bias);
 }
 
-/// The split schedule: one unit per (element of `C`, split of `k`), summing its `k` range in
-/// a register; the splits are summed afterwards by [`sum_splits`] in a fixed order
-/// (deterministic, and no barriers). For long reductions with few outputs: the weight
-/// gradient of depthwise and grouped convs, and (with `ones_rhs`, `B = 1`) the bias gradient.
+/// The split schedule of the weight gradient: one unit per (element of `C`, range of output
+/// rows), summing its rows in a register, with no divisions in the inner loop; the splits are
+/// summed afterwards by [`sum_splits`] in a fixed order (deterministic, and no barriers). For
+/// long reductions with few outputs: the weight gradient of depthwise and grouped convs, and
+/// (with `ones_rhs`, `B = 1`) the bias gradient. `gemm.k_per_split` is a whole number of
+/// output rows (`out_w` positions each).
 #[cube(launch, address_type = "dynamic")]
-pub fn conv_gemm_split<F: Float>(
-    lhs: &Tensor<F>,
-    rhs: &Tensor<F>,
+pub fn conv_weight_split<F: Float>(
+    out_grad: &Tensor<F>,
+    x: &Tensor<F>,
     out: &mut Tensor<F>,
     args: ConvArgs,
     gemm: GemmArgs,
-    #[comptime] kind: u32,
     #[comptime] ones_rhs: bool,
     #[define(F)] _dtype: ElemType,
 ) {
@@ -506,17 +507,30 @@ pub fn conv_gemm_split<F: Float>(
     let rest = output / gemm.n_len;
     let m = rest % gemm.m_len;
     let group = rest / gemm.m_len;
-    let row = row_of(&args, m, kind);
-    let k_end = min(gemm.k_len, (split + 1) * gemm.k_per_split);
+
+    let kernel_volume = kernel_volume(&args);
+    let channel = group * args.in_channels + n / kernel_volume;
+    let tap = unflatten(n % kernel_volume, args.kernel_h, args.kernel_w);
+    let grad_plane_of_batch = group * args.out_channels + m;
+    let row_begin = split * gemm.k_per_split / args.out_w;
+    let row_end = min(gemm.k_len, (split + 1) * gemm.k_per_split) / args.out_w;
     let mut acc = 0.0f32;
-    for k in split * gemm.k_per_split..k_end {
-        let mut value = lhs_value::<F>(lhs, &args, group, &row, k, kind);
-        if comptime![!ones_rhs] {
-            value *= rhs_value::<F>(rhs, &args, group, k, n, kind);
+    for row in row_begin..row_end {
+        let batch = row / (args.out_d * args.out_h);
+        let d = (row / args.out_h) % args.out_d;
+        let h = row % args.out_h;
+        let plane = batch * args.groups * args.out_channels + grad_plane_of_batch;
+        let grad_row = ((plane * args.out_d + d) * args.out_h + h) * args.out_w;
+        for w in 0..args.out_w {
+            let mut value = f32::cast_from(out_grad[grad_row + w]);
+            if comptime![!ones_rhs] {
+                let at = Pos3 { d, h, w };
+                value *= input_tap::<F>(x, &args, batch, channel, &at, &tap);
+            }
+            acc += value;
         }
-        acc += value;
     }
-    store::<F>(out, rhs, &args, group, split, m, n, acc, kind, false);
+    store::<F>(out, x, &args, group, split, m, n, acc, WEIGHT, false);
 }
 
 /// `out[i] = sum_s partials[s * len + i]`, summed in split order: the deterministic second

@@ -217,27 +217,8 @@ fn weight_gemm(
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
     let (m, n, k) = gemm_sizes(geometry, WEIGHT);
     let client = out.client.clone();
-    let outputs = geometry.groups * m * n;
     if m * n <= SPLIT_MAX_OUTPUTS {
-        let (splits, k_per_split) = split_k(k, outputs, SPLIT_TARGET_UNITS, SPLIT_MIN_K);
-        with_splits(&out, splits, |target| {
-            let (cube_count, cube_dim) = elementwise(target, outputs * splits);
-            conv::conv_gemm_split::launch(
-                &client,
-                cube_count,
-                cube_dim,
-                address_type(&[&out_grad, &x, target]),
-                out_grad.into_tensor_arg(),
-                x.into_tensor_arg(),
-                target.clone().into_tensor_arg(),
-                conv_args(geometry),
-                GemmArgsLaunch::new(m, n, k, k_per_split),
-                WEIGHT,
-                false,
-                dtype,
-            );
-            Ok(())
-        })?;
+        weight_split(geometry, out_grad, x, &out, false)?;
         return Ok(out);
     }
 
@@ -310,9 +291,47 @@ fn with_splits(
     Ok(())
 }
 
+/// The split schedule into `out`: whole output rows per split, enough splits to fill the
+/// device. With `ones_rhs`, `x` is unused and this is the bias gradient.
+fn weight_split(
+    geometry: &ConvGeometry,
+    out_grad: CubeTensor,
+    x: CubeTensor,
+    out: &CubeTensor,
+    ones_rhs: bool,
+) -> Result<(), LaunchError> {
+    let dtype = float_type(out)?;
+    let (m, n, k) = gemm_sizes(geometry, WEIGHT);
+    let outputs = geometry.groups * m * n;
+    let row_len = geometry.out_size[2].max(1);
+    let rows = k / row_len;
+    let splits = SPLIT_TARGET_UNITS
+        .div_ceil(outputs.max(1))
+        .clamp(1, (k / SPLIT_MIN_K).max(1));
+    let rows_per_split = rows.div_ceil(splits).max(1);
+    let splits = rows.div_ceil(rows_per_split).max(1);
+    with_splits(out, splits, |target| {
+        let (cube_count, cube_dim) = elementwise(target, outputs * splits);
+        conv::conv_weight_split::launch(
+            &target.client,
+            cube_count,
+            cube_dim,
+            address_type(&[&out_grad, &x, target]),
+            out_grad.into_tensor_arg(),
+            x.into_tensor_arg(),
+            target.clone().into_tensor_arg(),
+            conv_args(geometry),
+            GemmArgsLaunch::new(m, n, k, rows_per_split * row_len),
+            ones_rhs,
+            dtype,
+        );
+        Ok(())
+    })
+}
+
 /// Bias gradient: `out_grad` summed over batch and positions.
 pub fn bias_backward(out_grad: CubeTensor) -> Result<CubeTensor, LaunchError> {
-    let dtype = float_type(&out_grad)?;
+    float_type(&out_grad)?;
     let out_grad = contiguous(out_grad);
     let [batch, channels, d, h, w] = dims5(&out_grad);
     let out = empty(&out_grad, &[channels], out_grad.dtype);
@@ -330,25 +349,6 @@ pub fn bias_backward(out_grad: CubeTensor) -> Result<CubeTensor, LaunchError> {
         dilation: [1, 1, 1],
         pad_begin: [0, 0, 0],
     };
-    let k = batch * d * h * w;
-    let (splits, k_per_split) = split_k(k, channels, SPLIT_TARGET_UNITS, SPLIT_MIN_K);
-    with_splits(&out, splits, |target| {
-        let (cube_count, cube_dim) = elementwise(target, channels * splits);
-        conv::conv_gemm_split::launch(
-            &out_grad.client,
-            cube_count,
-            cube_dim,
-            address_type(&[&out_grad, target]),
-            out_grad.clone().into_tensor_arg(),
-            out_grad.clone().into_tensor_arg(),
-            target.clone().into_tensor_arg(),
-            conv_args(&geometry),
-            GemmArgsLaunch::new(channels, 1, k, k_per_split),
-            WEIGHT,
-            true,
-            dtype,
-        );
-        Ok(())
-    })?;
+    weight_split(&geometry, out_grad.clone(), out_grad, &out, true)?;
     Ok(out)
 }
