@@ -201,31 +201,39 @@ pub fn row_of(args: &ConvArgs, m: usize, #[comptime] kind: u32) -> Row {
     }
 }
 
-/// `A[m, k]` of group `group`, for the row `row` of `m`.
+/// `A[m, k]` of group `group`, for the row `row` of `m`. For the forward and input-gradient
+/// GEMMs, `k` is read from `k_table` (`[channel, kd, kh, kw]` per `k`, built on the host) so
+/// the load needs no divisions.
 #[cube]
 pub fn lhs_value<F: Float>(
     lhs: &Tensor<F>,
+    k_table: &Tensor<u32>,
     args: &ConvArgs,
     group: usize,
     row: &Row,
     k: usize,
     #[comptime] kind: u32,
 ) -> f32 {
-    let kernel_volume = kernel_volume(args);
     let value: f32;
-    if comptime![kind == FORWARD] {
-        let tap = unflatten(k % kernel_volume, args.kernel_h, args.kernel_w);
-        let channel = group * args.in_channels + k / kernel_volume;
-        value = input_tap::<F>(lhs, args, row.batch, channel, &row.pos, &tap);
-    } else if comptime![kind == DATA] {
-        let tap = unflatten(k % kernel_volume, args.kernel_h, args.kernel_w);
-        let channel = group * args.out_channels + k / kernel_volume;
-        value = output_tap::<F>(lhs, args, row.batch, channel, &row.pos, &tap);
-    } else {
+    if comptime![kind == WEIGHT] {
         let out_volume = out_volume(args);
         let batch = k / out_volume;
         let plane = batch * args.groups * args.out_channels + group * args.out_channels + row.index;
         value = f32::cast_from(lhs[plane * out_volume + k % out_volume]);
+    } else {
+        let tap = Pos3 {
+            d: k_table[k * 4 + 1] as usize,
+            h: k_table[k * 4 + 2] as usize,
+            w: k_table[k * 4 + 3] as usize,
+        };
+        let channel_in_group = k_table[k * 4] as usize;
+        if comptime![kind == FORWARD] {
+            let channel = group * args.in_channels + channel_in_group;
+            value = input_tap::<F>(lhs, args, row.batch, channel, &row.pos, &tap);
+        } else {
+            let channel = group * args.out_channels + channel_in_group;
+            value = output_tap::<F>(lhs, args, row.batch, channel, &row.pos, &tap);
+        }
     }
     value
 }
@@ -313,6 +321,7 @@ pub fn store<F: Float>(
 pub fn conv_gemm_tiled<F: Float>(
     lhs: &Tensor<F>,
     rhs: &Tensor<F>,
+    k_table: &Tensor<u32>,
     bias: &Tensor<F>,
     out: &mut Tensor<F>,
     args: ConvArgs,
@@ -358,9 +367,17 @@ pub fn conv_gemm_tiled<F: Float>(
             let mut value = 0.0f32;
             if m < gemm.m_len && k < k_end {
                 if comptime![kind == WEIGHT] {
-                    value = lhs_value::<F>(lhs, &args, group, &row_of(&args, m, kind), k, kind);
+                    value = lhs_value::<F>(
+                        lhs,
+                        k_table,
+                        &args,
+                        group,
+                        &row_of(&args, m, kind),
+                        k,
+                        kind,
+                    );
                 } else {
-                    value = lhs_value::<F>(lhs, &args, group, &fixed_row, k, kind);
+                    value = lhs_value::<F>(lhs, k_table, &args, group, &fixed_row, k, kind);
                 }
             }
             lhs_tile[kk * 64 + mm] = value;

@@ -19,7 +19,8 @@ use crate::conv_routing::ConvPasses;
 use crate::spec::ConvGeometry;
 
 use super::tensor::{
-    LaunchError, address_type, contiguous, dims5, elementwise, empty, expect, float_type, grid,
+    LaunchError, address_type, contiguous, dims5, elementwise, empty, entry, expect, float_type,
+    grid, table,
 };
 
 /// Below this `n` or `k`, the direct schedule beats a mostly empty tile.
@@ -182,6 +183,7 @@ fn gemm(
             grid("n tiles", n.div_ceil(TILE_N))?,
             grid("groups", geometry.groups)?,
         );
+        let k_table = table(&lhs, &k_digits(geometry, k)?);
         conv::conv_gemm_tiled::launch(
             &client,
             cube_count,
@@ -189,6 +191,7 @@ fn gemm(
             address,
             lhs.into_tensor_arg(),
             rhs.into_tensor_arg(),
+            k_table.into_tensor_arg(),
             bias.into_tensor_arg(),
             out.clone().into_tensor_arg(),
             conv_args(geometry),
@@ -199,6 +202,26 @@ fn gemm(
         );
     }
     Ok(out)
+}
+
+/// `[channel, kd, kh, kw]` for each `k` of a forward or input-gradient GEMM (`k` runs over
+/// a group's channels times the kernel taps), so the tiled kernel's loads need no divisions.
+fn k_digits(geometry: &ConvGeometry, k: usize) -> Result<Vec<u32>, LaunchError> {
+    let [_, kernel_h, kernel_w] = geometry.kernel;
+    let taps: usize = geometry.kernel.iter().product();
+    let mut digits = Vec::with_capacity(4 * k);
+    for index in 0..k {
+        let tap = index % taps;
+        for value in [
+            index / taps,
+            tap / (kernel_h * kernel_w),
+            tap / kernel_w % kernel_h,
+            tap % kernel_w,
+        ] {
+            digits.push(entry(value)?);
+        }
+    }
+    Ok(digits)
 }
 
 fn tile_cube_dim() -> CubeDim {
@@ -237,6 +260,7 @@ fn weight_gemm(
             address_type(&[&out_grad, &x, target]),
             out_grad.into_tensor_arg(),
             x.clone().into_tensor_arg(),
+            table(&x, &[]).into_tensor_arg(),
             x.into_tensor_arg(),
             target.clone().into_tensor_arg(),
             conv_args(geometry),
