@@ -2,7 +2,8 @@
 //! fast CPU kernels (im2col + GEMM, rayon) and hand-written autodiff.
 //!
 //! Call the functions at the crate root on any `burn::Tensor`; they work on every device this
-//! crate implements (Flex today) with or without autodiff:
+//! crate implements (Flex, NdArray, and every CubeCL runtime through Burn's `Cube`) with or without
+//! autodiff:
 //!
 //! ```
 //! use burn::tensor::{Device, Tensor};
