@@ -28,13 +28,14 @@ mod conv_routing;
 mod cpu;
 #[cfg(feature = "cube")]
 mod cube;
-mod functional;
+pub(crate) mod functional;
 pub mod spec;
 
 pub use backend::ConvPoolBackend;
 pub use functional::*;
 pub use spec::{
     AvgPoolNdOptions, ConvNdOptions, ConvTransposeNdOptions, FractionalMaxPoolOptions,
-    FractionalOutput, LpPoolOptions, MaxPoolOptions, MaxUnpoolOptions, Padding, SpecError,
+    FractionalOutput, LpPoolOptions, MaxPoolOptions, MaxUnpoolOptions, Padding, PaddingMode, SpecError,
     SpecErrorKind,
 };
+pub mod nn;

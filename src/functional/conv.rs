@@ -6,13 +6,14 @@ use burn::tensor::Tensor;
 
 use crate::backend::ConvPoolBackend;
 use crate::spec::{
-    ConvNdOptions, ConvTransposeNdOptions, SpecResult, check_conv, check_conv_transpose,
-    check_input_rank,
+    ConvNdOptions, ConvTransposeNdOptions, PaddingMode, SpecResult, check_conv,
+    check_conv_transpose, check_input_rank,
 };
 
 use super::lift::{lift_input, lift_weight};
+use super::pad::pad_spatial;
 
-fn try_conv<const N: usize, const D: usize, const W: usize>(
+pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
     op: &'static str,
     x: Tensor<D>,
     weight: Tensor<W>,
@@ -23,7 +24,12 @@ fn try_conv<const N: usize, const D: usize, const W: usize>(
     let (x, shape) = lift_input::<N, D>(x, batched);
     let weight_dims = weight.dims();
     let bias_len = bias.as_ref().map(|bias| bias.dims()[0]);
-    let options = check_conv(op, &shape.dims, &weight_dims, bias_len, &options)?;
+    let mut lifted = check_conv(op, &shape.dims, &weight_dims, bias_len, &options)?;
+    let x = match options.padding_mode {
+        PaddingMode::Zeros => x,
+        mode => pad_spatial(x, core::mem::take(&mut lifted.padding), mode),
+    };
+    let options = lifted;
     let weight = lift_weight::<N, W>(weight).into_dispatch();
     let out = match bias {
         None => <Dispatch as ConvPoolBackend>::conv(x.into_dispatch(), weight, options),
@@ -37,7 +43,7 @@ fn try_conv<const N: usize, const D: usize, const W: usize>(
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
 
-fn try_conv_transpose<const N: usize, const D: usize, const W: usize>(
+pub(crate) fn try_conv_transpose<const N: usize, const D: usize, const W: usize>(
     op: &'static str,
     x: Tensor<D>,
     weight: Tensor<W>,

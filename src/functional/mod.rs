@@ -1,7 +1,8 @@
 //! The tensor API: per-rank functions over `burn::Tensor`, each with a `try_` twin.
 
-mod conv;
+pub(crate) mod conv;
 mod lift;
+mod pad;
 mod pool;
 
 pub use conv::*;

@@ -34,7 +34,37 @@ impl<const N: usize> From<[(usize, usize); N]> for Padding<N> {
     }
 }
 
-/// Options of `convNd`: Burn's [`ConvOptions`] plus `"same"` / `"valid"` padding.
+/// What a convolution reads outside its input: PyTorch's `padding_mode` of `nn.Conv*d`.
+///
+/// A mode other than `Zeros` pads the input first (as PyTorch does) and convolves the result
+/// without padding, so its gradient flows back into the border values it copied.
+#[derive(burn::config::Config, Debug, Copy, PartialEq, Eq, Hash)]
+pub enum PaddingMode {
+    /// Zeros (the default).
+    Zeros,
+    /// The mirror image without the edge: `[c b | a b c d | c b]`. Padding must be smaller than
+    /// the input length.
+    Reflect,
+    /// The edge value repeated: `[a a | a b c d | d d]`.
+    Replicate,
+    /// The input wrapped around: `[c d | a b c d | a b]`. Padding must not exceed the length.
+    Circular,
+}
+
+impl PaddingMode {
+    /// PyTorch's name for the mode.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Zeros => "zeros",
+            Self::Reflect => "reflect",
+            Self::Replicate => "replicate",
+            Self::Circular => "circular",
+        }
+    }
+}
+
+/// Options of `convNd`: Burn's [`ConvOptions`] plus `"same"` / `"valid"` padding and PyTorch's
+/// `padding_mode`.
 ///
 /// ```
 /// use burn_convpool::{ConvNdOptions, Padding};
@@ -52,6 +82,8 @@ pub struct ConvNdOptions<const N: usize> {
     pub dilation: [usize; N],
     /// Groups (non-zero, divides both channel counts).
     pub groups: usize,
+    /// What the padding holds.
+    pub padding_mode: PaddingMode,
 }
 
 impl<const N: usize> Default for ConvNdOptions<N> {
@@ -61,6 +93,7 @@ impl<const N: usize> Default for ConvNdOptions<N> {
             padding: Padding::Explicit([(0, 0); N]),
             dilation: [1; N],
             groups: 1,
+            padding_mode: PaddingMode::Zeros,
         }
     }
 }
@@ -86,6 +119,11 @@ impl<const N: usize> ConvNdOptions<N> {
         self.groups = groups;
         self
     }
+    /// Set what the padding holds.
+    pub fn with_padding_mode(mut self, padding_mode: PaddingMode) -> Self {
+        self.padding_mode = padding_mode;
+        self
+    }
 }
 
 impl<const N: usize> From<ConvOptions<N>> for ConvNdOptions<N> {
@@ -95,6 +133,7 @@ impl<const N: usize> From<ConvOptions<N>> for ConvNdOptions<N> {
             padding: Padding::Explicit(options.padding),
             dilation: options.dilation,
             groups: options.groups,
+            padding_mode: PaddingMode::Zeros,
         }
     }
 }
@@ -354,11 +393,47 @@ fn resolve_padding<const N: usize>(
                 ));
             }
             Ok(core::array::from_fn(|i| {
-                let total = options.dilation[i] * (kernel[i].max(1) - 1);
-                (total / 2, total - total / 2)
+                same_padding(1, kernel_extent(kernel[i].max(1), options.dilation[i]), 1)
             }))
         }
     }
+}
+
+/// The padding a mode can copy from an input of length `len`: PyTorch's `F.pad` limits.
+fn check_padding_mode(
+    op: &'static str,
+    mode: PaddingMode,
+    dim: usize,
+    len: usize,
+    padding: usize,
+) -> SpecResult<()> {
+    let fits = match mode {
+        PaddingMode::Zeros => true,
+        PaddingMode::Reflect => padding < len,
+        PaddingMode::Replicate => len > 0 || padding == 0,
+        PaddingMode::Circular => padding <= len,
+    };
+    if fits {
+        return Ok(());
+    }
+    Err(SpecError::new(
+        op,
+        Kind::PaddingMode {
+            mode: mode.name(),
+            dim,
+            padding,
+            len,
+        },
+    ))
+}
+
+/// `"same"` padding `(begin, end)` for a window of `extent` taps at `stride`: the output has
+/// `ceil(len / stride)` elements and the odd element of the total goes last. With stride 1
+/// this is PyTorch's `padding="same"`; with a larger stride it is TensorFlow's and Burn's.
+pub fn same_padding(len: usize, extent: usize, stride: usize) -> (usize, usize) {
+    let out = len.div_ceil(stride.max(1));
+    let total = ((out.max(1) - 1) * stride + extent).saturating_sub(len);
+    (total / 2, total - total / 2)
 }
 
 fn check_nonzero(op: &'static str, param: &'static str, value: &[usize]) -> SpecResult<()> {
@@ -472,6 +547,7 @@ pub fn check_conv<const N: usize>(
                 },
             ));
         }
+        check_padding_mode(op, options.padding_mode, dim, x[2 + dim], begin.max(end))?;
     }
     Ok(ConvOptions {
         stride: lift(options.stride, 1),

@@ -98,6 +98,23 @@ pub enum SpecErrorKind {
         /// The largest allowed: `(dilation * (kernel - 1) + 1) / 2`.
         limit: usize,
     },
+    /// A `padding_mode` that cannot copy that much padding from the input (reflect needs
+    /// `padding < len`, circular `padding <= len`).
+    PaddingMode {
+        /// PyTorch's name of the mode.
+        mode: &'static str,
+        /// Spatial dim.
+        dim: usize,
+        /// The padding on the wider side.
+        padding: usize,
+        /// The input length on that dim.
+        len: usize,
+    },
+    /// A module setting that burn-nn's module of the same name cannot hold.
+    NotInBurnNn {
+        /// The setting, e.g. `"divisor_override"`.
+        setting: &'static str,
+    },
     /// An input with an empty spatial dim.
     EmptyInput {
         /// The input dims.
@@ -228,6 +245,17 @@ impl fmt::Display for SpecErrorKind {
                 "padding {padding} on spatial dim {dim} is larger than half the effective \
                  kernel ({limit})"
             ),
+            PaddingMode {
+                mode,
+                dim,
+                padding,
+                len,
+            } => write!(
+                f,
+                "padding_mode \"{mode}\" cannot pad {padding} on spatial dim {dim} of an input \
+                 of length {len}"
+            ),
+            NotInBurnNn { setting } => write!(f, "burn-nn's module has no {setting}"),
             EmptyInput { dims } => write!(f, "input {dims:?} has an empty spatial dim"),
             OutputRatio { dim, ratio } => write!(
                 f,

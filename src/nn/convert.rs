@@ -1,0 +1,130 @@
+//! Conversions between burn-nn's modules and configs and ours. burn-nn to ours is always
+//! lossless. Ours to burn-nn is `From` where burn-nn can hold everything, and `TryFrom` where we
+//! have a setting it lacks (conv `padding_mode`, avg-pool `divisor_override`): converting a
+//! module that uses it fails instead of silently changing what it computes.
+//!
+//! Module conversions move the parameters, so their ids (and optimizer state keyed on them)
+//! carry over.
+
+use burn::nn::conv as burn_conv;
+use burn::nn::pool as burn_pool;
+
+use super::*;
+use crate::spec::{PaddingMode, SpecError, SpecErrorKind};
+
+/// Field-by-field conversions of one type pair. `extra` lists our fields burn-nn lacks, with
+/// the value a burn-nn item means; `refuse` names such a field's setting burn-nn cannot hold.
+macro_rules! convert {
+    ($ours:ident <=> $theirs:path { $($field:ident),* }) => {
+        impl From<$theirs> for $ours {
+            fn from(item: $theirs) -> Self {
+                Self { $($field: item.$field),* }
+            }
+        }
+        impl From<$ours> for $theirs {
+            fn from(item: $ours) -> Self {
+                Self { $($field: item.$field),* }
+            }
+        }
+    };
+    (
+        $ours:ident <=> $theirs:path { $($field:ident),* }
+        extra { $extra:ident: $default:expr } refuse $setting:literal
+    ) => {
+        impl From<$theirs> for $ours {
+            fn from(item: $theirs) -> Self {
+                Self { $($field: item.$field,)* $extra: $default }
+            }
+        }
+        impl TryFrom<$ours> for $theirs {
+            type Error = SpecError;
+            fn try_from(item: $ours) -> Result<Self, SpecError> {
+                if item.$extra != $default {
+                    let kind = SpecErrorKind::NotInBurnNn { setting: $setting };
+                    return Err(SpecError::new(stringify!($ours), kind));
+                }
+                Ok(Self { $($field: item.$field),* })
+            }
+        }
+    };
+}
+
+macro_rules! convert_conv {
+    ($($ours:ident, $config:ident, { $($config_field:ident),* };)*) => {$(
+        convert!(
+            $ours <=> burn_conv::$ours { weight, bias, stride, kernel_size, dilation, groups, padding }
+            extra { padding_mode: PaddingMode::Zeros } refuse "padding_mode other than zeros"
+        );
+        convert!(
+            $config <=> burn_conv::$config {
+                $($config_field,)* kernel_size, stride, dilation, groups, padding, bias, initializer
+            }
+            extra { padding_mode: PaddingMode::Zeros } refuse "padding_mode other than zeros"
+        );
+    )*};
+}
+
+convert_conv! {
+    Conv1d, Conv1dConfig, { channels_in, channels_out };
+    Conv2d, Conv2dConfig, { channels };
+    Conv3d, Conv3dConfig, { channels };
+}
+
+macro_rules! convert_conv_transpose {
+    ($($ours:ident, $config:ident;)*) => {$(
+        convert!($ours <=> burn_conv::$ours {
+            weight, bias, stride, kernel_size, dilation, groups, padding, padding_out, channels
+        });
+        convert!($config <=> burn_conv::$config {
+            channels, kernel_size, stride, dilation, groups, padding, padding_out, bias, initializer
+        });
+    )*};
+}
+
+convert_conv_transpose! {
+    ConvTranspose1d, ConvTranspose1dConfig;
+    ConvTranspose2d, ConvTranspose2dConfig;
+    ConvTranspose3d, ConvTranspose3dConfig;
+}
+
+convert!(MaxPool1d <=> burn_pool::MaxPool1d { stride, kernel_size, padding, dilation, ceil_mode });
+convert!(MaxPool2d <=> burn_pool::MaxPool2d { stride, kernel_size, padding, dilation, ceil_mode });
+convert!(MaxPool1dConfig <=> burn_pool::MaxPool1dConfig {
+    kernel_size, stride, padding, dilation, ceil_mode
+});
+convert!(MaxPool2dConfig <=> burn_pool::MaxPool2dConfig {
+    kernel_size, strides, padding, dilation, ceil_mode
+});
+
+macro_rules! convert_avg_pool {
+    ($($ours:ident, $config:ident, $stride:ident;)*) => {$(
+        convert!(
+            $ours <=> burn_pool::$ours { stride, kernel_size, padding, count_include_pad, ceil_mode }
+            extra { divisor_override: None } refuse "divisor_override"
+        );
+        convert!(
+            $config <=> burn_pool::$config {
+                kernel_size, $stride, padding, count_include_pad, ceil_mode
+            }
+            extra { divisor_override: None } refuse "divisor_override"
+        );
+    )*};
+}
+
+convert_avg_pool! {
+    AvgPool1d, AvgPool1dConfig, stride;
+    AvgPool2d, AvgPool2dConfig, strides;
+}
+
+macro_rules! convert_adaptive_avg {
+    ($($ours:ident, $config:ident;)*) => {$(
+        convert!($ours <=> burn_pool::$ours { output_size });
+        convert!($config <=> burn_pool::$config { output_size });
+    )*};
+}
+
+convert_adaptive_avg! {
+    AdaptiveAvgPool1d, AdaptiveAvgPool1dConfig;
+    AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig;
+    AdaptiveAvgPool3d, AdaptiveAvgPool3dConfig;
+}
