@@ -35,7 +35,7 @@ pub use backend::ConvPoolBackend;
 pub use functional::*;
 pub use spec::{
     AvgPoolNdOptions, ConvNdOptions, ConvTransposeNdOptions, FractionalMaxPoolOptions,
-    FractionalOutput, LpPoolOptions, MaxPoolOptions, MaxUnpoolOptions, Padding, PaddingMode, SpecError,
-    SpecErrorKind,
+    FractionalOutput, LpPoolOptions, MaxPoolOptions, MaxUnpoolOptions, Padding, PaddingMode,
+    SpecError, SpecErrorKind,
 };
 pub mod nn;

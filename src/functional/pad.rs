@@ -12,37 +12,33 @@ pub fn pad_spatial(x: Tensor<5>, padding: [(usize, usize); 3], mode: PaddingMode
     padding
         .into_iter()
         .enumerate()
-        .fold(x, |x, (axis, (begin, end))| pad_axis(x, 2 + axis, begin, end, mode))
+        .fold(x, |x, (axis, (begin, end))| {
+            pad_axis(x, 2 + axis, begin, end, mode)
+        })
 }
 
 fn pad_axis(x: Tensor<5>, axis: usize, begin: usize, end: usize, mode: PaddingMode) -> Tensor<5> {
-    if begin == 0 && end == 0 {
+    let len = x.dims()[axis];
+    let part = |start: usize, count: usize| x.clone().narrow(axis, start, count);
+    // The `count` values that go before (`front`) or after the input.
+    let border = |front: bool, count: usize| match mode {
+        PaddingMode::Zeros => {
+            let mut dims = x.dims();
+            dims[axis] = count;
+            Tensor::zeros(dims, &x.device())
+        }
+        PaddingMode::Reflect if front => part(1, count).flip([axis]),
+        PaddingMode::Reflect => part(len - 1 - count, count).flip([axis]),
+        PaddingMode::Replicate if front => part(0, 1).repeat_dim(axis, count),
+        PaddingMode::Replicate => part(len - 1, 1).repeat_dim(axis, count),
+        PaddingMode::Circular if front => part(len - count, count),
+        PaddingMode::Circular => part(0, count),
+    };
+    let before = (begin > 0).then(|| border(true, begin));
+    let after = (end > 0).then(|| border(false, end));
+    if before.is_none() && after.is_none() {
         return x;
     }
-    let len = x.dims()[axis];
-    let part = |start: usize, stop: usize| x.clone().narrow(axis, start, stop - start);
-    let (before, after) = match mode {
-        PaddingMode::Zeros => {
-            let zeros = |n: usize| {
-                let mut dims = x.dims();
-                dims[axis] = n;
-                Tensor::zeros(dims, &x.device())
-            };
-            (zeros(begin), zeros(end))
-        }
-        PaddingMode::Reflect => (
-            part(1, begin + 1).flip([axis]),
-            part(len - 1 - end, len - 1).flip([axis]),
-        ),
-        PaddingMode::Replicate => (
-            part(0, 1).repeat_dim(axis, begin),
-            part(len - 1, len).repeat_dim(axis, end),
-        ),
-        PaddingMode::Circular => (part(len - begin, len), part(0, end)),
-    };
-    let pieces: Vec<Tensor<5>> = [before, x, after]
-        .into_iter()
-        .filter(|piece| piece.dims()[axis] > 0)
-        .collect();
+    let pieces: Vec<Tensor<5>> = before.into_iter().chain([x.clone()]).chain(after).collect();
     Tensor::cat(pieces, axis)
 }

@@ -28,8 +28,8 @@
 
 mod adaptive;
 mod conv;
-mod convert;
 mod conv_transpose;
+mod convert;
 mod dims;
 mod fractional;
 mod lp_pool;

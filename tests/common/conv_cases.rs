@@ -2,7 +2,7 @@
 //! `(out * grad_output).sum()`, checking every gradient the case stores.
 
 use burn::tensor::{Device, Tensor};
-use burn_convpool::{ConvNdOptions, ConvTransposeNdOptions, Padding};
+use burn_convpool::{ConvNdOptions, ConvTransposeNdOptions, Padding, PaddingMode};
 
 use super::{Case, Tolerance, check_close, values};
 
@@ -22,6 +22,21 @@ fn conv_padding<const N: usize>(case: &Case) -> Padding<N> {
         Some("valid") => Padding::Valid,
         Some(other) => panic!("case {}: unknown padding {other:?}", case.name),
         None => Padding::from(case.axes::<N>("padding")),
+    }
+}
+
+/// `padding_mode` (PyTorch's module argument; absent means zeros).
+fn padding_mode(case: &Case) -> PaddingMode {
+    match case
+        .params
+        .get("padding_mode")
+        .and_then(|mode| mode.as_str())
+    {
+        None | Some("zeros") => PaddingMode::Zeros,
+        Some("reflect") => PaddingMode::Reflect,
+        Some("replicate") => PaddingMode::Replicate,
+        Some("circular") => PaddingMode::Circular,
+        Some(other) => panic!("case {}: unknown padding_mode {other:?}", case.name),
     }
 }
 
@@ -54,7 +69,8 @@ impl<const N: usize, const D: usize> ConvFns<N, D> {
                 .with_stride(case.axes("stride"))
                 .with_padding(conv_padding::<N>(case))
                 .with_dilation(case.axes("dilation"))
-                .with_groups(case.usize("groups"));
+                .with_groups(case.usize("groups"))
+                .with_padding_mode(padding_mode(case));
             (self.conv)(x, weight, bias, options)
         }
     }

@@ -1,0 +1,398 @@
+//! The `nn` modules: each equals its functional op, loads records saved from burn-nn's module
+//! of the same name (and the other way round), converts to and from it, and validates its
+//! config with messages that name the module.
+
+use burn::module::{Module, Param};
+use burn::nn::{PaddingConfig1d, PaddingConfig2d, PaddingConfig3d};
+use burn::tensor::{Device, Distribution, Tensor};
+use burn_convpool::nn::*;
+use burn_convpool::*;
+
+fn device() -> Device {
+    Device::flex()
+}
+
+fn random<const D: usize>(dims: [usize; D]) -> Tensor<D> {
+    Tensor::random(dims, Distribution::Normal(0.0, 1.0), &device())
+}
+
+fn assert_close<const D: usize>(actual: Tensor<D>, expected: Tensor<D>, what: &str) {
+    assert_eq!(actual.dims(), expected.dims(), "{what}: dims");
+    let actual: Vec<f32> = actual.into_data().try_to_vec().unwrap();
+    let expected: Vec<f32> = expected.into_data().try_to_vec().unwrap();
+    for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
+        assert!(
+            (a - e).abs() <= 1e-5 + 1e-5 * e.abs(),
+            "{what}: element {i} is {a}, expected {e}"
+        );
+    }
+}
+
+fn temp_file(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("burn-convpool-nn-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn conv_modules_equal_the_functional_ops() {
+    let conv = Conv2dConfig::new([4, 6], [3, 2])
+        .with_stride([2, 1])
+        .with_dilation([1, 2])
+        .with_groups(2)
+        .with_padding(PaddingConfig2d::Explicit(1, 0, 2, 1))
+        .with_padding_mode(PaddingMode::Reflect)
+        .init(&device());
+    let x = random([2, 4, 9, 8]);
+    let options = ConvNdOptions::default()
+        .with_stride([2, 1])
+        .with_dilation([1, 2])
+        .with_groups(2)
+        .with_padding([(1, 2), (0, 1)])
+        .with_padding_mode(PaddingMode::Reflect);
+    let bias = conv.bias.as_ref().map(Param::val);
+    let expected = conv2d(x.clone(), conv.weight.val(), bias, options);
+    assert_close(conv.forward(x), expected, "Conv2d");
+
+    let up = ConvTranspose1dConfig::new([3, 4], 3)
+        .with_stride(2)
+        .with_padding(1)
+        .with_padding_out(1)
+        .init(&device());
+    let x = random([2, 3, 5]);
+    let options = ConvTransposeNdOptions::default()
+        .with_stride([2])
+        .with_padding([1])
+        .with_padding_out([1]);
+    let bias = up.bias.as_ref().map(Param::val);
+    let expected = conv_transpose1d(x.clone(), up.weight.val(), bias, options);
+    assert_close(up.forward(x), expected, "ConvTranspose1d");
+}
+
+#[test]
+fn same_padding_keeps_the_size_with_stride_one_and_dilation() {
+    let conv = Conv1dConfig::new(2, 3, 4)
+        .with_dilation(3)
+        .with_padding(PaddingConfig1d::Same)
+        .init(&device());
+    assert_eq!(conv.forward(random([1, 2, 13])).dims(), [1, 3, 13]);
+    let strided = Conv3dConfig::new([2, 2], [3, 3, 3])
+        .with_stride([2, 2, 2])
+        .with_padding(PaddingConfig3d::Same)
+        .init(&device());
+    assert_eq!(
+        strided.forward(random([1, 2, 5, 6, 7])).dims(),
+        [1, 2, 3, 3, 4]
+    );
+}
+
+#[test]
+fn pool_modules_equal_the_functional_ops() {
+    let x = random([2, 3, 9, 10]);
+    let max = MaxPool2dConfig::new([3, 3])
+        .with_strides([2, 2])
+        .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+        .with_ceil_mode(true)
+        .init();
+    let options = MaxPoolOptions::new([3, 3])
+        .with_stride([2, 2])
+        .with_padding([1, 1])
+        .with_ceil_mode(true);
+    let (out, indices) = max.forward_with_indices(x.clone());
+    let (expected, expected_indices) = max_pool2d_with_indices(x.clone(), options);
+    assert_close(out, expected, "MaxPool2d");
+    assert_eq!(
+        indices.into_data().iter::<i64>().collect::<Vec<_>>(),
+        expected_indices
+            .into_data()
+            .iter::<i64>()
+            .collect::<Vec<_>>()
+    );
+
+    let avg = AvgPool2dConfig::new([2, 3])
+        .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+        .with_divisor_override(Some(5))
+        .init();
+    let options = AvgPoolNdOptions::new([2, 3])
+        .with_padding([1, 1])
+        .with_divisor_override(5);
+    assert_close(
+        avg.forward(x.clone()),
+        avg_pool2d(x.clone(), options),
+        "AvgPool2d",
+    );
+
+    let lp = LpPool2dConfig::new(3.0, [2, 2]).with_stride([1, 2]).init();
+    let options = LpPoolOptions::new(3.0, [2, 2]).with_stride([1, 2]);
+    assert_close(
+        lp.forward(x.clone()),
+        lp_pool2d(x.clone(), options),
+        "LpPool2d",
+    );
+
+    let adaptive = AdaptiveMaxPool2dConfig::new([4, 3]).init();
+    assert_close(
+        adaptive.forward(x.clone()),
+        adaptive_max_pool2d(x.clone(), [4, 3]),
+        "AdaptiveMaxPool2d",
+    );
+    let adaptive = AdaptiveAvgPool2dConfig::new([1, 1]).init();
+    assert_close(
+        adaptive.forward(x.clone()),
+        x.clone().mean_dim(3).mean_dim(2),
+        "AdaptiveAvgPool2d",
+    );
+
+    let samples = Tensor::<3>::from_floats([[[0.3, 0.7]; 3], [[0.1, 0.9]; 3]], &device());
+    let fractional = FractionalMaxPool2dConfig::new([2, 2])
+        .with_output_size(Some([4, 5]))
+        .init();
+    let (out, _) = fractional.forward_with_samples(x.clone(), samples.clone());
+    let options = FractionalMaxPoolOptions::new([2, 2], FractionalOutput::Size([4, 5]));
+    let expected = fractional_max_pool2d(x.clone(), options, Some(samples));
+    assert_close(out, expected, "FractionalMaxPool2d");
+
+    let pool = MaxPool2dConfig::new([2, 2]).init();
+    let (pooled, indices) = pool.forward_with_indices(x.clone());
+    let unpool = MaxUnpool2dConfig::new([2, 2]).init();
+    let restored = unpool.forward_with_output_size(pooled.clone(), indices.clone(), [9, 10]);
+    let options = MaxUnpoolOptions::new([2, 2]).with_output_size([9, 10]);
+    assert_close(
+        restored,
+        max_unpool2d(pooled, indices, options),
+        "MaxUnpool2d",
+    );
+}
+
+#[test]
+fn modules_take_unbatched_inputs() {
+    let conv = Conv2dConfig::new([3, 4], [3, 3]).init(&device());
+    let x = random([3, 6, 6]);
+    let batched = conv.forward(x.clone().unsqueeze_dim::<4>(0));
+    assert_close(
+        conv.forward(x).unsqueeze_dim(0),
+        batched,
+        "unbatched Conv2d",
+    );
+    let pool = MaxPool3dConfig::new([2, 2, 2]).init();
+    assert_eq!(pool.forward(random([2, 4, 4, 4])).dims(), [2, 2, 2, 2]);
+}
+
+/// Save `theirs` with Burn's recorder, load it into `ours` (initialized differently), compare
+/// outputs; then the other way round.
+macro_rules! round_trip {
+    ($name:literal, $theirs:expr, $ours:expr, $x:expr) => {{
+        let x = $x;
+        let theirs = $theirs;
+        let path = temp_file(concat!($name, "-theirs.bpk"));
+        theirs
+            .clone()
+            .save_file(&path)
+            .expect("save burn-nn module");
+        let ours = $ours.load_file(&path);
+        assert_close(
+            ours.forward(x.clone()),
+            theirs.forward(x.clone()),
+            concat!($name, " burn-nn -> ours"),
+        );
+
+        let ours = $ours;
+        let path = temp_file(concat!($name, "-ours.bpk"));
+        ours.clone().save_file(&path).expect("save our module");
+        let theirs = $theirs.load_file(&path);
+        assert_close(
+            theirs.forward(x.clone()),
+            ours.forward(x),
+            concat!($name, " ours -> burn-nn"),
+        );
+    }};
+}
+
+#[test]
+fn records_round_trip_between_burn_nn_and_ours() {
+    round_trip!(
+        "conv1d",
+        burn::nn::conv::Conv1dConfig::new(3, 4, 3)
+            .with_padding(PaddingConfig1d::Explicit(1, 1))
+            .init(&device()),
+        Conv1dConfig::new(3, 4, 3)
+            .with_padding(PaddingConfig1d::Explicit(1, 1))
+            .init(&device()),
+        random([2, 3, 10])
+    );
+    round_trip!(
+        "conv2d",
+        burn::nn::conv::Conv2dConfig::new([4, 6], [3, 3])
+            .with_stride([2, 2])
+            .with_groups(2)
+            .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+            .init(&device()),
+        Conv2dConfig::new([4, 6], [3, 3])
+            .with_stride([2, 2])
+            .with_groups(2)
+            .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+            .init(&device()),
+        random([2, 4, 9, 9])
+    );
+    round_trip!(
+        "conv3d",
+        burn::nn::conv::Conv3dConfig::new([2, 3], [3, 1, 2]).init(&device()),
+        Conv3dConfig::new([2, 3], [3, 1, 2]).init(&device()),
+        random([1, 2, 4, 3, 5])
+    );
+    round_trip!(
+        "conv_transpose2d",
+        burn::nn::conv::ConvTranspose2dConfig::new([4, 2], [3, 3])
+            .with_stride([2, 2])
+            .with_padding([1, 1])
+            .with_padding_out([1, 1])
+            .init(&device()),
+        ConvTranspose2dConfig::new([4, 2], [3, 3])
+            .with_stride([2, 2])
+            .with_padding([1, 1])
+            .with_padding_out([1, 1])
+            .init(&device()),
+        random([2, 4, 5, 5])
+    );
+    round_trip!(
+        "conv_transpose3d_no_bias",
+        burn::nn::conv::ConvTranspose3dConfig::new([2, 2], [2, 2, 2])
+            .with_bias(false)
+            .init(&device()),
+        ConvTranspose3dConfig::new([2, 2], [2, 2, 2])
+            .with_bias(false)
+            .init(&device()),
+        random([1, 2, 2, 3, 2])
+    );
+}
+
+#[test]
+fn parameters_match_burn_nn_in_name_shape_and_init_range() {
+    let theirs = burn::nn::conv::Conv2dConfig::new([6, 8], [3, 5])
+        .with_groups(2)
+        .init(&device());
+    let ours = Conv2dConfig::new([6, 8], [3, 5])
+        .with_groups(2)
+        .init(&device());
+    assert_eq!(ours.weight.dims(), theirs.weight.dims());
+    assert_eq!(ours.bias.as_ref().unwrap().dims(), [8]);
+    // KaimingUniform(gain 1/sqrt(3)) is PyTorch's U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+    let bound = 1.0 / ((6 / 2 * 3 * 5) as f32).sqrt();
+    let weight: Vec<f32> = ours.weight.val().into_data().try_to_vec().unwrap();
+    assert!(
+        weight.iter().all(|w| w.abs() <= bound),
+        "weight outside ±{bound}"
+    );
+    assert!(
+        weight.iter().any(|w| w.abs() > bound / 2.0),
+        "weight suspiciously small"
+    );
+    assert_eq!(ours.into_record().len(), 2, "a record of weight and bias");
+}
+
+#[test]
+fn conversions_to_and_from_burn_nn_keep_the_parameters() {
+    let theirs = burn::nn::conv::Conv2dConfig::new([3, 4], [3, 3])
+        .with_padding(PaddingConfig2d::Same)
+        .init(&device());
+    let x = random([1, 3, 7, 7]);
+    let expected = theirs.forward(x.clone());
+    let ours = Conv2d::from(theirs);
+    assert_eq!(ours.padding_mode, PaddingMode::Zeros);
+    assert_close(
+        ours.forward(x.clone()),
+        expected.clone(),
+        "From<burn-nn Conv2d>",
+    );
+    let back = burn::nn::conv::Conv2d::try_from(ours).expect("zeros padding converts back");
+    assert_close(back.forward(x), expected, "TryFrom<Conv2d>");
+
+    let config: burn::nn::pool::MaxPool2dConfig =
+        MaxPool2dConfig::new([3, 3]).with_strides([2, 2]).into();
+    assert_eq!(config.strides, [2, 2]);
+    let config = AvgPool1dConfig::from(burn::nn::pool::AvgPool1dConfig::new(4));
+    assert_eq!((config.stride, config.divisor_override), (4, None));
+}
+
+#[test]
+fn settings_burn_nn_lacks_are_refused_not_dropped() {
+    let reflect = Conv1dConfig::new(2, 2, 3)
+        .with_padding_mode(PaddingMode::Reflect)
+        .init(&device());
+    let error = burn::nn::conv::Conv1d::try_from(reflect).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "Conv1d: burn-nn's module has no padding_mode other than zeros"
+    );
+    let avg = AvgPool2dConfig::new([2, 2]).with_divisor_override(Some(3));
+    let error = burn::nn::pool::AvgPool2dConfig::try_from(avg).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "AvgPool2dConfig: burn-nn's module has no divisor_override"
+    );
+}
+
+#[test]
+#[should_panic(expected = "Conv2d: in_channels (3) must be divisible by groups (2)")]
+fn groups_must_divide_the_channels_at_init() {
+    Conv2dConfig::new([3, 4], [3, 3])
+        .with_groups(2)
+        .init(&device());
+}
+
+#[test]
+#[should_panic(expected = "FractionalMaxPool2d: set exactly one of output_size and output_ratio")]
+fn fractional_needs_exactly_one_output_setting() {
+    FractionalMaxPool2dConfig::new([2, 2]).init();
+}
+
+#[test]
+fn padding_modes_reject_padding_they_cannot_copy() {
+    let options = ConvNdOptions::<1>::default()
+        .with_padding([3])
+        .with_padding_mode(PaddingMode::Reflect);
+    let x = Tensor::<3>::ones([1, 1, 3], &device());
+    let weight = Tensor::<3>::ones([1, 1, 3], &device());
+    let error = try_conv1d(x.clone(), weight.clone(), None, options).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "conv1d: padding_mode \"reflect\" cannot pad 3 on spatial dim 0 of an input of length 3"
+    );
+    let circular = ConvNdOptions::<1>::default()
+        .with_padding([3])
+        .with_padding_mode(PaddingMode::Circular);
+    assert!(try_conv1d(x.clone(), weight.clone(), None, circular.clone()).is_ok());
+    let too_far = circular.with_padding([4]);
+    assert!(try_conv1d(x, weight, None, too_far).is_err());
+}
+
+#[test]
+fn module_gradients_reach_the_parameters() {
+    let device = device().autodiff();
+    let conv = Conv2dConfig::new([2, 3], [3, 3])
+        .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+        .with_padding_mode(PaddingMode::Circular)
+        .init(&device);
+    let x = Tensor::<4>::ones([1, 2, 4, 4], &device).require_grad();
+    let grads = conv.forward(x.clone()).sum().backward();
+    // Every tap sees the (circularly padded) all-ones input: d sum / d w = 16 outputs each.
+    let weight_grad: Vec<f32> = conv
+        .weight
+        .grad(&grads)
+        .unwrap()
+        .into_data()
+        .try_to_vec()
+        .unwrap();
+    assert!(
+        weight_grad.iter().all(|&g| (g - 16.0).abs() < 1e-4),
+        "{weight_grad:?}"
+    );
+    // With circular padding every input feeds exactly 9 taps of every output channel.
+    let weight_sum: f32 = conv.weight.val().sum_dim(0).sum().into_scalar::<f32>();
+    let x_grad: Vec<f32> = x.grad(&grads).unwrap().into_data().try_to_vec().unwrap();
+    assert_eq!(x_grad.len(), 32);
+    let total: f32 = x_grad.iter().sum();
+    assert!(
+        (total - 16.0 * weight_sum).abs() < 1e-3,
+        "{total} vs {}",
+        16.0 * weight_sum
+    );
+}
