@@ -1,0 +1,235 @@
+//! Train a small ResNet on real handwritten digits, built from `burn_convpool::nn` modules.
+//!
+//! ```sh
+//! cargo run --release --example resnet                        # 8x8 digits on the CPU (Flex)
+//! cargo run --release --example resnet -- --dataset mnist10k  # 28x28 MNIST subset
+//! cargo run --release --example resnet -- --ops builtin       # same network on burn::nn
+//! cargo run --release --features wgpu --example resnet -- --device wgpu
+//! ```
+//!
+//! Prints the train loss, test accuracy and images/s of every epoch, saves the model with Burn's
+//! recorder (`<out>/resnet-<dataset>-<ops>.bpk`) and plots the curves (`<out>/...png`).
+
+mod data;
+mod model;
+mod plot;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::optim::{AdamConfig, GradientsParams};
+use burn::tensor::Device;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use model::{Ops, ResNet, ResNetConfig};
+
+struct Args {
+    dataset: String,
+    ops: Ops,
+    device: String,
+    epochs: usize,
+    batch_size: usize,
+    lr: f64,
+    width: usize,
+    blocks: usize,
+    seed: u64,
+    out: PathBuf,
+}
+
+const USAGE: &str = "usage: resnet [--dataset digits|mnist10k] [--ops ours|builtin] \
+[--device flex|wgpu|cuda] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
+[--seed N] [--out DIR]";
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        dataset: "digits".into(),
+        ops: Ops::Ours,
+        device: "flex".into(),
+        epochs: 0,
+        batch_size: 64,
+        lr: 3e-3,
+        width: 16,
+        blocks: 1,
+        seed: 42,
+        out: PathBuf::from("target/resnet"),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        if flag == "--help" || flag == "-h" {
+            return Err(USAGE.into());
+        }
+        let value = it
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        let number = |v: &str| v.parse::<usize>().map_err(|e| format!("{flag} {v}: {e}"));
+        match flag.as_str() {
+            "--dataset" => args.dataset = value,
+            "--ops" => {
+                args.ops = match value.as_str() {
+                    "ours" => Ops::Ours,
+                    "builtin" => Ops::Builtin,
+                    other => return Err(format!("--ops {other}: expected ours or builtin")),
+                }
+            }
+            "--device" => args.device = value,
+            "--epochs" => args.epochs = number(&value)?,
+            "--batch-size" => args.batch_size = number(&value)?,
+            "--width" => args.width = number(&value)?,
+            "--blocks" => args.blocks = number(&value)?,
+            "--seed" => args.seed = number(&value)? as u64,
+            "--lr" => args.lr = value.parse().map_err(|e| format!("--lr {value}: {e}"))?,
+            "--out" => args.out = PathBuf::from(value),
+            other => return Err(format!("unknown flag {other}\n{USAGE}")),
+        }
+    }
+    if args.epochs == 0 {
+        args.epochs = if args.dataset == "mnist10k" { 4 } else { 15 };
+    }
+    Ok(args)
+}
+
+fn device(name: &str) -> Result<Device, String> {
+    match name {
+        "flex" | "cpu" => Ok(Device::flex()),
+        #[cfg(feature = "wgpu")]
+        "wgpu" => Ok(Device::wgpu(Default::default())),
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(Device::cuda(0)),
+        other => Err(format!(
+            "--device {other}: not available in this build (flex always; wgpu and cuda with \
+             --features wgpu|cuda)"
+        )),
+    }
+}
+
+/// The learning rate `progress` (0 to 1) through training: cosine decay from `peak` to zero,
+/// so the last epochs settle instead of bouncing between minima.
+fn cosine(peak: f64, progress: f64) -> f64 {
+    0.5 * peak * (1.0 + (std::f64::consts::PI * progress).cos())
+}
+
+/// Top-1 accuracy in percent, in inference mode (batchnorm running statistics).
+fn evaluate(model: &ResNet, split: &data::Split, batch_size: usize, device: &Device) -> f32 {
+    let model = model.valid();
+    let order: Vec<usize> = (0..split.len()).collect();
+    let mut correct = 0;
+    for chunk in order.chunks(batch_size) {
+        let (images, labels) = split.batch(chunk, device);
+        let predicted = model.forward(images).argmax(1).flatten::<1>(0, 1);
+        correct += predicted.equal(labels).int().sum().into_scalar::<i64>() as usize;
+    }
+    100.0 * correct as f32 / split.len() as f32
+}
+
+fn main() {
+    let args = parse_args().unwrap_or_else(|message| {
+        eprintln!("{message}");
+        std::process::exit(2);
+    });
+    let (dir, scale) = match args.dataset.as_str() {
+        "digits" => ("digits", 16.0),
+        "mnist10k" => ("mnist10k", 255.0),
+        other => {
+            eprintln!("--dataset {other}: expected digits or mnist10k");
+            std::process::exit(2);
+        }
+    };
+    let data_dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/data")
+        .join(dir);
+    let (train, test) = data::load(&data_dir, scale).unwrap_or_else(|e| panic!("{e}"));
+    let base = device(&args.device).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2);
+    });
+    base.seed(args.seed);
+    let device = base.clone().autodiff();
+    let ops_name = match args.ops {
+        Ops::Ours => "ours",
+        Ops::Builtin => "builtin",
+    };
+    let config = ResNetConfig {
+        in_channels: 1,
+        width: args.width,
+        blocks: args.blocks,
+        classes: 10,
+    };
+    let mut model = ResNet::new(args.ops, config, &device);
+    println!(
+        "{} ({} train / {} test, {}x{}), ops: {ops_name}, device: {}, {} parameters, {} epochs of \
+         batch {} with Adam, lr {} with cosine decay",
+        args.dataset,
+        train.len(),
+        test.len(),
+        train.height,
+        train.width,
+        args.device,
+        model.num_params(),
+        args.epochs,
+        args.batch_size,
+        args.lr,
+    );
+    let mut optimizer = AdamConfig::new().init();
+    let loss_fn = CrossEntropyLossConfig::new().init(&device);
+    let mut history = plot::History {
+        title: format!(
+            "ResNet on {} ({ops_name} ops, {})",
+            args.dataset, args.device
+        ),
+        step_loss: Vec::new(),
+        epoch_loss: Vec::new(),
+        test_accuracy: Vec::new(),
+    };
+    let steps = train.len().div_ceil(args.batch_size);
+    let run_start = Instant::now();
+    for epoch in 1..=args.epochs {
+        let order = data::shuffled(train.len(), args.seed + epoch as u64);
+        let bar = ProgressBar::new(steps as u64).with_style(
+            ProgressStyle::with_template("epoch {prefix} {bar:30} {pos}/{len} {msg}")
+                .expect("valid template"),
+        );
+        bar.set_prefix(format!("{epoch}/{}", args.epochs));
+        let start = Instant::now();
+        let (mut loss_sum, mut seen) = (0.0f64, 0usize);
+        for (step, chunk) in order.chunks(args.batch_size).enumerate() {
+            let (images, labels) = train.batch(chunk, &device);
+            let loss = loss_fn.forward(model.forward(images), labels);
+            let loss_value = loss.clone().into_scalar::<f32>();
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let progress = ((epoch - 1) * steps + step) as f64 / (args.epochs * steps) as f64;
+            model = optimizer.step(cosine(args.lr, progress), model, grads);
+            loss_sum += loss_value as f64 * chunk.len() as f64;
+            seen += chunk.len();
+            let x = epoch as f32 - 1.0 + (step + 1) as f32 / steps as f32;
+            history.step_loss.push((x, loss_value));
+            let rate = seen as f64 / start.elapsed().as_secs_f64();
+            bar.set_message(format!("loss {loss_value:.4} | {rate:.0} img/s"));
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let seconds = start.elapsed().as_secs_f64();
+        let train_loss = (loss_sum / seen as f64) as f32;
+        let accuracy = evaluate(&model, &test, 256, &base);
+        history.epoch_loss.push((epoch as f32, train_loss));
+        history.test_accuracy.push((epoch as f32, accuracy));
+        println!(
+            "epoch {epoch:>2}: train loss {train_loss:.4}, test accuracy {accuracy:.2}%, \
+             {:.0} images/s ({seconds:.1} s)",
+            seen as f64 / seconds
+        );
+    }
+    println!("trained in {:.1} s", run_start.elapsed().as_secs_f64());
+
+    std::fs::create_dir_all(&args.out).expect("create the output directory");
+    let stem = format!("resnet-{}-{ops_name}", args.dataset);
+    let model_path = args.out.join(format!("{stem}.bpk"));
+    model
+        .valid()
+        .save_file(&model_path)
+        .expect("save the model");
+    let plot_path = args.out.join(format!("{stem}.png"));
+    plot::write_png(&history, &plot_path).expect("write the plot");
+    println!("saved {} and {}", model_path.display(), plot_path.display());
+}

@@ -1,0 +1,193 @@
+//! A small ResNet: a conv-batchnorm-relu stem with a max pool, three stages of basic blocks
+//! (the first block of stages 2 and 3 downsamples, with a strided 1x1 conv-batchnorm shortcut),
+//! global average pooling and a linear classifier.
+//!
+//! Every conv and pool comes from `burn_convpool::nn`; with [`Ops::Builtin`] the same layers are
+//! converted to burn-nn's (`TryFrom`/`From` on each config), so both runs train the same network
+//! and only the operators differ. BatchNorm and Linear are Burn's in both.
+
+use burn::module::Module;
+use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Tensor};
+use burn_convpool::nn::{AdaptiveAvgPool2dConfig, Conv2dConfig, MaxPool2dConfig};
+
+/// Which operators the network runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ops {
+    /// `burn_convpool::nn`.
+    Ours,
+    /// `burn::nn`, Burn's built-in modules and ops.
+    Builtin,
+}
+
+/// A conv layer on either set of operators.
+#[derive(Module, Debug)]
+pub enum Conv {
+    Ours(burn_convpool::nn::Conv2d),
+    Builtin(burn::nn::conv::Conv2d),
+}
+
+impl Conv {
+    fn new(ops: Ops, config: Conv2dConfig, device: &Device) -> Self {
+        match ops {
+            Ops::Ours => Self::Ours(config.init(device)),
+            Ops::Builtin => {
+                let config = burn::nn::conv::Conv2dConfig::try_from(config)
+                    .expect("the network uses zero padding, which burn-nn has");
+                Self::Builtin(config.init(device))
+            }
+        }
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        match self {
+            Self::Ours(conv) => conv.forward(x),
+            Self::Builtin(conv) => conv.forward(x),
+        }
+    }
+}
+
+/// The stem's max pool on either set of operators.
+#[derive(Module, Debug)]
+pub enum MaxPool {
+    Ours(burn_convpool::nn::MaxPool2d),
+    Builtin(burn::nn::pool::MaxPool2d),
+}
+
+/// The head's global average pool on either set of operators.
+#[derive(Module, Debug)]
+pub enum GlobalPool {
+    Ours(burn_convpool::nn::AdaptiveAvgPool2d),
+    Builtin(burn::nn::pool::AdaptiveAvgPool2d),
+}
+
+/// `kernel x kernel` conv without bias (batchnorm follows), "same" padding for odd kernels.
+fn conv(ops: Ops, channels: [usize; 2], kernel: usize, stride: usize, device: &Device) -> Conv {
+    let pad = kernel / 2;
+    let config = Conv2dConfig::new(channels, [kernel, kernel])
+        .with_stride([stride, stride])
+        .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
+        .with_bias(false);
+    Conv::new(ops, config, device)
+}
+
+/// conv-bn-relu-conv-bn plus the shortcut, then relu.
+#[derive(Module, Debug)]
+pub struct BasicBlock {
+    conv1: Conv,
+    bn1: BatchNorm,
+    conv2: Conv,
+    bn2: BatchNorm,
+    shortcut: Option<(Conv, BatchNorm)>,
+}
+
+impl BasicBlock {
+    fn new(ops: Ops, channels: [usize; 2], stride: usize, device: &Device) -> Self {
+        let [_, out] = channels;
+        let shortcut = (stride != 1 || channels[0] != out).then(|| {
+            (
+                conv(ops, channels, 1, stride, device),
+                BatchNormConfig::new(out).init(device),
+            )
+        });
+        Self {
+            conv1: conv(ops, channels, 3, stride, device),
+            bn1: BatchNormConfig::new(out).init(device),
+            conv2: conv(ops, [out, out], 3, 1, device),
+            bn2: BatchNormConfig::new(out).init(device),
+            shortcut,
+        }
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        let identity = match &self.shortcut {
+            Some((conv, bn)) => bn.forward(conv.forward(x.clone())),
+            None => x.clone(),
+        };
+        let out = relu(self.bn1.forward(self.conv1.forward(x)));
+        let out = self.bn2.forward(self.conv2.forward(out));
+        relu(out + identity)
+    }
+}
+
+/// The network's shape: input channels, stem width, blocks per stage, classes.
+#[derive(Debug, Clone, Copy)]
+pub struct ResNetConfig {
+    pub in_channels: usize,
+    pub width: usize,
+    pub blocks: usize,
+    pub classes: usize,
+}
+
+/// Stem, three stages (width, 2 width, 4 width), head.
+#[derive(Module, Debug)]
+pub struct ResNet {
+    stem: Conv,
+    stem_bn: BatchNorm,
+    stem_pool: MaxPool,
+    stages: Vec<BasicBlock>,
+    pool: GlobalPool,
+    fc: Linear,
+}
+
+impl ResNet {
+    pub fn new(ops: Ops, config: ResNetConfig, device: &Device) -> Self {
+        let width = config.width;
+        let pool_config = MaxPool2dConfig::new([3, 3])
+            .with_strides([2, 2])
+            .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1));
+        let head_config = AdaptiveAvgPool2dConfig::new([1, 1]);
+        let (stem_pool, pool) = match ops {
+            Ops::Ours => (
+                MaxPool::Ours(pool_config.init()),
+                GlobalPool::Ours(head_config.init()),
+            ),
+            Ops::Builtin => (
+                MaxPool::Builtin(burn::nn::pool::MaxPool2dConfig::from(pool_config).init()),
+                GlobalPool::Builtin(
+                    burn::nn::pool::AdaptiveAvgPool2dConfig::from(head_config).init(),
+                ),
+            ),
+        };
+        let mut stages = Vec::new();
+        let mut channels = width;
+        for (stage, stage_width) in [width, 2 * width, 4 * width].into_iter().enumerate() {
+            for block in 0..config.blocks {
+                let stride = if stage > 0 && block == 0 { 2 } else { 1 };
+                stages.push(BasicBlock::new(
+                    ops,
+                    [channels, stage_width],
+                    stride,
+                    device,
+                ));
+                channels = stage_width;
+            }
+        }
+        Self {
+            stem: conv(ops, [config.in_channels, width], 3, 1, device),
+            stem_bn: BatchNormConfig::new(width).init(device),
+            stem_pool,
+            stages,
+            pool,
+            fc: LinearConfig::new(channels, config.classes).init(device),
+        }
+    }
+
+    /// Logits `(batch, classes)` of images `(batch, channels, height, width)`.
+    pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        let x = relu(self.stem_bn.forward(self.stem.forward(images)));
+        let mut x = match &self.stem_pool {
+            MaxPool::Ours(pool) => pool.forward(x),
+            MaxPool::Builtin(pool) => pool.forward(x),
+        };
+        for block in &self.stages {
+            x = block.forward(x);
+        }
+        let x = match &self.pool {
+            GlobalPool::Ours(pool) => pool.forward(x),
+            GlobalPool::Builtin(pool) => pool.forward(x),
+        };
+        self.fc.forward(x.flatten(1, 3))
+    }
+}
