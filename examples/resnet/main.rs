@@ -23,7 +23,16 @@ use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use model::{Ops, ResNet, ResNetConfig};
+use model::{ResNet, ResNetConfig};
+
+/// Which operators the network runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ops {
+    /// `burn_convpool::nn`.
+    Ours,
+    /// `burn::nn`, Burn's built-in modules and ops.
+    Builtin,
+}
 
 struct Args {
     dataset: String,
@@ -156,7 +165,10 @@ fn main() {
         blocks: args.blocks,
         classes: 10,
     };
-    let mut model = ResNet::new(args.ops, config, &device);
+    let mut model = ResNet::new(config, &device);
+    if args.ops == Ops::Builtin {
+        model = model.into_builtin();
+    }
     println!(
         "{} ({} train / {} test, {}x{}), ops: {ops_name}, device: {}, {} parameters, {} epochs of \
          batch {} with Adam, lr {} with cosine decay",

@@ -2,24 +2,16 @@
 //! (the first block of stages 2 and 3 downsamples, with a strided 1x1 conv-batchnorm shortcut),
 //! global average pooling and a linear classifier.
 //!
-//! Every conv and pool comes from `burn_convpool::nn`; with [`Ops::Builtin`] the same layers are
-//! converted to burn-nn's (`TryFrom`/`From` on each config), so both runs train the same network
-//! and only the operators differ. BatchNorm and Linear are Burn's in both.
+//! Every conv and pool comes from `burn_convpool::nn`. [`ResNet::into_builtin`] converts each of
+//! them to burn-nn's module (the crate's `TryFrom`/`From`, parameters moved), so `--ops builtin`
+//! trains the same network from the same initial weights and only the operators differ.
+//! BatchNorm and Linear are Burn's in both.
 
 use burn::module::Module;
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 use burn_convpool::nn::{AdaptiveAvgPool2dConfig, Conv2dConfig, MaxPool2dConfig};
-
-/// Which operators the network runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ops {
-    /// `burn_convpool::nn`.
-    Ours,
-    /// `burn::nn`, Burn's built-in modules and ops.
-    Builtin,
-}
 
 /// A conv layer on either set of operators.
 #[derive(Module, Debug)]
@@ -29,21 +21,18 @@ pub enum Conv {
 }
 
 impl Conv {
-    fn new(ops: Ops, config: Conv2dConfig, device: &Device) -> Self {
-        match ops {
-            Ops::Ours => Self::Ours(config.init(device)),
-            Ops::Builtin => {
-                let config = burn::nn::conv::Conv2dConfig::try_from(config)
-                    .expect("the network uses zero padding, which burn-nn has");
-                Self::Builtin(config.init(device))
-            }
-        }
-    }
-
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         match self {
             Self::Ours(conv) => conv.forward(x),
             Self::Builtin(conv) => conv.forward(x),
+        }
+    }
+
+    /// The same layer, parameters moved, on burn-nn's conv.
+    fn into_builtin(self) -> Self {
+        match self {
+            Self::Ours(conv) => Self::Builtin(conv.try_into().expect("zero padding")),
+            builtin => builtin,
         }
     }
 }
@@ -63,13 +52,13 @@ pub enum GlobalPool {
 }
 
 /// `kernel x kernel` conv without bias (batchnorm follows), "same" padding for odd kernels.
-fn conv(ops: Ops, channels: [usize; 2], kernel: usize, stride: usize, device: &Device) -> Conv {
+fn conv(channels: [usize; 2], kernel: usize, stride: usize, device: &Device) -> Conv {
     let pad = kernel / 2;
     let config = Conv2dConfig::new(channels, [kernel, kernel])
         .with_stride([stride, stride])
         .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
         .with_bias(false);
-    Conv::new(ops, config, device)
+    Conv::Ours(config.init(device))
 }
 
 /// conv-bn-relu-conv-bn plus the shortcut, then relu.
@@ -83,20 +72,29 @@ pub struct BasicBlock {
 }
 
 impl BasicBlock {
-    fn new(ops: Ops, channels: [usize; 2], stride: usize, device: &Device) -> Self {
+    fn new(channels: [usize; 2], stride: usize, device: &Device) -> Self {
         let [_, out] = channels;
         let shortcut = (stride != 1 || channels[0] != out).then(|| {
             (
-                conv(ops, channels, 1, stride, device),
+                conv(channels, 1, stride, device),
                 BatchNormConfig::new(out).init(device),
             )
         });
         Self {
-            conv1: conv(ops, channels, 3, stride, device),
+            conv1: conv(channels, 3, stride, device),
             bn1: BatchNormConfig::new(out).init(device),
-            conv2: conv(ops, [out, out], 3, 1, device),
+            conv2: conv([out, out], 3, 1, device),
             bn2: BatchNormConfig::new(out).init(device),
             shortcut,
+        }
+    }
+
+    fn into_builtin(self) -> Self {
+        Self {
+            conv1: self.conv1.into_builtin(),
+            conv2: self.conv2.into_builtin(),
+            shortcut: self.shortcut.map(|(conv, bn)| (conv.into_builtin(), bn)),
+            ..self
         }
     }
 
@@ -132,45 +130,50 @@ pub struct ResNet {
 }
 
 impl ResNet {
-    pub fn new(ops: Ops, config: ResNetConfig, device: &Device) -> Self {
+    pub fn new(config: ResNetConfig, device: &Device) -> Self {
         let width = config.width;
         let pool_config = MaxPool2dConfig::new([3, 3])
             .with_strides([2, 2])
             .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1));
-        let head_config = AdaptiveAvgPool2dConfig::new([1, 1]);
-        let (stem_pool, pool) = match ops {
-            Ops::Ours => (
-                MaxPool::Ours(pool_config.init()),
-                GlobalPool::Ours(head_config.init()),
-            ),
-            Ops::Builtin => (
-                MaxPool::Builtin(burn::nn::pool::MaxPool2dConfig::from(pool_config).init()),
-                GlobalPool::Builtin(
-                    burn::nn::pool::AdaptiveAvgPool2dConfig::from(head_config).init(),
-                ),
-            ),
-        };
         let mut stages = Vec::new();
         let mut channels = width;
         for (stage, stage_width) in [width, 2 * width, 4 * width].into_iter().enumerate() {
             for block in 0..config.blocks {
                 let stride = if stage > 0 && block == 0 { 2 } else { 1 };
-                stages.push(BasicBlock::new(
-                    ops,
-                    [channels, stage_width],
-                    stride,
-                    device,
-                ));
+                stages.push(BasicBlock::new([channels, stage_width], stride, device));
                 channels = stage_width;
             }
         }
         Self {
-            stem: conv(ops, [config.in_channels, width], 3, 1, device),
+            stem: conv([config.in_channels, width], 3, 1, device),
             stem_bn: BatchNormConfig::new(width).init(device),
-            stem_pool,
+            stem_pool: MaxPool::Ours(pool_config.init()),
             stages,
-            pool,
+            pool: GlobalPool::Ours(AdaptiveAvgPool2dConfig::new([1, 1]).init()),
             fc: LinearConfig::new(channels, config.classes).init(device),
+        }
+    }
+
+    /// The same network, parameters moved, on burn-nn's modules (what `--ops builtin` trains).
+    pub fn into_builtin(self) -> Self {
+        let stem_pool = match self.stem_pool {
+            MaxPool::Ours(pool) => MaxPool::Builtin(pool.into()),
+            builtin => builtin,
+        };
+        let pool = match self.pool {
+            GlobalPool::Ours(pool) => GlobalPool::Builtin(pool.into()),
+            builtin => builtin,
+        };
+        Self {
+            stem: self.stem.into_builtin(),
+            stem_pool,
+            stages: self
+                .stages
+                .into_iter()
+                .map(BasicBlock::into_builtin)
+                .collect(),
+            pool,
+            ..self
         }
     }
 
