@@ -17,9 +17,12 @@
 //! assert_eq!(weight.grad(&grads).unwrap().dims(), [4, 3, 3, 3]);
 //! ```
 //!
+//! For models, [`nn`] has drop-in `Module`s for every operator (burn-nn's configs, parameter
+//! names and records, plus `padding_mode`, indices and the modules burn-nn lacks).
+//!
 //! Layers: [`spec`] (options, shapes, validation), [`backend`] (the extension trait with one
 //! primitive per forward and gradient), `cpu` (Flex, NdArray), `cube` (every CubeCL runtime, kernels
-//! in `burn-convpool-kernels`), `autodiff`, and the functional API.
+//! in `burn-convpool-kernels`), `autodiff`, the functional API, and [`nn`].
 
 #[cfg(feature = "autodiff")]
 mod autodiff;
