@@ -1,7 +1,11 @@
 //! The training curves as a PNG: train loss (every step, and the epoch mean) and test accuracy.
 
+use std::error::Error;
+use std::ops::Range;
 use std::path::Path;
 
+use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf32;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
@@ -17,7 +21,27 @@ pub struct History {
     pub test_accuracy: Vec<(f32, f32)>,
 }
 
-pub fn write_png(history: &History, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+type Panel<'a, 'b> =
+    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf32, RangedCoordf32>>;
+
+/// A captioned chart over `epochs` on x and `y`, with its grid drawn.
+fn panel<'a, 'b>(
+    area: &'a DrawingArea<BitMapBackend<'b>, Shift>,
+    caption: &str,
+    epochs: f32,
+    y: Range<f32>,
+) -> Result<Panel<'a, 'b>, Box<dyn Error>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(32)
+        .y_label_area_size(48)
+        .build_cartesian_2d(0f32..epochs, y)?;
+    chart.configure_mesh().x_desc("epoch").draw()?;
+    Ok(chart)
+}
+
+pub fn write_png(history: &History, path: &Path) -> Result<(), Box<dyn Error>> {
     plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
         .map_err(|_| "the embedded font is not a valid TrueType font")?;
     let epochs = history.epoch_loss.len().max(1) as f32;
@@ -32,13 +56,7 @@ pub fn write_png(history: &History, path: &Path) -> Result<(), Box<dyn std::erro
         .map(|&(_, loss)| loss)
         .fold(0.1f32, f32::max)
         .min(5.0);
-    let mut chart = ChartBuilder::on(&left)
-        .caption("train loss (cross-entropy)", ("sans-serif", 16))
-        .margin(12)
-        .x_label_area_size(32)
-        .y_label_area_size(48)
-        .build_cartesian_2d(0f32..epochs, 0f32..max_loss)?;
-    chart.configure_mesh().x_desc("epoch").draw()?;
+    let mut chart = panel(&left, "train loss (cross-entropy)", epochs, 0f32..max_loss)?;
     chart
         .draw_series(LineSeries::new(
             history.step_loss.iter().copied(),
@@ -61,13 +79,12 @@ pub fn write_png(history: &History, path: &Path) -> Result<(), Box<dyn std::erro
         .map(|&(_, accuracy)| accuracy)
         .fold(100f32, f32::min)
         .min(90.0);
-    let mut chart = ChartBuilder::on(&right)
-        .caption("test accuracy (%)", ("sans-serif", 16))
-        .margin(12)
-        .x_label_area_size(32)
-        .y_label_area_size(48)
-        .build_cartesian_2d(0f32..epochs, (low.floor() - 1.0)..100f32)?;
-    chart.configure_mesh().x_desc("epoch").draw()?;
+    let mut chart = panel(
+        &right,
+        "test accuracy (%)",
+        epochs,
+        (low.floor() - 1.0)..100f32,
+    )?;
     chart.draw_series(LineSeries::new(
         history.test_accuracy.iter().copied(),
         RED.stroke_width(2),
