@@ -1,188 +1,138 @@
-//! Convolution forward, input gradient and weight gradient: this crate's primitives against
-//! Burn's built-in `ModuleOps` on the same device, in the same run.
+//! Convolutions of the catalogue (`benches/catalogue.json`): forward, input gradient and weight
+//! gradient of this crate's primitives against Burn's built-in `ModuleOps` on the same device,
+//! in the same run.
 //!
-//! `cargo bench --bench conv` (add `--features wgpu` for the CubeCL kernels on wgpu); the ratio
-//! to report is `burn / ours` per group. Each timed call waits for the device.
-
-use std::hint::black_box;
+//! `cargo bench --bench conv` (quick profile; `BENCH_PROFILE=full` for every case; add
+//! `--features wgpu` or `cuda` for the CubeCL kernels). Ids are
+//! `{conv|conv_transpose}/{device}/{case}/{forward|grad_input|grad_weight}` with `ours` and
+//! `burn` per id; `benches/report.sh` turns them into `benches/REPORT.md`.
 
 use burn::backend::Dispatch;
 use burn::backend::ops::ModuleOps;
-use burn::tensor::ops::ConvOptions;
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::backend::tensor::FloatTensor;
+use burn::tensor::Device;
+use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn_convpool::ConvPoolBackend;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 mod common;
-use common::{devices, synced};
+use common::catalogue::{ConvCase, full_profile, load};
+use common::{array, compare, devices, lifted, lifted3, random};
 
-/// A 2D convolution layer to measure.
-struct Layer {
-    name: &'static str,
-    batch: usize,
-    channels: [usize; 2],
-    size: usize,
-    kernel: usize,
-    stride: usize,
-    padding: usize,
-    groups: usize,
+type Prim = FloatTensor<Dispatch>;
+type M = Dispatch;
+
+#[derive(Clone, Copy)]
+enum Pass {
+    Forward,
+    GradInput,
+    GradWeight,
 }
 
-const LAYERS: &[Layer] = &[
-    Layer {
-        name: "resnet18_64x56x56_k3",
-        batch: 8,
-        channels: [64, 64],
-        size: 56,
-        kernel: 3,
-        stride: 1,
-        padding: 1,
-        groups: 1,
-    },
-    Layer {
-        name: "resnet18_256x14x14_k3",
-        batch: 8,
-        channels: [256, 256],
-        size: 14,
-        kernel: 3,
-        stride: 1,
-        padding: 1,
-        groups: 1,
-    },
-    Layer {
-        name: "grouped32_128x28x28_k3",
-        batch: 8,
-        channels: [128, 128],
-        size: 28,
-        kernel: 3,
-        stride: 1,
-        padding: 1,
-        groups: 32,
-    },
-    Layer {
-        name: "depthwise_128x56x56_k3",
-        batch: 8,
-        channels: [128, 128],
-        size: 56,
-        kernel: 3,
-        stride: 1,
-        padding: 1,
-        groups: 128,
-    },
+const PASSES: [(Pass, &str); 3] = [
+    (Pass::Forward, "forward"),
+    (Pass::GradInput, "grad_input"),
+    (Pass::GradWeight, "grad_weight"),
 ];
 
-fn bench_layer(c: &mut Criterion, device_name: &str, device: &Device, layer: &Layer) {
-    let [c_in, c_out] = layer.channels;
-    let out_size = (layer.size + 2 * layer.padding - layer.kernel) / layer.stride + 1;
-    let random = |dims: [usize; 4]| Tensor::<4>::random(dims, Distribution::Default, device);
-    let x = random([layer.batch, c_in, layer.size, layer.size]);
-    let weight = random([c_out, c_in / layer.groups, layer.kernel, layer.kernel]);
-    let out_grad = random([layer.batch, c_out, out_size, out_size]);
-    let options2 = ConvOptions::new([layer.stride; 2], [layer.padding; 2], [1; 2], layer.groups);
-    let options3 = ConvOptions::new(
-        [1, layer.stride, layer.stride],
-        [0, layer.padding, layer.padding],
-        [1; 3],
-        layer.groups,
-    );
-    let lift = |t: &Tensor<4>| {
-        let [a, b, h, w] = t.dims();
-        t.clone().reshape([a, b, 1, h, w]).into_dispatch()
-    };
-    let kernel3 = [1, layer.kernel, layer.kernel];
-    let x_size = [1, layer.size, layer.size];
-
-    let mut group = c.benchmark_group(format!("conv2d/{device_name}/{}/forward", layer.name));
-    group.sample_size(10);
-    group.bench_function("ours", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(<Dispatch as ConvPoolBackend>::conv(
-                    lift(&x),
-                    lift(&weight),
-                    options3.clone(),
-                ))
-            })
-        })
-    });
-    group.bench_function("burn", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(burn::tensor::module::conv2d(
-                    x.clone(),
-                    weight.clone(),
-                    None,
-                    options2.clone(),
-                ))
-            })
-        })
-    });
-    group.finish();
-
-    let mut group = c.benchmark_group(format!("conv2d/{device_name}/{}/grad_input", layer.name));
-    group.sample_size(10);
-    group.bench_function("ours", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(<Dispatch as ConvPoolBackend>::conv_x_backward(
-                    lift(&weight),
-                    lift(&out_grad),
-                    x_size,
-                    options3.clone(),
-                ))
-            })
-        })
-    });
-    group.bench_function("burn", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(<Dispatch as ModuleOps<Dispatch>>::conv2d_x_backward(
-                    x.clone().into_dispatch(),
-                    weight.clone().into_dispatch(),
-                    out_grad.clone().into_dispatch(),
-                    options2.clone(),
-                ))
-            })
-        })
-    });
-    group.finish();
-
-    let mut group = c.benchmark_group(format!("conv2d/{device_name}/{}/grad_weight", layer.name));
-    group.sample_size(10);
-    group.bench_function("ours", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(<Dispatch as ConvPoolBackend>::conv_weight_backward(
-                    lift(&x),
-                    lift(&out_grad),
-                    kernel3,
-                    options3.clone(),
-                ))
-            })
-        })
-    });
-    group.bench_function("burn", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(<Dispatch as ModuleOps<Dispatch>>::conv2d_weight_backward(
-                    x.clone().into_dispatch(),
-                    weight.clone().into_dispatch(),
-                    out_grad.clone().into_dispatch(),
-                    options2.clone(),
-                ))
-            })
-        })
-    });
-    group.finish();
+/// One pass of Burn's built-in op for the case's rank.
+fn burn_pass(case: &ConvCase, transposed: bool, pass: Pass, x: Prim, weight: Prim, out_grad: Prim) -> Prim {
+    macro_rules! rank {
+        ($n:literal, $conv:ident, $x_back:ident, $w_back:ident, $t:ident, $t_x_back:ident, $t_w_back:ident) => {{
+            let (stride, padding) = (array::<$n>(&case.stride), array::<$n>(&case.padding));
+            let options = ConvOptions::new(stride, padding, [1; $n], case.groups);
+            let t_options = ConvTransposeOptions::new(stride, padding, [0; $n], [1; $n], case.groups);
+            match (transposed, pass) {
+                (false, Pass::Forward) => <M as ModuleOps<M>>::$conv(x, weight, None, options),
+                (false, Pass::GradInput) => <M as ModuleOps<M>>::$x_back(x, weight, out_grad, options),
+                (false, Pass::GradWeight) => <M as ModuleOps<M>>::$w_back(x, weight, out_grad, options),
+                (true, Pass::Forward) => <M as ModuleOps<M>>::$t(x, weight, None, t_options),
+                (true, Pass::GradInput) => <M as ModuleOps<M>>::$t_x_back(weight, out_grad, t_options),
+                (true, Pass::GradWeight) => {
+                    <M as ModuleOps<M>>::$t_w_back(x, weight, out_grad, t_options)
+                }
+            }
+        }};
+    }
+    match case.spatial() {
+        1 => rank!(1, conv1d, conv1d_x_backward, conv1d_weight_backward, conv_transpose1d,
+            conv_transpose1d_x_backward, conv_transpose1d_weight_backward),
+        2 => rank!(2, conv2d, conv2d_x_backward, conv2d_weight_backward, conv_transpose2d,
+            conv_transpose2d_x_backward, conv_transpose2d_weight_backward),
+        _ => rank!(3, conv3d, conv3d_x_backward, conv3d_weight_backward, conv_transpose3d,
+            conv_transpose3d_x_backward, conv_transpose3d_weight_backward),
+    }
 }
 
-fn conv(c: &mut Criterion) {
-    for (device_name, device) in devices() {
-        for layer in LAYERS {
-            bench_layer(c, device_name, &device, layer);
+/// One pass of this crate's primitive, on the rank-5 forms of the same tensors.
+fn our_pass(case: &ConvCase, transposed: bool, pass: Pass, x: Prim, weight: Prim, out_grad: Prim) -> Prim {
+    let stride = lifted3(&case.stride, 1);
+    let padding = lifted3(&case.padding, 0).map(|p| (p, p));
+    let kernel = lifted3(&case.kernel, 1);
+    let x_size = lifted3(&case.x[2..], 1);
+    if transposed {
+        let options = ConvTransposeOptions {
+            stride,
+            padding: padding.map(|(p, _)| p),
+            padding_out: [0; 3],
+            dilation: [1; 3],
+            groups: case.groups,
+        };
+        match pass {
+            Pass::Forward => M::conv_transpose(x, weight, options),
+            Pass::GradInput => M::conv_transpose_x_backward(weight, out_grad, x_size, options),
+            Pass::GradWeight => M::conv_transpose_weight_backward(x, out_grad, kernel, options),
+        }
+    } else {
+        let options = ConvOptions { stride, padding, dilation: [1; 3], groups: case.groups };
+        match pass {
+            Pass::Forward => M::conv(x, weight, options),
+            Pass::GradInput => M::conv_x_backward(weight, out_grad, x_size, options),
+            Pass::GradWeight => M::conv_weight_backward(x, out_grad, kernel, options),
         }
     }
 }
 
-criterion_group!(benches, conv);
+fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &ConvCase, transposed: bool) {
+    use burn::backend::ops::FloatTensorOps;
+    let family = if transposed { "conv_transpose" } else { "conv" };
+    let x = random(&case.x, device);
+    let weight = random(&case.weight_dims(transposed), device);
+    let out_grad = random(&case.out_dims(transposed), device);
+    let lift = |t: &Prim, dims: &[usize]| M::float_reshape(t.clone(), lifted(dims).into());
+    let (x5, weight5, out_grad5) = (
+        lift(&x, &case.x),
+        lift(&weight, &case.weight_dims(transposed)),
+        lift(&out_grad, &case.out_dims(transposed)),
+    );
+    for (pass, pass_name) in PASSES {
+        let id = format!("{family}/{device_name}/{}/{pass_name}", case.name);
+        let mut burn = || burn_pass(case, transposed, pass, x.clone(), weight.clone(), out_grad.clone());
+        compare(
+            c,
+            &id,
+            device,
+            || our_pass(case, transposed, pass, x5.clone(), weight5.clone(), out_grad5.clone()),
+            Some(&mut burn),
+        );
+    }
+}
+
+fn conv(c: &mut Criterion) {
+    let catalogue = load(full_profile());
+    for (device_name, device) in devices() {
+        for case in &catalogue.conv {
+            bench_case(c, device_name, &device, case, false);
+        }
+        for case in &catalogue.conv_transpose {
+            bench_case(c, device_name, &device, case, true);
+        }
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = common::criterion();
+    targets = conv
+}
 criterion_main!(benches);

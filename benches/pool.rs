@@ -1,158 +1,144 @@
-//! Pooling forward and backward: this crate against Burn's built-in ops on the same device, in
-//! the same run. `cargo bench --bench pool` (add `--features wgpu` for the CubeCL kernels);
-//! report `burn / ours` per group. Each timed call waits for the device.
-
-use std::hint::black_box;
+//! Pools of the catalogue (`benches/catalogue.json`), forward and backward: this crate's
+//! primitives against Burn's built-in `ModuleOps` on the same device, in the same run, where
+//! Burn has the op (it has no 3D max or average pool; those run ours alone).
+//!
+//! `cargo bench --bench pool` (quick profile; `BENCH_PROFILE=full` for every case; add
+//! `--features wgpu` or `cuda` for the CubeCL kernels). Ids are
+//! `pool/{device}/{case}/{forward|backward}`; max pools' forward returns the indices too.
 
 use burn::backend::Dispatch;
-use burn::backend::ops::ModuleOps;
+use burn::backend::ops::{FloatTensorOps, ModuleOps};
+use burn::backend::tensor::FloatTensor;
+use burn::tensor::Device;
 use burn::tensor::ops::MaxPoolOptions;
-use burn::tensor::{Device, Distribution, Tensor};
-use burn_convpool::ConvPoolBackend;
 use burn_convpool::spec::IndexWindows;
+use burn_convpool::{AvgPoolNdOptions, ConvPoolBackend};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 mod common;
-use common::{devices, synced};
+use common::catalogue::{PoolCase, full_profile, load};
+use common::{array, compare, devices, lifted, lifted3, random};
 
-/// ResNet stem max pool: 8x64x112x112, kernel 3, stride 2, padding 1.
-fn max_pool_stem(c: &mut Criterion, device_name: &str, device: &Device) {
-    let x = Tensor::<4>::random([8, 64, 112, 112], Distribution::Default, device);
-    let options = MaxPoolOptions::new([3, 3])
-        .with_stride([2, 2])
-        .with_padding([1, 1]);
+type Prim = FloatTensor<Dispatch>;
+type M = Dispatch;
 
-    let mut group = c.benchmark_group(format!(
-        "max_pool2d/{device_name}/stem_8x64x112x112_k3s2p1/forward_with_indices"
-    ));
-    group.sample_size(10);
-    group.bench_function("ours", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(burn_convpool::max_pool2d_with_indices(
-                    x.clone(),
-                    options.clone(),
-                ))
-            })
-        })
-    });
-    group.bench_function("burn", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(burn::tensor::module::max_pool2d_with_indices(
-                    x.clone(),
-                    options.clone(),
-                ))
-            })
-        })
-    });
-    group.finish();
-
-    let (out, indices) = burn::tensor::module::max_pool2d_with_indices(x.clone(), options.clone());
-    let out_grad = Tensor::<4>::random(out.dims(), Distribution::Default, device);
-    let lift = |dims: [usize; 4]| [dims[0], dims[1], 1, dims[2], dims[3]];
-    let mut group = c.benchmark_group(format!(
-        "max_pool2d/{device_name}/stem_8x64x112x112_k3s2p1/backward"
-    ));
-    group.sample_size(10);
-    group.bench_function("ours", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(<Dispatch as ConvPoolBackend>::max_pool_backward(
-                    out_grad
-                        .clone()
-                        .reshape(lift(out_grad.dims()))
-                        .into_dispatch(),
-                    indices
-                        .clone()
-                        .reshape(lift(indices.dims()))
-                        .into_dispatch(),
-                    [1, 112, 112],
-                    IndexWindows::Sliding(
-                        MaxPoolOptions::new([1, 3, 3])
-                            .with_stride([1, 2, 2])
-                            .with_padding([0, 1, 1]),
-                    ),
-                ))
-            })
-        })
-    });
-    group.bench_function("burn", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(burn::tensor::module::max_pool2d_with_indices_backward(
-                    x.clone(),
-                    [3, 3],
-                    [2, 2],
-                    [1, 1],
-                    [1, 1],
-                    false,
-                    out_grad.clone(),
-                    indices.clone(),
-                ))
-            })
-        })
-    });
-    group.finish();
-}
-
-/// ResNet head: adaptive average pool of 8x512x7x7 to 1x1.
-fn adaptive_head(c: &mut Criterion, device_name: &str, device: &Device) {
-    let x = Tensor::<4>::random([8, 512, 7, 7], Distribution::Default, device);
-    let mut group = c.benchmark_group(format!(
-        "adaptive_avg_pool2d/{device_name}/head_8x512x7x7_to_1x1/forward"
-    ));
-    group.bench_function("ours", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(burn_convpool::adaptive_avg_pool2d(x.clone(), [1, 1]))
-            })
-        })
-    });
-    group.bench_function("burn", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(burn::tensor::module::adaptive_avg_pool2d(x.clone(), [1, 1]))
-            })
-        })
-    });
-    group.finish();
-
-    let out_grad = Tensor::<4>::random([8, 512, 1, 1], Distribution::Default, device);
-    let mut group = c.benchmark_group(format!(
-        "adaptive_avg_pool2d/{device_name}/head_8x512x7x7_to_1x1/backward"
-    ));
-    group.bench_function("ours", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(<Dispatch as ConvPoolBackend>::adaptive_avg_pool_backward(
-                    out_grad.clone().reshape([8, 512, 1, 1, 1]).into_dispatch(),
-                    [1, 7, 7],
-                ))
-            })
-        })
-    });
-    group.bench_function("burn", |b| {
-        b.iter(|| {
-            synced(device, || {
-                black_box(
-                    <Dispatch as ModuleOps<Dispatch>>::adaptive_avg_pool2d_backward(
-                        x.clone().into_dispatch(),
-                        out_grad.clone().into_dispatch(),
-                    ),
+fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &PoolCase) {
+    let int_dtype = device.settings().int_dtype;
+    let x = random(&case.x, device);
+    let out_grad = random(&case.out_dims(), device);
+    let lift = |t: &Prim, dims: &[usize]| M::float_reshape(t.clone(), lifted(dims).into());
+    let (x5, out_grad5) = (lift(&x, &case.x), lift(&out_grad, &case.out_dims()));
+    let x_size = lifted3(&case.x[2..], 1);
+    let id = |pass: &str| format!("pool/{device_name}/{}/{pass}", case.name);
+    let planar = case.spatial() == 2;
+    match case.op.as_str() {
+        "max_pool" => {
+            let options = MaxPoolOptions::new(lifted3(&case.kernel, 1))
+                .with_stride(lifted3(&case.stride, 1))
+                .with_padding(lifted3(&case.padding, 0));
+            let (kernel, stride, padding) = (
+                array::<2>(&case.kernel),
+                array::<2>(&case.stride),
+                array::<2>(&case.padding),
+            );
+            let mut burn_forward = || {
+                M::max_pool2d_with_indices(x.clone(), kernel, stride, padding, [1, 1], false, int_dtype)
+            };
+            compare(
+                c,
+                &id("forward"),
+                device,
+                || M::max_pool_with_indices(x5.clone(), options.clone(), int_dtype),
+                planar.then_some(&mut burn_forward as &mut dyn FnMut() -> _),
+            );
+            let (_, indices5) = M::max_pool_with_indices(x5.clone(), options.clone(), int_dtype);
+            let burn_indices = planar.then(|| burn_forward().indices);
+            let mut burn_backward = || {
+                let indices = burn_indices.clone().expect("2d case");
+                M::max_pool2d_with_indices_backward(
+                    x.clone(), kernel, stride, padding, [1, 1], false, out_grad.clone(), indices,
                 )
-            })
-        })
-    });
-    group.finish();
-}
-
-fn pools(c: &mut Criterion) {
-    for (device_name, device) in devices() {
-        max_pool_stem(c, device_name, &device);
-        adaptive_head(c, device_name, &device);
+                .x_grad
+            };
+            let windows = IndexWindows::Sliding(options.clone());
+            compare(
+                c,
+                &id("backward"),
+                device,
+                || M::max_pool_backward(out_grad5.clone(), indices5.clone(), x_size, windows.clone()),
+                planar.then_some(&mut burn_backward as &mut dyn FnMut() -> _),
+            );
+        }
+        "avg_pool" => {
+            let options = AvgPoolNdOptions::new(lifted3(&case.kernel, 1))
+                .with_stride(lifted3(&case.stride, 1))
+                .with_padding(lifted3(&case.padding, 0));
+            let (kernel, stride, padding) = (
+                array::<2>(&case.kernel),
+                array::<2>(&case.stride),
+                array::<2>(&case.padding),
+            );
+            let mut burn_forward =
+                || M::avg_pool2d(x.clone(), kernel, stride, padding, true, false);
+            compare(
+                c,
+                &id("forward"),
+                device,
+                || M::avg_pool(x5.clone(), options.clone()),
+                planar.then_some(&mut burn_forward as &mut dyn FnMut() -> _),
+            );
+            let mut burn_backward = || {
+                M::avg_pool2d_backward(x.clone(), out_grad.clone(), kernel, stride, padding, true, false)
+            };
+            compare(
+                c,
+                &id("backward"),
+                device,
+                || M::avg_pool_backward(out_grad5.clone(), x_size, options.clone()),
+                planar.then_some(&mut burn_backward as &mut dyn FnMut() -> _),
+            );
+        }
+        "adaptive_avg_pool" => {
+            let output = lifted3(&case.output, 1);
+            let mut burn_forward = || match case.spatial() {
+                2 => M::adaptive_avg_pool2d(x.clone(), array::<2>(&case.output)),
+                _ => M::adaptive_avg_pool3d(x.clone(), array::<3>(&case.output)),
+            };
+            compare(
+                c,
+                &id("forward"),
+                device,
+                || M::adaptive_avg_pool(x5.clone(), output),
+                Some(&mut burn_forward as &mut dyn FnMut() -> _),
+            );
+            let mut burn_backward = || match case.spatial() {
+                2 => M::adaptive_avg_pool2d_backward(x.clone(), out_grad.clone()),
+                _ => M::adaptive_avg_pool3d_backward(x.clone(), out_grad.clone()),
+            };
+            compare(
+                c,
+                &id("backward"),
+                device,
+                || M::adaptive_avg_pool_backward(out_grad5.clone(), x_size),
+                Some(&mut burn_backward as &mut dyn FnMut() -> _),
+            );
+        }
+        other => panic!("catalogue: unknown pool op {other:?}"),
     }
 }
 
-criterion_group!(benches, pools);
+fn pools(c: &mut Criterion) {
+    let catalogue = load(full_profile());
+    for (device_name, device) in devices() {
+        for case in &catalogue.pool {
+            bench_case(c, device_name, &device, case);
+        }
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = common::criterion();
+    targets = pools
+}
 criterion_main!(benches);

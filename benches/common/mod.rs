@@ -1,14 +1,25 @@
-//! What every bench shares: the devices to compare on, and a timed call that waits for the
-//! device, so asynchronous GPU work is inside the measurement.
+//! What every bench shares: the catalogue of shapes, the devices to compare on, random
+//! primitives of any rank, and a timed call that waits for the device, so asynchronous GPU work
+//! is inside the measurement.
 
-use burn::tensor::Device;
+#![allow(dead_code)]
 
-/// Flex always; the default wgpu device when the `wgpu` feature is on.
+pub mod catalogue;
+
+use burn::backend::Dispatch;
+use burn::backend::ops::FloatTensorOps;
+use burn::tensor::{Device, Distribution, Shape, Tensor};
+use burn::backend::tensor::FloatTensor;
+use criterion::Criterion;
+
+/// Flex always; the default device of every CubeCL runtime compiled in.
 pub fn devices() -> Vec<(&'static str, Device)> {
     #[allow(unused_mut)]
     let mut devices = vec![("flex", Device::flex())];
     #[cfg(feature = "wgpu")]
     devices.push(("wgpu", Device::wgpu(Default::default())));
+    #[cfg(feature = "cuda")]
+    devices.push(("cuda", Device::cuda(0)));
     devices
 }
 
@@ -17,4 +28,58 @@ pub fn synced<T>(device: &Device, op: impl FnOnce() -> T) -> T {
     let out = op();
     device.sync().expect("device sync failed");
     out
+}
+
+/// A random `U(0, 1)` float primitive of shape `dims`, any rank.
+pub fn random(dims: &[usize], device: &Device) -> FloatTensor<Dispatch> {
+    let numel: usize = dims.iter().product();
+    let flat = Tensor::<1>::random([numel], Distribution::Default, device).into_dispatch();
+    Dispatch::float_reshape(flat, Shape::from(dims.to_vec()))
+}
+
+/// `(N, C, *spatial)` with unit axes in front of the spatial ones, to rank 5.
+pub fn lifted(dims: &[usize]) -> [usize; 5] {
+    let mut out = [1; 5];
+    out[..2].copy_from_slice(&dims[..2]);
+    let spatial = &dims[2..];
+    out[5 - spatial.len()..].copy_from_slice(spatial);
+    out
+}
+
+/// The last three of [`lifted`]: a rank-N size as the rank-3 size the primitives take.
+pub fn lifted3(values: &[usize], fill: usize) -> [usize; 3] {
+    let mut out = [fill; 3];
+    out[3 - values.len()..].copy_from_slice(values);
+    out
+}
+
+/// A rank-N array from a slice.
+pub fn array<const N: usize>(values: &[usize]) -> [usize; N] {
+    core::array::from_fn(|i| values[i])
+}
+
+/// Short runs: 10 samples over 2 s after 1 s of warm-up keep a default `cargo bench` under 15
+/// minutes on 2 cores while the slowest cases still get 10 samples.
+pub fn criterion() -> Criterion {
+    Criterion::default()
+        .sample_size(10)
+        .warm_up_time(std::time::Duration::from_secs(1))
+        .measurement_time(std::time::Duration::from_secs(2))
+}
+
+/// `ours` and `burn` for one bench id (`{family}/{device}/{case}/{pass}`), each waiting for the
+/// device; `burn` is skipped where Burn has no such op.
+pub fn compare<T, U>(
+    c: &mut Criterion,
+    id: &str,
+    device: &Device,
+    mut ours: impl FnMut() -> T,
+    burn: Option<&mut dyn FnMut() -> U>,
+) {
+    let mut group = c.benchmark_group(id);
+    group.bench_function("ours", |b| b.iter(|| synced(device, || std::hint::black_box(ours()))));
+    if let Some(burn) = burn {
+        group.bench_function("burn", |b| b.iter(|| synced(device, || std::hint::black_box(burn()))));
+    }
+    group.finish();
 }

@@ -1,0 +1,325 @@
+//! Turns the criterion results of `benches/conv.rs` and `benches/pool.rs` (and, when present,
+//! `benches/pytorch.json` from `benches/pytorch_bench.py`) into `benches/REPORT.md` and
+//! `benches/report.png`. Run through `bash benches/report.sh`, which runs the benches first.
+//!
+//! Only results written after `REPORT_SINCE` (seconds since the epoch, set by the script) are
+//! used, so a case that did not run this time never shows an old number.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+use serde::Deserialize;
+
+mod common;
+use common::catalogue::load;
+
+const FONT: &[u8] = include_bytes!("../examples/assets/DejaVuSansMono.ttf");
+
+/// One measured id: mean seconds of `ours` and of `burn` (if Burn has the op).
+#[derive(Default, Clone, Copy)]
+struct Timing {
+    ours: Option<f64>,
+    burn: Option<f64>,
+}
+
+/// A report row.
+struct Row {
+    device: String,
+    case: String,
+    op: String,
+    pass: String,
+    timing: Timing,
+    /// FLOPs (convs) or bytes (pools) of one call.
+    work: f64,
+    is_conv: bool,
+    pytorch: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct Benchmark {
+    group_id: String,
+    function_id: String,
+}
+
+#[derive(Deserialize)]
+struct Estimates {
+    mean: Estimate,
+}
+
+#[derive(Deserialize)]
+struct Estimate {
+    point_estimate: f64,
+}
+
+#[derive(Deserialize)]
+struct PyTorchResults {
+    torch_version: String,
+    device: String,
+    device_name: String,
+    /// `{family}/{case}/{pass}` to mean seconds.
+    results: BTreeMap<String, f64>,
+}
+
+/// Every criterion result newer than `since`, by group id.
+fn criterion_results(dir: &Path, since: SystemTime) -> BTreeMap<String, Timing> {
+    let mut timings: BTreeMap<String, Timing> = BTreeMap::new();
+    let Ok(groups) = std::fs::read_dir(dir) else {
+        return timings;
+    };
+    for group in groups.flatten() {
+        for function in std::fs::read_dir(group.path()).into_iter().flatten().flatten() {
+            let new = function.path().join("new");
+            let (Ok(benchmark), Ok(estimates)) = (
+                std::fs::read_to_string(new.join("benchmark.json")),
+                std::fs::read(new.join("estimates.json")),
+            ) else {
+                continue;
+            };
+            let fresh = std::fs::metadata(new.join("estimates.json"))
+                .and_then(|meta| meta.modified())
+                .is_ok_and(|modified| modified >= since);
+            let (Ok(benchmark), Ok(estimates)) = (
+                serde_json::from_str::<Benchmark>(&benchmark),
+                serde_json::from_slice::<Estimates>(&estimates),
+            ) else {
+                continue;
+            };
+            if !fresh {
+                continue;
+            }
+            let seconds = estimates.mean.point_estimate * 1e-9;
+            let timing = timings.entry(benchmark.group_id).or_default();
+            match benchmark.function_id.as_str() {
+                "ours" => timing.ours = Some(seconds),
+                "burn" => timing.burn = Some(seconds),
+                _ => {}
+            }
+        }
+    }
+    timings
+}
+
+fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) -> Vec<Row> {
+    let catalogue = load(true);
+    let mut devices: Vec<String> = timings
+        .keys()
+        .filter_map(|id| id.split('/').nth(1).map(str::to_string))
+        .collect();
+    devices.sort();
+    devices.dedup();
+    // PyTorch's CPU column goes with Flex, its CUDA column with CUDA.
+    let pytorch_for = |device: &str, key: String| {
+        let torch = pytorch?;
+        let same = matches!((torch.device.as_str(), device), ("cpu", "flex") | ("cuda", "cuda"));
+        same.then(|| torch.results.get(&key).copied()).flatten()
+    };
+    let mut rows = Vec::new();
+    for device in &devices {
+        let conv_families = [("conv", &catalogue.conv, false), ("conv_transpose", &catalogue.conv_transpose, true)];
+        for (family, cases, transposed) in conv_families {
+            for case in cases {
+                for pass in ["forward", "grad_input", "grad_weight"] {
+                    let Some(&timing) = timings.get(&format!("{family}/{device}/{}/{pass}", case.name)) else {
+                        continue;
+                    };
+                    rows.push(Row {
+                        device: device.clone(),
+                        case: case.name.clone(),
+                        op: format!("{family}{}d", case.spatial()),
+                        pass: pass.into(),
+                        timing,
+                        work: case.flops(transposed),
+                        is_conv: true,
+                        pytorch: pytorch_for(device, format!("{family}/{}/{pass}", case.name)),
+                    });
+                }
+            }
+        }
+        for case in &catalogue.pool {
+            for pass in ["forward", "backward"] {
+                let Some(&timing) = timings.get(&format!("pool/{device}/{}/{pass}", case.name)) else {
+                    continue;
+                };
+                rows.push(Row {
+                    device: device.clone(),
+                    case: case.name.clone(),
+                    op: format!("{}{}d", case.op, case.spatial()),
+                    pass: pass.into(),
+                    timing,
+                    work: case.bytes(),
+                    is_conv: false,
+                    pytorch: pytorch_for(device, format!("pool/{}/{pass}", case.name)),
+                });
+            }
+        }
+    }
+    rows
+}
+
+fn duration(seconds: Option<f64>) -> String {
+    match seconds {
+        None => "—".into(),
+        Some(s) if s >= 1.0 => format!("{s:.2} s"),
+        Some(s) if s >= 1e-3 => format!("{:.2} ms", s * 1e3),
+        Some(s) => format!("{:.1} µs", s * 1e6),
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1))
+                .map(|name| name.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let gpu = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| format!("; GPU: {} (driver)", String::from_utf8_lossy(&out.stdout).trim()))
+        .unwrap_or_default();
+    format!("{cpu}, {threads} threads{gpu}")
+}
+
+fn write_markdown(rows: &[Row], pytorch: Option<&PyTorchResults>, path: &Path) -> std::io::Result<()> {
+    let mut md = String::new();
+    let profile = if common::catalogue::full_profile() { "full" } else { "quick" };
+    let _ = writeln!(md, "# Benchmarks: burn-convpool against Burn's built-in operators\n");
+    let _ = writeln!(
+        md,
+        "Written by `bash benches/report.sh` (profile `{profile}`; shapes in \
+         `benches/catalogue.json`). Machine: {}. f32, criterion mean of 10 samples, every call \
+         synchronized with the device. **ratio = built-in / ours: above 1 means ours is \
+         faster.** Throughput is ours: GFLOP/s for convolutions (2 x multiply-adds; every pass \
+         does the same work), GB/s for pools (bytes read and written at least).\n",
+        machine()
+    );
+    if let Some(torch) = pytorch {
+        let _ = writeln!(
+            md,
+            "PyTorch column: `benches/pytorch_bench.py`, torch {} on {} ({}), same shapes, mean \
+             seconds.\n",
+            torch.torch_version, torch.device, torch.device_name
+        );
+    }
+    let mut device = "";
+    for row in rows {
+        if row.device != device {
+            device = &row.device;
+            let _ = writeln!(md, "\n## Device `{device}`\n");
+            let _ = writeln!(md, "| case | op | pass | ours | built-in | ratio | ours throughput | PyTorch |");
+            let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+        }
+        let ratio = match (row.timing.burn, row.timing.ours) {
+            (Some(burn), Some(ours)) => format!("{:.2}x", burn / ours),
+            (None, Some(_)) => "no built-in".into(),
+            _ => "—".into(),
+        };
+        let throughput = row.timing.ours.map_or("—".into(), |seconds| {
+            if row.is_conv {
+                format!("{:.1} GFLOP/s", row.work / seconds * 1e-9)
+            } else {
+                format!("{:.1} GB/s", row.work / seconds * 1e-9)
+            }
+        });
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            row.case,
+            row.op,
+            row.pass,
+            duration(row.timing.ours),
+            duration(row.timing.burn),
+            ratio,
+            throughput,
+            duration(row.pytorch)
+        );
+    }
+    let ratios: Vec<f64> = rows
+        .iter()
+        .filter_map(|row| Some(row.timing.burn? / row.timing.ours?))
+        .collect();
+    if !ratios.is_empty() {
+        let geomean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        let faster = ratios.iter().filter(|&&r| r > 1.0).count();
+        let _ = writeln!(
+            md,
+            "\nGeometric mean ratio {geomean:.2}x over {} comparisons; ours is faster in {faster}.",
+            ratios.len()
+        );
+    }
+    let _ = writeln!(md, "\n![ratios](report.png)");
+    std::fs::write(path, md)
+}
+
+fn write_png(rows: &[Row], path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
+        .map_err(|_| "invalid embedded font")?;
+    let bars: Vec<(String, f64)> = rows
+        .iter()
+        .filter_map(|row| {
+            let ratio = row.timing.burn? / row.timing.ours?;
+            Some((format!("{} {} {}", row.device, row.case, row.pass), ratio))
+        })
+        .collect();
+    let height = 80 + 18 * bars.len() as u32;
+    let root = BitMapBackend::new(path, (1100, height.max(200))).into_drawing_area();
+    root.fill(&WHITE)?;
+    let limit = bars.iter().map(|(_, r)| r.log2().abs()).fold(1.0f64, f64::max).ceil();
+    let mut chart = ChartBuilder::on(&root)
+        .caption("built-in time / our time (log2 scale; right of 0 = ours faster)", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(30)
+        .build_cartesian_2d(-limit - 5.0..limit, 0f64..bars.len() as f64)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .disable_y_axis()
+        .x_label_formatter(&|x| if *x >= -limit { format!("{:.2}x", 2f64.powf(*x)) } else { String::new() })
+        .draw()?;
+    let top = bars.len() as f64;
+    chart.draw_series(bars.iter().enumerate().map(|(i, (_, ratio))| {
+        let y = top - i as f64;
+        let color = if *ratio >= 1.0 { GREEN.mix(0.7) } else { RED.mix(0.7) };
+        Rectangle::new([(0.0, y - 0.8), (ratio.log2(), y - 0.2)], color.filled())
+    }))?;
+    chart.draw_series(bars.iter().enumerate().map(|(i, (label, ratio))| {
+        let y = top - i as f64 - 0.3;
+        Text::new(format!("{label}  {ratio:.2}x"), (-limit - 5.0, y), ("sans-serif", 12))
+    }))?;
+    chart.draw_series(std::iter::once(PathElement::new([(0.0, 0.0), (0.0, top)], BLACK)))?;
+    root.present()?;
+    Ok(())
+}
+
+fn main() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let since = std::env::var("REPORT_SINCE")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map_or(UNIX_EPOCH, |s| UNIX_EPOCH + Duration::from_secs(s));
+    let criterion_dir = std::env::var("CARGO_TARGET_DIR")
+        .map_or_else(|_| root.join("target"), PathBuf::from)
+        .join("criterion");
+    let timings = criterion_results(&criterion_dir, since);
+    let pytorch: Option<PyTorchResults> = std::fs::read_to_string(root.join("benches/pytorch.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok());
+    let rows = rows(&timings, pytorch.as_ref());
+    if rows.is_empty() {
+        eprintln!("no fresh results under {}: run `bash benches/report.sh`", criterion_dir.display());
+        std::process::exit(1);
+    }
+    write_markdown(&rows, pytorch.as_ref(), &root.join("benches/REPORT.md")).expect("write REPORT.md");
+    write_png(&rows, &root.join("benches/report.png")).expect("write report.png");
+    println!("wrote benches/REPORT.md and benches/report.png ({} rows)", rows.len());
+}
