@@ -36,18 +36,32 @@ const PASSES: [(Pass, &str); 3] = [
 ];
 
 /// One pass of Burn's built-in op for the case's rank.
-fn burn_pass(case: &ConvCase, transposed: bool, pass: Pass, x: Prim, weight: Prim, out_grad: Prim) -> Prim {
+fn burn_pass(
+    case: &ConvCase,
+    transposed: bool,
+    pass: Pass,
+    x: Prim,
+    weight: Prim,
+    out_grad: Prim,
+) -> Prim {
     macro_rules! rank {
         ($n:literal, $conv:ident, $x_back:ident, $w_back:ident, $t:ident, $t_x_back:ident, $t_w_back:ident) => {{
             let (stride, padding) = (array::<$n>(&case.stride), array::<$n>(&case.padding));
             let options = ConvOptions::new(stride, padding, [1; $n], case.groups);
-            let t_options = ConvTransposeOptions::new(stride, padding, [0; $n], [1; $n], case.groups);
+            let t_options =
+                ConvTransposeOptions::new(stride, padding, [0; $n], [1; $n], case.groups);
             match (transposed, pass) {
                 (false, Pass::Forward) => <M as ModuleOps<M>>::$conv(x, weight, None, options),
-                (false, Pass::GradInput) => <M as ModuleOps<M>>::$x_back(x, weight, out_grad, options),
-                (false, Pass::GradWeight) => <M as ModuleOps<M>>::$w_back(x, weight, out_grad, options),
+                (false, Pass::GradInput) => {
+                    <M as ModuleOps<M>>::$x_back(x, weight, out_grad, options)
+                }
+                (false, Pass::GradWeight) => {
+                    <M as ModuleOps<M>>::$w_back(x, weight, out_grad, options)
+                }
                 (true, Pass::Forward) => <M as ModuleOps<M>>::$t(x, weight, None, t_options),
-                (true, Pass::GradInput) => <M as ModuleOps<M>>::$t_x_back(weight, out_grad, t_options),
+                (true, Pass::GradInput) => {
+                    <M as ModuleOps<M>>::$t_x_back(weight, out_grad, t_options)
+                }
                 (true, Pass::GradWeight) => {
                     <M as ModuleOps<M>>::$t_w_back(x, weight, out_grad, t_options)
                 }
@@ -55,17 +69,45 @@ fn burn_pass(case: &ConvCase, transposed: bool, pass: Pass, x: Prim, weight: Pri
         }};
     }
     match case.spatial() {
-        1 => rank!(1, conv1d, conv1d_x_backward, conv1d_weight_backward, conv_transpose1d,
-            conv_transpose1d_x_backward, conv_transpose1d_weight_backward),
-        2 => rank!(2, conv2d, conv2d_x_backward, conv2d_weight_backward, conv_transpose2d,
-            conv_transpose2d_x_backward, conv_transpose2d_weight_backward),
-        _ => rank!(3, conv3d, conv3d_x_backward, conv3d_weight_backward, conv_transpose3d,
-            conv_transpose3d_x_backward, conv_transpose3d_weight_backward),
+        1 => rank!(
+            1,
+            conv1d,
+            conv1d_x_backward,
+            conv1d_weight_backward,
+            conv_transpose1d,
+            conv_transpose1d_x_backward,
+            conv_transpose1d_weight_backward
+        ),
+        2 => rank!(
+            2,
+            conv2d,
+            conv2d_x_backward,
+            conv2d_weight_backward,
+            conv_transpose2d,
+            conv_transpose2d_x_backward,
+            conv_transpose2d_weight_backward
+        ),
+        _ => rank!(
+            3,
+            conv3d,
+            conv3d_x_backward,
+            conv3d_weight_backward,
+            conv_transpose3d,
+            conv_transpose3d_x_backward,
+            conv_transpose3d_weight_backward
+        ),
     }
 }
 
 /// One pass of this crate's primitive, on the rank-5 forms of the same tensors.
-fn our_pass(case: &ConvCase, transposed: bool, pass: Pass, x: Prim, weight: Prim, out_grad: Prim) -> Prim {
+fn our_pass(
+    case: &ConvCase,
+    transposed: bool,
+    pass: Pass,
+    x: Prim,
+    weight: Prim,
+    out_grad: Prim,
+) -> Prim {
     let stride = lifted3(&case.stride, 1);
     let padding = lifted3(&case.padding, 0).map(|p| (p, p));
     let kernel = lifted3(&case.kernel, 1);
@@ -84,7 +126,12 @@ fn our_pass(case: &ConvCase, transposed: bool, pass: Pass, x: Prim, weight: Prim
             Pass::GradWeight => M::conv_transpose_weight_backward(x, out_grad, kernel, options),
         }
     } else {
-        let options = ConvOptions { stride, padding, dilation: [1; 3], groups: case.groups };
+        let options = ConvOptions {
+            stride,
+            padding,
+            dilation: [1; 3],
+            groups: case.groups,
+        };
         match pass {
             Pass::Forward => M::conv(x, weight, options),
             Pass::GradInput => M::conv_x_backward(weight, out_grad, x_size, options),
@@ -93,7 +140,13 @@ fn our_pass(case: &ConvCase, transposed: bool, pass: Pass, x: Prim, weight: Prim
     }
 }
 
-fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &ConvCase, transposed: bool) {
+fn bench_case(
+    c: &mut Criterion,
+    device_name: &str,
+    device: &Device,
+    case: &ConvCase,
+    transposed: bool,
+) {
     use burn::backend::ops::FloatTensorOps;
     let family = if transposed { "conv_transpose" } else { "conv" };
     let x = random(&case.x, device);
@@ -107,12 +160,30 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Conv
     );
     for (pass, pass_name) in PASSES {
         let id = format!("{family}/{device_name}/{}/{pass_name}", case.name);
-        let mut burn = || burn_pass(case, transposed, pass, x.clone(), weight.clone(), out_grad.clone());
+        let mut burn = || {
+            burn_pass(
+                case,
+                transposed,
+                pass,
+                x.clone(),
+                weight.clone(),
+                out_grad.clone(),
+            )
+        };
         compare(
             c,
             &id,
             device,
-            || our_pass(case, transposed, pass, x5.clone(), weight5.clone(), out_grad5.clone()),
+            || {
+                our_pass(
+                    case,
+                    transposed,
+                    pass,
+                    x5.clone(),
+                    weight5.clone(),
+                    out_grad5.clone(),
+                )
+            },
             Some(&mut burn),
         );
     }

@@ -42,7 +42,15 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Pool
                 array::<2>(&case.padding),
             );
             let mut burn_forward = || {
-                M::max_pool2d_with_indices(x.clone(), kernel, stride, padding, [1, 1], false, int_dtype)
+                M::max_pool2d_with_indices(
+                    x.clone(),
+                    kernel,
+                    stride,
+                    padding,
+                    [1, 1],
+                    false,
+                    int_dtype,
+                )
             };
             compare(
                 c,
@@ -56,7 +64,14 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Pool
             let mut burn_backward = || {
                 let indices = burn_indices.clone().expect("2d case");
                 M::max_pool2d_with_indices_backward(
-                    x.clone(), kernel, stride, padding, [1, 1], false, out_grad.clone(), indices,
+                    x.clone(),
+                    kernel,
+                    stride,
+                    padding,
+                    [1, 1],
+                    false,
+                    out_grad.clone(),
+                    indices,
                 )
                 .x_grad
             };
@@ -65,7 +80,14 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Pool
                 c,
                 &id("backward"),
                 device,
-                || M::max_pool_backward(out_grad5.clone(), indices5.clone(), x_size, windows.clone()),
+                || {
+                    M::max_pool_backward(
+                        out_grad5.clone(),
+                        indices5.clone(),
+                        x_size,
+                        windows.clone(),
+                    )
+                },
                 planar.then_some(&mut burn_backward as &mut dyn FnMut() -> _),
             );
         }
@@ -88,7 +110,15 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Pool
                 planar.then_some(&mut burn_forward as &mut dyn FnMut() -> _),
             );
             let mut burn_backward = || {
-                M::avg_pool2d_backward(x.clone(), out_grad.clone(), kernel, stride, padding, true, false)
+                M::avg_pool2d_backward(
+                    x.clone(),
+                    out_grad.clone(),
+                    kernel,
+                    stride,
+                    padding,
+                    true,
+                    false,
+                )
             };
             compare(
                 c,

@@ -71,7 +71,11 @@ fn criterion_results(dir: &Path, since: SystemTime) -> BTreeMap<String, Timing> 
         return timings;
     };
     for group in groups.flatten() {
-        for function in std::fs::read_dir(group.path()).into_iter().flatten().flatten() {
+        for function in std::fs::read_dir(group.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let new = function.path().join("new");
             let (Ok(benchmark), Ok(estimates)) = (
                 std::fs::read_to_string(new.join("benchmark.json")),
@@ -114,16 +118,24 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
     // PyTorch's CPU column goes with Flex, its CUDA column with CUDA.
     let pytorch_for = |device: &str, key: String| {
         let torch = pytorch?;
-        let same = matches!((torch.device.as_str(), device), ("cpu", "flex") | ("cuda", "cuda"));
+        let same = matches!(
+            (torch.device.as_str(), device),
+            ("cpu", "flex") | ("cuda", "cuda")
+        );
         same.then(|| torch.results.get(&key).copied()).flatten()
     };
     let mut rows = Vec::new();
     for device in &devices {
-        let conv_families = [("conv", &catalogue.conv, false), ("conv_transpose", &catalogue.conv_transpose, true)];
+        let conv_families = [
+            ("conv", &catalogue.conv, false),
+            ("conv_transpose", &catalogue.conv_transpose, true),
+        ];
         for (family, cases, transposed) in conv_families {
             for case in cases {
                 for pass in ["forward", "grad_input", "grad_weight"] {
-                    let Some(&timing) = timings.get(&format!("{family}/{device}/{}/{pass}", case.name)) else {
+                    let Some(&timing) =
+                        timings.get(&format!("{family}/{device}/{}/{pass}", case.name))
+                    else {
                         continue;
                     };
                     rows.push(Row {
@@ -141,7 +153,8 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
         }
         for case in &catalogue.pool {
             for pass in ["forward", "backward"] {
-                let Some(&timing) = timings.get(&format!("pool/{device}/{}/{pass}", case.name)) else {
+                let Some(&timing) = timings.get(&format!("pool/{device}/{}/{pass}", case.name))
+                else {
                     continue;
                 };
                 rows.push(Row {
@@ -185,15 +198,31 @@ fn machine() -> String {
         .output()
         .ok()
         .filter(|out| out.status.success())
-        .map(|out| format!("; GPU: {} (driver)", String::from_utf8_lossy(&out.stdout).trim()))
+        .map(|out| {
+            format!(
+                "; GPU: {} (driver)",
+                String::from_utf8_lossy(&out.stdout).trim()
+            )
+        })
         .unwrap_or_default();
     format!("{cpu}, {threads} threads{gpu}")
 }
 
-fn write_markdown(rows: &[Row], pytorch: Option<&PyTorchResults>, path: &Path) -> std::io::Result<()> {
+fn write_markdown(
+    rows: &[Row],
+    pytorch: Option<&PyTorchResults>,
+    path: &Path,
+) -> std::io::Result<()> {
     let mut md = String::new();
-    let profile = if common::catalogue::full_profile() { "full" } else { "quick" };
-    let _ = writeln!(md, "# Benchmarks: burn-convpool against Burn's built-in operators\n");
+    let profile = if common::catalogue::full_profile() {
+        "full"
+    } else {
+        "quick"
+    };
+    let _ = writeln!(
+        md,
+        "# Benchmarks: burn-convpool against Burn's built-in operators\n"
+    );
     let _ = writeln!(
         md,
         "Written by `bash benches/report.sh` (profile `{profile}`; shapes in \
@@ -216,7 +245,10 @@ fn write_markdown(rows: &[Row], pytorch: Option<&PyTorchResults>, path: &Path) -
         if row.device != device {
             device = &row.device;
             let _ = writeln!(md, "\n## Device `{device}`\n");
-            let _ = writeln!(md, "| case | op | pass | ours | built-in | ratio | ours throughput | PyTorch |");
+            let _ = writeln!(
+                md,
+                "| case | op | pass | ours | built-in | ratio | ours throughput | PyTorch |"
+            );
             let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |");
         }
         let ratio = match (row.timing.burn, row.timing.ours) {
@@ -274,9 +306,16 @@ fn write_png(rows: &[Row], path: &Path) -> Result<(), Box<dyn std::error::Error>
     let height = 80 + 18 * bars.len() as u32;
     let root = BitMapBackend::new(path, (1100, height.max(200))).into_drawing_area();
     root.fill(&WHITE)?;
-    let limit = bars.iter().map(|(_, r)| r.log2().abs()).fold(1.0f64, f64::max).ceil();
+    let limit = bars
+        .iter()
+        .map(|(_, r)| r.log2().abs())
+        .fold(1.0f64, f64::max)
+        .ceil();
     let mut chart = ChartBuilder::on(&root)
-        .caption("built-in time / our time (log2 scale; right of 0 = ours faster)", ("sans-serif", 18))
+        .caption(
+            "built-in time / our time (log2 scale; right of 0 = ours faster)",
+            ("sans-serif", 18),
+        )
         .margin(12)
         .x_label_area_size(30)
         .build_cartesian_2d(-limit - 5.0..limit, 0f64..bars.len() as f64)?;
@@ -284,19 +323,36 @@ fn write_png(rows: &[Row], path: &Path) -> Result<(), Box<dyn std::error::Error>
         .configure_mesh()
         .disable_y_mesh()
         .disable_y_axis()
-        .x_label_formatter(&|x| if *x >= -limit { format!("{:.2}x", 2f64.powf(*x)) } else { String::new() })
+        .x_label_formatter(&|x| {
+            if *x >= -limit {
+                format!("{:.2}x", 2f64.powf(*x))
+            } else {
+                String::new()
+            }
+        })
         .draw()?;
     let top = bars.len() as f64;
     chart.draw_series(bars.iter().enumerate().map(|(i, (_, ratio))| {
         let y = top - i as f64;
-        let color = if *ratio >= 1.0 { GREEN.mix(0.7) } else { RED.mix(0.7) };
+        let color = if *ratio >= 1.0 {
+            GREEN.mix(0.7)
+        } else {
+            RED.mix(0.7)
+        };
         Rectangle::new([(0.0, y - 0.8), (ratio.log2(), y - 0.2)], color.filled())
     }))?;
     chart.draw_series(bars.iter().enumerate().map(|(i, (label, ratio))| {
         let y = top - i as f64 - 0.3;
-        Text::new(format!("{label}  {ratio:.2}x"), (-limit - 5.0, y), ("sans-serif", 12))
+        Text::new(
+            format!("{label}  {ratio:.2}x"),
+            (-limit - 5.0, y),
+            ("sans-serif", 12),
+        )
     }))?;
-    chart.draw_series(std::iter::once(PathElement::new([(0.0, 0.0), (0.0, top)], BLACK)))?;
+    chart.draw_series(std::iter::once(PathElement::new(
+        [(0.0, 0.0), (0.0, top)],
+        BLACK,
+    )))?;
     root.present()?;
     Ok(())
 }
@@ -311,15 +367,23 @@ fn main() {
         .map_or_else(|_| root.join("target"), PathBuf::from)
         .join("criterion");
     let timings = criterion_results(&criterion_dir, since);
-    let pytorch: Option<PyTorchResults> = std::fs::read_to_string(root.join("benches/pytorch.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok());
+    let pytorch: Option<PyTorchResults> =
+        std::fs::read_to_string(root.join("benches/pytorch.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok());
     let rows = rows(&timings, pytorch.as_ref());
     if rows.is_empty() {
-        eprintln!("no fresh results under {}: run `bash benches/report.sh`", criterion_dir.display());
+        eprintln!(
+            "no fresh results under {}: run `bash benches/report.sh`",
+            criterion_dir.display()
+        );
         std::process::exit(1);
     }
-    write_markdown(&rows, pytorch.as_ref(), &root.join("benches/REPORT.md")).expect("write REPORT.md");
+    write_markdown(&rows, pytorch.as_ref(), &root.join("benches/REPORT.md"))
+        .expect("write REPORT.md");
     write_png(&rows, &root.join("benches/report.png")).expect("write report.png");
-    println!("wrote benches/REPORT.md and benches/report.png ({} rows)", rows.len());
+    println!(
+        "wrote benches/REPORT.md and benches/report.png ({} rows)",
+        rows.len()
+    );
 }

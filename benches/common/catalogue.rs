@@ -67,7 +67,12 @@ impl ConvCase {
     pub fn out_size(&self, transposed: bool) -> Vec<usize> {
         (0..self.spatial())
             .map(|i| {
-                let (len, k, s, p) = (self.x[2 + i], self.kernel[i], self.stride[i], self.padding[i]);
+                let (len, k, s, p) = (
+                    self.x[2 + i],
+                    self.kernel[i],
+                    self.stride[i],
+                    self.padding[i],
+                );
                 if transposed {
                     (len - 1) * s + k - 2 * p
                 } else {
@@ -105,7 +110,13 @@ impl ConvCase {
         } else {
             (self.out_size(false).iter().product::<usize>(), self.x[1])
         };
-        let outputs = self.x[0] * if transposed { self.x[1] } else { self.out_channels } * positions;
+        let outputs = self.x[0]
+            * if transposed {
+                self.x[1]
+            } else {
+                self.out_channels
+            }
+            * positions;
         2.0 * (outputs * channels_in / self.groups * taps) as f64
     }
 }

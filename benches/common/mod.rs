@@ -8,8 +8,8 @@ pub mod catalogue;
 
 use burn::backend::Dispatch;
 use burn::backend::ops::FloatTensorOps;
-use burn::tensor::{Device, Distribution, Shape, Tensor};
 use burn::backend::tensor::FloatTensor;
+use burn::tensor::{Device, Distribution, Shape, Tensor};
 use criterion::Criterion;
 
 /// Flex always; the default device of every CubeCL runtime compiled in.
@@ -77,9 +77,13 @@ pub fn compare<T, U>(
     burn: Option<&mut dyn FnMut() -> U>,
 ) {
     let mut group = c.benchmark_group(id);
-    group.bench_function("ours", |b| b.iter(|| synced(device, || std::hint::black_box(ours()))));
+    group.bench_function("ours", |b| {
+        b.iter(|| synced(device, || std::hint::black_box(ours())))
+    });
     if let Some(burn) = burn {
-        group.bench_function("burn", |b| b.iter(|| synced(device, || std::hint::black_box(burn()))));
+        group.bench_function("burn", |b| {
+            b.iter(|| synced(device, || std::hint::black_box(burn())))
+        });
     }
     group.finish();
 }
