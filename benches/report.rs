@@ -3,7 +3,7 @@
 //! `benches/report.png`. Run through `bash benches/report.sh`, which runs the benches first.
 //!
 //! Only results written after `REPORT_SINCE` (seconds since the epoch, set by the script) are
-//! used, so a case that did not run this time never shows an old number.
+//! used, PyTorch's included, so a case that did not run this time never shows an old number.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -367,10 +367,15 @@ fn main() {
         .map_or_else(|_| root.join("target"), PathBuf::from)
         .join("criterion");
     let timings = criterion_results(&criterion_dir, since);
-    let pytorch: Option<PyTorchResults> =
-        std::fs::read_to_string(root.join("benches/pytorch.json"))
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok());
+    // PyTorch's timings count only when written by this run of the script (this machine).
+    let pytorch_path = root.join("benches/pytorch.json");
+    let pytorch_fresh = std::fs::metadata(&pytorch_path)
+        .and_then(|meta| meta.modified())
+        .is_ok_and(|modified| modified >= since);
+    let pytorch: Option<PyTorchResults> = pytorch_fresh
+        .then(|| std::fs::read_to_string(&pytorch_path).ok())
+        .flatten()
+        .and_then(|text| serde_json::from_str(&text).ok());
     let rows = rows(&timings, pytorch.as_ref());
     if rows.is_empty() {
         eprintln!(
