@@ -7,7 +7,8 @@ use burn::tensor::Tensor;
 use crate::spec::PaddingMode;
 
 /// Pad the spatial axes of `(N, C, D, H, W)` with `(begin, end)` per axis. The sizes were
-/// validated for `mode` (see `spec::check_conv`); `Zeros` is left to the convolution itself.
+/// validated for `mode` (see `spec::check_conv`). The conv ops never call it with `Zeros`
+/// (their kernels pad with zeros for free), but it pads with zeros too.
 pub fn pad_spatial(x: Tensor<5>, padding: [(usize, usize); 3], mode: PaddingMode) -> Tensor<5> {
     padding
         .into_iter()
