@@ -31,16 +31,17 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Pool
     let x_size = lifted3(&case.x[2..], 1);
     let id = |pass: &str| format!("pool/{device_name}/{}/{pass}", case.name);
     let planar = case.spatial() == 2;
+    // Burn's 2D pool arguments (only called for 2D windowed cases).
+    let window2 = || {
+        let [kernel, stride, padding] = [&case.kernel, &case.stride, &case.padding];
+        (array::<2>(kernel), array::<2>(stride), array::<2>(padding))
+    };
     match case.op.as_str() {
         "max_pool" => {
             let options = MaxPoolOptions::new(lifted3(&case.kernel, 1))
                 .with_stride(lifted3(&case.stride, 1))
                 .with_padding(lifted3(&case.padding, 0));
-            let (kernel, stride, padding) = (
-                array::<2>(&case.kernel),
-                array::<2>(&case.stride),
-                array::<2>(&case.padding),
-            );
+            let (kernel, stride, padding) = window2();
             let mut burn_forward = || {
                 M::max_pool2d_with_indices(
                     x.clone(),
@@ -95,11 +96,7 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Pool
             let options = AvgPoolNdOptions::new(lifted3(&case.kernel, 1))
                 .with_stride(lifted3(&case.stride, 1))
                 .with_padding(lifted3(&case.padding, 0));
-            let (kernel, stride, padding) = (
-                array::<2>(&case.kernel),
-                array::<2>(&case.stride),
-                array::<2>(&case.padding),
-            );
+            let (kernel, stride, padding) = window2();
             let mut burn_forward =
                 || M::avg_pool2d(x.clone(), kernel, stride, padding, true, false);
             compare(
