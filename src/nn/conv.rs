@@ -6,7 +6,7 @@ use burn::nn::{Initializer, PaddingConfig1d, PaddingConfig2d, PaddingConfig3d};
 use burn::tensor::{Device, Tensor};
 
 use super::dims::{Dims, PaddingConfigNd, spatial_size, weight_shape};
-use crate::spec::{ConvNdOptions, PaddingMode, SpecError, SpecErrorKind};
+use crate::spec::{ConvNdOptions, PaddingMode, check_channel_groups};
 
 /// burn-nn's default conv initializer, `KaimingUniform { gain: 1 / sqrt(3) }`, which gives
 /// PyTorch's `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`.
@@ -20,16 +20,7 @@ pub(crate) fn default_initializer() -> Initializer {
 /// Panic with the module's name unless `groups` divides both channel counts (as burn-nn does
 /// at `init`, before any input exists).
 pub(crate) fn check_groups(module: &'static str, channels: [usize; 2], groups: usize) {
-    for (what, count) in [("in_channels", channels[0]), ("out_channels", channels[1])] {
-        if groups == 0 || !count.is_multiple_of(groups) {
-            let kind = SpecErrorKind::GroupsDivide {
-                what,
-                channels: count,
-                groups,
-            };
-            panic!("{}", SpecError::new(module, kind));
-        }
-    }
+    check_channel_groups(module, channels, groups).unwrap_or_else(|error| panic!("{error}"));
 }
 
 /// Weight `(first, second, *kernel)` and optional bias `(bias_len)` drawn from `initializer`.

@@ -436,6 +436,18 @@ pub fn same_padding(len: usize, extent: usize, stride: usize) -> (usize, usize) 
     (total / 2, total - total / 2)
 }
 
+/// Validate `groups` against a layer's `[in, out]` channel counts, as a module's config must
+/// before any input exists.
+pub fn check_channel_groups(
+    op: &'static str,
+    channels: [usize; 2],
+    groups: usize,
+) -> SpecResult<()> {
+    check_nonzero(op, "groups", &[groups])?;
+    check_divides(op, "in_channels", channels[0], groups)?;
+    check_divides(op, "out_channels", channels[1], groups)
+}
+
 fn check_nonzero(op: &'static str, param: &'static str, value: &[usize]) -> SpecResult<()> {
     if value.contains(&0) {
         return Err(SpecError::new(
