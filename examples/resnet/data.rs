@@ -22,13 +22,10 @@ fn read_idx(path: &Path) -> Result<(Vec<usize>, Vec<u8>), String> {
     if path.exists() {
         bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     } else {
-        let gz = path.with_extension("gz");
-        let gz = if gz.exists() {
-            gz
-        } else {
-            Path::new(&format!("{}.gz", path.display())).to_path_buf()
-        };
-        let file = std::fs::File::open(&gz).map_err(|e| format!("{}: {e}", gz.display()))?;
+        let mut gz = path.as_os_str().to_owned();
+        gz.push(".gz");
+        let gz = Path::new(&gz);
+        let file = std::fs::File::open(gz).map_err(|e| format!("{}: {e}", gz.display()))?;
         flate2::read::GzDecoder::new(file)
             .read_to_end(&mut bytes)
             .map_err(|e| format!("{}: {e}", gz.display()))?;
