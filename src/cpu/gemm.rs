@@ -36,9 +36,26 @@ impl<'a, T> MatRef<'a, T> {
         Self::strided(data, rows, cols, cols, 1)
     }
 
+    /// `rows x cols`, each row `row_stride` apart: a block of columns of a wider row-major
+    /// matrix, `data` starting at its first element.
+    pub fn columns(data: &'a [T], rows: usize, cols: usize, row_stride: usize) -> Self {
+        Self::strided(data, rows, cols, row_stride, 1)
+    }
+
     /// The transpose of a row-major `cols x rows` matrix, without copying.
     pub fn transposed(data: &'a [T], rows: usize, cols: usize) -> Self {
         Self::strided(data, rows, cols, 1, rows)
+    }
+
+    /// The transpose of this matrix, without copying.
+    pub fn transpose(self) -> Self {
+        Self {
+            rows: self.cols,
+            cols: self.rows,
+            row_stride: self.col_stride,
+            col_stride: self.row_stride,
+            ..self
+        }
     }
 
     fn strided(
@@ -65,15 +82,21 @@ impl<'a, T> MatRef<'a, T> {
 impl<'a, T> MatMut<'a, T> {
     /// Row-major `rows x cols` matrix.
     pub fn rows(data: &'a mut [T], rows: usize, cols: usize) -> Self {
+        Self::columns(data, rows, cols, cols)
+    }
+
+    /// `rows x cols`, each row `row_stride` apart: a block of columns of a wider row-major
+    /// matrix, `data` starting at its first element.
+    pub fn columns(data: &'a mut [T], rows: usize, cols: usize, row_stride: usize) -> Self {
         assert!(
-            span(rows, cols, cols, 1) <= data.len(),
+            span(rows, cols, row_stride, 1) <= data.len(),
             "matrix out of bounds"
         );
         Self {
             data,
             rows,
             cols,
-            row_stride: cols,
+            row_stride,
         }
     }
 }
@@ -94,7 +117,9 @@ pub fn matmul<T: Element>(
     }
     if lhs.cols == 0 {
         if !accumulate {
-            dst.data.iter_mut().for_each(|v| *v = T::ZERO);
+            for row in dst.data.chunks_mut(dst.row_stride).take(dst.rows) {
+                row[..dst.cols].fill(T::ZERO);
+            }
         }
         return;
     }

@@ -1,26 +1,58 @@
 //! The lowering between an image and its patch matrix: `col[(c, kd, kh, kw), (od, oh, ow)]`
 //! holds the input element that kernel tap `(kd, kh, kw)` of channel `c` sees at output
 //! position `(od, oh, ow)`, zero in the padding. [`col2im`] is its adjoint (scatter-add).
+//!
+//! Both work on a tile of output rows (a range of `(od, oh)`), so the patch matrix of a large
+//! image is built and consumed a cache-sized piece at a time ([`row_tiles`]).
+
+use core::ops::Range;
 
 use crate::spec::{ConvGeometry, inside};
 
 use super::element::Element;
 
-/// Walks every (patch row, output row) pair and hands `visit` the input row segment it maps to.
-/// Shared by both directions so the index math exists once.
+/// Bytes of patch matrix per tile: well inside one core's L2, so the GEMM reads back what the
+/// lowering just wrote from cache instead of memory.
+const TILE_BYTES: usize = 1 << 20;
+
+/// Columns below which a tile is not cut further: the GEMM repacks the weight once per tile,
+/// which must stay small next to the tile's arithmetic.
+const MIN_TILE_COLUMNS: usize = 256;
+
+/// The output rows (flattened `(od, oh)`) cut into tiles of whole rows whose patch matrix
+/// (`patch_len x rows * out_w` elements of `element_size` bytes) fits [`TILE_BYTES`].
+pub fn row_tiles(
+    geometry: &ConvGeometry,
+    element_size: usize,
+) -> impl Iterator<Item = Range<usize>> {
+    let [out_d, out_h, out_w] = geometry.out_size;
+    let rows = out_d * out_h;
+    let column_bytes = (geometry.patch_len() * element_size).max(1);
+    let columns = (TILE_BYTES / column_bytes).max(MIN_TILE_COLUMNS);
+    let per_tile = columns.div_ceil(out_w.max(1)).clamp(1, rows.max(1));
+    (0..rows)
+        .step_by(per_tile)
+        .map(move |start| start..(start + per_tile).min(rows))
+}
+
+/// Walks every (patch row, output row in `rows`) pair and hands `visit` the start of its
+/// segment in the tile's patch matrix and the input row segment it maps to. Shared by both
+/// directions so the index math exists once.
 #[inline]
 fn for_each_run(
     geometry: &ConvGeometry,
+    rows: Range<usize>,
     mut visit: impl FnMut(usize, usize, Option<(usize, (usize, usize), isize)>),
 ) {
     let [in_d, in_h, in_w] = geometry.in_size;
-    let [out_d, out_h, out_w] = geometry.out_size;
+    let [_, out_h, out_w] = geometry.out_size;
     let [k_d, k_h, k_w] = geometry.kernel;
     let [s_d, s_h, s_w] = geometry.stride;
     let [d_d, d_h, d_w] = geometry.dilation;
     let [p_d, p_h, p_w] = geometry.pad_begin.map(|p| p as isize);
     let in_volume = geometry.in_volume();
-    let out_volume = geometry.out_volume();
+    let tile_len = rows.len() * out_w;
+    let (first_d, first_h) = (rows.start / out_h.max(1), rows.start % out_h.max(1));
     let mut row = 0;
     for channel in 0..geometry.in_per_group() {
         for kd in 0..k_d {
@@ -29,20 +61,23 @@ fn for_each_run(
                     let offset_w = (kw * d_w) as isize - p_w;
                     let columns = inside(offset_w, s_w, out_w, in_w);
                     let (w_lo, w_hi) = (columns.start, columns.end);
-                    for od in 0..out_d {
+                    let (mut od, mut oh) = (first_d, first_h);
+                    for tile_row in 0..rows.len() {
                         let id = (od * s_d + kd * d_d) as isize - p_d;
-                        for oh in 0..out_h {
-                            let ih = (oh * s_h + kh * d_h) as isize - p_h;
-                            let col_start = row * out_volume + (od * out_h + oh) * out_w;
-                            let inside = (0..in_d as isize).contains(&id)
-                                && (0..in_h as isize).contains(&ih)
-                                && w_lo < w_hi;
-                            let run = inside.then(|| {
-                                let x_row =
-                                    channel * in_volume + (id as usize * in_h + ih as usize) * in_w;
-                                (x_row, (w_lo, w_hi), offset_w)
-                            });
-                            visit(col_start, out_w, run);
+                        let ih = (oh * s_h + kh * d_h) as isize - p_h;
+                        let col_start = row * tile_len + tile_row * out_w;
+                        let inside = (0..in_d as isize).contains(&id)
+                            && (0..in_h as isize).contains(&ih)
+                            && w_lo < w_hi;
+                        let run = inside.then(|| {
+                            let x_row =
+                                channel * in_volume + (id as usize * in_h + ih as usize) * in_w;
+                            (x_row, (w_lo, w_hi), offset_w)
+                        });
+                        visit(col_start, out_w, run);
+                        oh += 1;
+                        if oh == out_h {
+                            (od, oh) = (od + 1, 0);
                         }
                     }
                     row += 1;
@@ -52,10 +87,11 @@ fn for_each_run(
     }
 }
 
-/// Fill `col` (`patch_len x out_volume`) from one group's input channels.
-pub fn im2col<T: Element>(geometry: &ConvGeometry, x: &[T], col: &mut [T]) {
+/// Fill `col` (`patch_len x rows.len() * out_w`) from one group's input channels, for the
+/// output rows `rows`.
+pub fn im2col<T: Element>(geometry: &ConvGeometry, x: &[T], rows: Range<usize>, col: &mut [T]) {
     let stride = geometry.stride[2];
-    for_each_run(geometry, |col_start, out_w, run| {
+    for_each_run(geometry, rows, |col_start, out_w, run| {
         let dst = &mut col[col_start..col_start + out_w];
         match run {
             None => dst.fill(T::ZERO),
@@ -76,10 +112,11 @@ pub fn im2col<T: Element>(geometry: &ConvGeometry, x: &[T], col: &mut [T]) {
     });
 }
 
-/// Add `col` (`patch_len x out_volume`) back into one group's input channels.
-pub fn col2im<T: Element>(geometry: &ConvGeometry, col: &[T], x: &mut [T]) {
+/// Add `col` (`patch_len x rows.len() * out_w`, the tile of output rows `rows`) back into one
+/// group's input channels.
+pub fn col2im<T: Element>(geometry: &ConvGeometry, col: &[T], rows: Range<usize>, x: &mut [T]) {
     let stride = geometry.stride[2];
-    for_each_run(geometry, |col_start, _, run| {
+    for_each_run(geometry, rows, |col_start, _, run| {
         if let Some((x_row, (lo, hi), offset)) = run {
             let src = &col[col_start + lo..col_start + hi];
             let first = (lo as isize * stride as isize + offset) as usize;

@@ -2,6 +2,7 @@
 //! backend ([`host::HostTensors`]).
 
 mod conv;
+mod depthwise;
 mod element;
 #[cfg(feature = "flex")]
 mod flex;
