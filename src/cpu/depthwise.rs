@@ -12,9 +12,11 @@ use crate::spec::{ConvGeometry, inside};
 
 use super::element::Element;
 
-/// True when each output channel reads a single input channel, the case the stencil serves.
+/// True when each group maps one input channel to one output channel, the case the stencil
+/// serves. With more output channels per group (a channel multiplier, or a single-channel stem
+/// with `groups = 1`) the GEMM wins: it reuses one lowering across all of them.
 pub fn is_depthwise(geometry: &ConvGeometry) -> bool {
-    geometry.in_per_group() == 1
+    geometry.in_per_group() == 1 && geometry.out_per_group() == 1
 }
 
 /// `out = conv(x, weight) + bias` for a depthwise geometry, shape `geometry.out_shape()`.
