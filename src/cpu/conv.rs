@@ -401,8 +401,9 @@ mod tests {
         );
     }
 
+    /// Depthwise (the stencil) and channel multipliers (still the GEMM) side by side.
     #[test]
-    fn depthwise_stencil() {
+    fn depthwise_and_channel_multipliers() {
         check(
             [2, 6, 1, 9, 11],
             6,

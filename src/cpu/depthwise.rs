@@ -1,7 +1,7 @@
-//! Depthwise convolution (one input channel per group) as a direct stencil: every output row
-//! accumulates its `kD * kH * kW` shifted input rows in place. Lowered to a GEMM, each plane
-//! would be a `1 x taps` weight times a `taps`-fold copy of the plane, and the copy costs more
-//! than the arithmetic.
+//! Depthwise convolution (one input and one output channel per group) as a direct stencil:
+//! every output row accumulates its `kD * kH * kW` shifted input rows in place. Lowered to a
+//! GEMM, each plane would be a `1 x taps` weight times a `taps`-fold copy of the plane, and the
+//! copy costs more than the arithmetic.
 
 use core::ops::Range;
 
@@ -29,7 +29,6 @@ pub fn forward<T: Element>(
     let g = geometry;
     debug_assert!(is_depthwise(g));
     let (in_vol, out_vol, taps) = (g.in_volume(), g.out_volume(), g.patch_len());
-    let cout_g = g.out_per_group();
     let runs = column_runs(g);
     let mut out = vec![T::ZERO; g.out_shape().iter().product()];
     if out_vol == 0 {
@@ -44,7 +43,7 @@ pub fn forward<T: Element>(
             arch.dispatch(PlaneStencil {
                 geometry: g,
                 runs: &runs,
-                x_plane: &x[(n * g.in_channels + channel / cout_g) * in_vol..][..in_vol],
+                x_plane: &x[(n * g.in_channels + channel) * in_vol..][..in_vol],
                 taps: &weight[channel * taps..][..taps],
                 out_plane,
             });
