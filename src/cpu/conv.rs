@@ -17,7 +17,7 @@ use crate::spec::ConvGeometry;
 use super::depthwise;
 use super::element::{Element, Split};
 use super::gemm::{MatMut, MatRef, matmul};
-use super::im2col::{col2im, im2col, is_pointwise, row_tiles};
+use super::im2col::{col2im, im2col, is_pointwise, row_tiles, tile_columns};
 
 /// Run `body(batch_index, chunk, scratch)` for every batch item, on rayon when `split.outer`,
 /// with one scratch buffer per worker.
@@ -42,12 +42,6 @@ fn for_each_item<T: Element>(
             body(n, chunk, &mut scratch);
         }
     }
-}
-
-/// The output positions (flattened `(od, oh, ow)`) of a tile of output rows.
-fn tile_columns(geometry: &ConvGeometry, rows: &Range<usize>) -> Range<usize> {
-    let out_w = geometry.out_size[2];
-    rows.start * out_w..rows.end * out_w
 }
 
 /// Elements of scratch one tile's patch matrix needs (none when the input is its own).

@@ -35,6 +35,13 @@ pub fn row_tiles(
         .map(move |start| start..(start + per_tile).min(rows))
 }
 
+/// The output positions (flattened `(od, oh, ow)`) of a tile of output rows: the columns of
+/// its patch matrix.
+pub fn tile_columns(geometry: &ConvGeometry, rows: &Range<usize>) -> Range<usize> {
+    let out_w = geometry.out_size[2];
+    rows.start * out_w..rows.end * out_w
+}
+
 /// Walks every (patch row, output row in `rows`) pair and hands `visit` the start of its
 /// segment in the tile's patch matrix and the input row segment it maps to. Shared by both
 /// directions so the index math exists once.
@@ -51,7 +58,7 @@ fn for_each_run(
     let [d_d, d_h, d_w] = geometry.dilation;
     let [p_d, p_h, p_w] = geometry.pad_begin.map(|p| p as isize);
     let in_volume = geometry.in_volume();
-    let tile_len = rows.len() * out_w;
+    let tile_len = tile_columns(geometry, &rows).len();
     let (first_d, first_h) = (rows.start / out_h.max(1), rows.start % out_h.max(1));
     let mut row = 0;
     for channel in 0..geometry.in_per_group() {
