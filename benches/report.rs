@@ -115,12 +115,13 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
         .collect();
     devices.sort();
     devices.dedup();
-    // PyTorch's CPU column goes with Flex, its CUDA column with CUDA.
+    // PyTorch's CPU column goes with Flex, its CUDA column with the GPU runtimes (CUDA, and
+    // Vulkan, which only runs on a real GPU).
     let pytorch_for = |device: &str, key: String| {
         let torch = pytorch?;
         let same = matches!(
             (torch.device.as_str(), device),
-            ("cpu", "flex") | ("cuda", "cuda")
+            ("cpu", "flex") | ("cuda", "cuda" | "vulkan")
         );
         same.then(|| torch.results.get(&key).copied()).flatten()
     };
@@ -208,6 +209,21 @@ fn machine() -> String {
     format!("{cpu}, {threads} threads{gpu}")
 }
 
+/// Which kernels the CubeCL rows compare: with the `autotune` feature, Burn's built-in convs
+/// pick their kernels per shape (as with Burn's default features) and ours tunes between its
+/// own kernels and Burn's; without it, both run fixed kernels.
+fn autotune() -> String {
+    if cfg!(feature = "autotune") {
+        let level = std::env::var("CUBECL_AUTOTUNE_LEVEL").unwrap_or_else(|_| "default".into());
+        format!(
+            "CubeCL rows: autotune on (feature `autotune`, as Burn's default features; \
+             `CUBECL_AUTOTUNE_LEVEL` {level}), for the built-in and for ours."
+        )
+    } else {
+        "CubeCL rows: autotune off (Burn's built-in convs run their direct kernel).".into()
+    }
+}
+
 fn write_markdown(
     rows: &[Row],
     pytorch: Option<&PyTorchResults>,
@@ -229,14 +245,15 @@ fn write_markdown(
          `benches/catalogue.json`). Machine: {}. f32, criterion mean of 10 samples, every call \
          synchronized with the device. **ratio = built-in / ours: above 1 means ours is \
          faster.** Throughput is ours: GFLOP/s for convolutions (2 x multiply-adds; every pass \
-         does the same work), GB/s for pools (bytes read and written at least).\n",
-        machine()
+         does the same work), GB/s for pools (bytes read and written at least). {}\n",
+        machine(),
+        autotune()
     );
     if let Some(torch) = pytorch {
         let _ = writeln!(
             md,
             "PyTorch column: `benches/pytorch_bench.py`, torch {} on {} ({}), same shapes, mean \
-             seconds.\n",
+             seconds (on CUDA, cuDNN may run f32 convolutions in TF32, PyTorch's default).\n",
             torch.torch_version, torch.device, torch.device_name
         );
     }

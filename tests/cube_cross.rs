@@ -1,7 +1,8 @@
-//! The CubeCL kernels against the CPU code, on the wgpu device (a CPU Vulkan driver in CI):
+//! The CubeCL kernels against the CPU code, on the wgpu device (a CPU Vulkan driver in CI) or,
+//! built with `vulkan` alone, on a real GPU:
 //! random inputs with odd sizes, permuted (non-contiguous) inputs and every option; forward
 //! values, indices and every gradient must agree, and two backward runs must be bitwise equal.
-#![cfg(feature = "wgpu")]
+#![cfg(any(feature = "wgpu", feature = "vulkan"))]
 
 mod common;
 
@@ -10,7 +11,7 @@ use burn_convpool::*;
 use common::Lcg;
 
 fn wgpu() -> Device {
-    Device::wgpu(Default::default())
+    common::gpu().1
 }
 
 /// One leaf input: its values and dims; `permuted` builds it with its last two axes swapped

@@ -18,6 +18,8 @@ pub fn devices() -> Vec<(&'static str, Device)> {
     let mut devices = vec![("flex", Device::flex())];
     #[cfg(feature = "wgpu")]
     devices.push(("wgpu", Device::wgpu(Default::default())));
+    #[cfg(feature = "vulkan")]
+    devices.push(("vulkan", Device::vulkan(Default::default())));
     #[cfg(feature = "cuda")]
     devices.push(("cuda", Device::cuda(0)));
     devices

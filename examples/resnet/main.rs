@@ -48,7 +48,7 @@ struct Args {
 }
 
 const USAGE: &str = "usage: resnet [--dataset digits|mnist10k] [--ops ours|builtin] \
-[--device flex|wgpu|cuda] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
+[--device flex|wgpu|vulkan|cuda] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
 [--seed N] [--out DIR]";
 
 fn parse_args() -> Result<Args, String> {
@@ -104,11 +104,13 @@ fn device(name: &str) -> Result<Device, String> {
         "flex" | "cpu" => Ok(Device::flex()),
         #[cfg(feature = "wgpu")]
         "wgpu" => Ok(Device::wgpu(Default::default())),
+        #[cfg(feature = "vulkan")]
+        "vulkan" => Ok(Device::vulkan(Default::default())),
         #[cfg(feature = "cuda")]
         "cuda" => Ok(Device::cuda(0)),
         other => Err(format!(
-            "--device {other}: not available in this build (flex always; wgpu and cuda with \
-             --features wgpu|cuda)"
+            "--device {other}: not available in this build (flex always; wgpu, vulkan and cuda \
+             with --features wgpu|vulkan|cuda)"
         )),
     }
 }

@@ -56,14 +56,17 @@ pub struct ConvArgs {
     pub pad_w: usize,
 }
 
-/// Sizes of the GEMM of one group, and the `k` range of one split (split-k runs one cube
-/// layer per split and sums the partial results afterwards, in a fixed order).
+/// Sizes of the GEMM of one group, the `k` range of one split (split-k runs one cube layer
+/// per split and sums the partial results afterwards, in a fixed order), and the first `m`
+/// tile of a tiled launch (a grid dimension holds at most 65,535 cubes, so a long `m` takes
+/// several launches).
 #[derive(CubeLaunch, CubeType)]
 pub struct GemmArgs {
     pub m_len: usize,
     pub n_len: usize,
     pub k_len: usize,
     pub k_per_split: usize,
+    pub m_tile_offset: usize,
 }
 
 /// A position in a rank-3 volume.
@@ -335,7 +338,7 @@ pub fn conv_gemm_tiled<F: Float>(
     let unit = ty * 16 + tx;
     let group = CUBE_POS_Z as usize % args.groups;
     let split = CUBE_POS_Z as usize / args.groups;
-    let m0 = CUBE_POS_X as usize * 64;
+    let m0 = (CUBE_POS_X as usize + gemm.m_tile_offset) * 64;
     let n0 = CUBE_POS_Y as usize * 64;
     let k_begin = split * gemm.k_per_split;
     let k_end = min(k_begin + gemm.k_per_split, gemm.k_len);

@@ -19,9 +19,10 @@ use crate::conv_routing::ConvPasses;
 use crate::spec::ConvGeometry;
 
 use super::tensor::{
-    LaunchError, address_type, contiguous, dims5, elementwise, empty, entry, expect, float_type,
-    grid, table,
+    LaunchError, MAX_CUBES_PER_DIM, address_type, contiguous, dims5, elementwise, empty, entry,
+    expect, float_type, grid, table,
 };
+use super::tune::{self, Pass};
 
 /// Below this `n` or `k`, the direct schedule beats a mostly empty tile.
 const DIRECT_BELOW: usize = 16;
@@ -36,7 +37,7 @@ const TARGET_CUBES: usize = 512;
 /// Shortest `k` range worth a split of its own.
 const MIN_K_PER_SPLIT: usize = 1024;
 
-/// The convolution passes on `CubeBackend`.
+/// The convolution passes on `CubeBackend`: each is tuned between ours and Burn's kernels.
 pub struct CubeConv;
 
 impl ConvPasses for CubeConv {
@@ -53,7 +54,8 @@ impl ConvPasses for CubeConv {
         bias: Option<CubeTensor>,
     ) -> CubeTensor {
         let device = x.device.clone();
-        expect("conv", &device, gemm(geometry, FORWARD, x, weight, bias))
+        let result = tune::execute(Pass::Forward, (*geometry, x, weight, bias));
+        expect("conv", &device, result)
     }
 
     fn data(
@@ -63,21 +65,44 @@ impl ConvPasses for CubeConv {
         bias: Option<CubeTensor>,
     ) -> CubeTensor {
         let device = out_grad.device.clone();
-        expect(
-            "conv_x_backward",
-            &device,
-            gemm(geometry, DATA, out_grad, weight, bias),
-        )
+        let result = tune::execute(Pass::Data, (*geometry, weight, out_grad, bias));
+        expect("conv_x_backward", &device, result)
     }
 
     fn weight(geometry: &ConvGeometry, x: CubeTensor, out_grad: CubeTensor) -> CubeTensor {
         let device = x.device.clone();
-        expect(
-            "conv_weight_backward",
-            &device,
-            weight_gemm(geometry, out_grad, x),
-        )
+        let result = tune::execute(Pass::Weight, (*geometry, x, out_grad, None));
+        expect("conv_weight_backward", &device, result)
     }
+}
+
+/// Our forward pass: `conv(x, weight) [+ bias]`.
+pub fn forward(
+    geometry: &ConvGeometry,
+    x: CubeTensor,
+    weight: CubeTensor,
+    bias: Option<CubeTensor>,
+) -> Result<CubeTensor, LaunchError> {
+    gemm(geometry, FORWARD, x, weight, bias)
+}
+
+/// Our input-side gradient `[+ bias]`.
+pub fn data(
+    geometry: &ConvGeometry,
+    weight: CubeTensor,
+    out_grad: CubeTensor,
+    bias: Option<CubeTensor>,
+) -> Result<CubeTensor, LaunchError> {
+    gemm(geometry, DATA, out_grad, weight, bias)
+}
+
+/// Our weight gradient.
+pub fn weight(
+    geometry: &ConvGeometry,
+    x: CubeTensor,
+    out_grad: CubeTensor,
+) -> Result<CubeTensor, LaunchError> {
+    weight_gemm(geometry, out_grad, x)
 }
 
 fn conv_args(geometry: &ConvGeometry) -> ConvArgsLaunch {
@@ -172,34 +197,39 @@ fn gemm(
             bias.into_tensor_arg(),
             out.clone().into_tensor_arg(),
             conv_args(geometry),
-            GemmArgsLaunch::new(m, n, k, k),
+            GemmArgsLaunch::new(m, n, k, k, 0),
             kind,
             has_bias,
             dtype,
         );
     } else {
-        let cube_count = CubeCount::Static(
-            grid("m tiles", m.div_ceil(TILE_M))?,
-            grid("n tiles", n.div_ceil(TILE_N))?,
-            grid("groups", geometry.groups)?,
-        );
         let k_table = table(&lhs, &k_digits(geometry, k)?);
-        conv::conv_gemm_tiled::launch(
-            &client,
-            cube_count,
-            tile_cube_dim(),
-            address,
-            lhs.into_tensor_arg(),
-            rhs.into_tensor_arg(),
-            k_table.into_tensor_arg(),
-            bias.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
-            conv_args(geometry),
-            GemmArgsLaunch::new(m, n, k, k),
-            kind,
-            has_bias,
-            dtype,
-        );
+        // A grid dimension holds at most MAX_CUBES_PER_DIM cubes: long `m` (batch x
+        // positions) runs as several launches over consecutive tile ranges.
+        let m_tiles = m.div_ceil(TILE_M);
+        for first in (0..m_tiles).step_by(MAX_CUBES_PER_DIM) {
+            let cube_count = CubeCount::Static(
+                grid("m tiles", (m_tiles - first).min(MAX_CUBES_PER_DIM))?,
+                grid("n tiles", n.div_ceil(TILE_N))?,
+                grid("groups", geometry.groups)?,
+            );
+            conv::conv_gemm_tiled::launch(
+                &client,
+                cube_count,
+                tile_cube_dim(),
+                address,
+                lhs.clone().into_tensor_arg(),
+                rhs.clone().into_tensor_arg(),
+                k_table.clone().into_tensor_arg(),
+                bias.clone().into_tensor_arg(),
+                out.clone().into_tensor_arg(),
+                conv_args(geometry),
+                GemmArgsLaunch::new(m, n, k, k, first),
+                kind,
+                has_bias,
+                dtype,
+            );
+        }
     }
     Ok(out)
 }
@@ -264,7 +294,7 @@ fn weight_gemm(
             x.into_tensor_arg(),
             target.clone().into_tensor_arg(),
             conv_args(geometry),
-            GemmArgsLaunch::new(m, n, k, k_per_split),
+            GemmArgsLaunch::new(m, n, k, k_per_split, 0),
             WEIGHT,
             false,
             dtype,
@@ -345,7 +375,7 @@ fn weight_split(
             x.into_tensor_arg(),
             target.clone().into_tensor_arg(),
             conv_args(geometry),
-            GemmArgsLaunch::new(m, n, k, rows_per_split * row_len),
+            GemmArgsLaunch::new(m, n, k, rows_per_split * row_len, 0),
             ones_rhs,
             dtype,
         );

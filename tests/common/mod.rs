@@ -200,9 +200,19 @@ pub fn values<const D: usize>(tensor: Tensor<D>) -> (Vec<f64>, Vec<usize>) {
     (data.try_to_vec::<f64>().expect("f64 data"), dims)
 }
 
+/// The CubeCL device of the GPU tests and its name: wgpu (WGSL; lavapipe in CI), or, in a build
+/// with `vulkan` and not `wgpu`, Vulkan (SPIR-V, which only runs on a real GPU).
+#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+pub fn gpu() -> (&'static str, Device) {
+    #[cfg(feature = "wgpu")]
+    return ("wgpu", Device::wgpu(Default::default()));
+    #[cfg(not(feature = "wgpu"))]
+    ("vulkan", Device::vulkan(Default::default()))
+}
+
 /// The devices each golden case runs on: Flex with autodiff, without and with gradient
-/// checkpointing. With the `ndarray` feature, NdArray too; with `wgpu`, the CubeCL kernels on
-/// the default wgpu device (through Fusion), without and with checkpointing.
+/// checkpointing. With the `ndarray` feature, NdArray too; with `wgpu` or `vulkan`, the CubeCL
+/// kernels on [`gpu`] (through Fusion), without and with checkpointing.
 #[allow(deprecated)]
 pub fn autodiff_devices() -> Vec<(&'static str, Device)> {
     #[allow(unused_mut)]
@@ -215,14 +225,12 @@ pub fn autodiff_devices() -> Vec<(&'static str, Device)> {
     ];
     #[cfg(feature = "ndarray")]
     devices.push(("ndarray+autodiff", Device::ndarray().autodiff()));
-    #[cfg(feature = "wgpu")]
+    #[cfg(any(feature = "wgpu", feature = "vulkan"))]
     devices.extend([
-        ("wgpu+autodiff", Device::wgpu(Default::default()).autodiff()),
+        ("cube+autodiff", gpu().1.autodiff()),
         (
-            "wgpu+autodiff+checkpointing",
-            Device::wgpu(Default::default())
-                .autodiff()
-                .gradient_checkpointing(),
+            "cube+autodiff+checkpointing",
+            gpu().1.autodiff().gradient_checkpointing(),
         ),
     ]);
     devices

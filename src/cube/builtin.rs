@@ -1,0 +1,158 @@
+//! Burn's own convolution kernels (`burn_cubecl::kernel::conv`) run on a [`ConvGeometry`], so
+//! the tuner can offer them beside ours: Burn's autotune picks among its tensor-core implicit
+//! GEMMs, its depthwise and 1x1 kernels and its direct kernel, which is what a Burn user gets.
+//!
+//! Burn takes NCHW tensors of the geometry's true spatial rank and `(begin, end)` padding, so
+//! each call drops the unit axes of the rank-5 lift and states the end padding the sizes imply.
+//! A geometry Burn cannot express declines with a reason (the tuner then skips the candidate).
+
+use burn::tensor::Shape;
+use burn::tensor::ops::ConvOptions;
+use burn_cubecl::kernel::conv::{
+    ConvStrategy, conv_data_backward, conv_forward, conv_weight_backward,
+};
+use burn_cubecl::ops::{numeric, reshape};
+use burn_cubecl::tensor::CubeTensor;
+
+use crate::spec::{ConvGeometry, kernel_extent, out_len};
+
+/// `conv(x, weight) [+ bias]` with Burn's kernels.
+pub fn forward(
+    geometry: &ConvGeometry,
+    x: CubeTensor,
+    weight: CubeTensor,
+    bias: Option<CubeTensor>,
+) -> Result<CubeTensor, String> {
+    let rank = spatial_rank(geometry);
+    let x = lower(x, rank);
+    let weight = lower(weight, rank);
+    let out = match rank {
+        1 => conv_forward::<1>(x, weight, bias, options(geometry)?, strategy()),
+        2 => conv_forward::<2>(x, weight, bias, options(geometry)?, strategy()),
+        _ => conv_forward::<3>(x, weight, bias, options(geometry)?, strategy()),
+    };
+    Ok(lift(out.map_err(|err| format!("{err:?}"))?))
+}
+
+/// The input-side gradient `[+ bias]` with Burn's kernels.
+pub fn data(
+    geometry: &ConvGeometry,
+    weight: CubeTensor,
+    out_grad: CubeTensor,
+    bias: Option<CubeTensor>,
+) -> Result<CubeTensor, String> {
+    let rank = spatial_rank(geometry);
+    let in_shape = Shape::from(lowered(&geometry.in_shape(), rank));
+    let weight = lower(weight, rank);
+    let out_grad = lower(out_grad, rank);
+    let out = match rank {
+        1 => conv_data_backward::<1>(out_grad, weight, in_shape, options(geometry)?, strategy()),
+        2 => conv_data_backward::<2>(out_grad, weight, in_shape, options(geometry)?, strategy()),
+        _ => conv_data_backward::<3>(out_grad, weight, in_shape, options(geometry)?, strategy()),
+    };
+    let out = lift(out.map_err(|err| format!("{err:?}"))?);
+    Ok(match bias {
+        // Broadcast over batch and positions.
+        Some(bias) => {
+            let channels = bias.meta.shape()[0];
+            numeric::add(out, reshape(bias, Shape::from(vec![1, channels, 1, 1, 1])))
+        }
+        None => out,
+    })
+}
+
+/// The weight gradient with Burn's kernels.
+pub fn weight(
+    geometry: &ConvGeometry,
+    x: CubeTensor,
+    out_grad: CubeTensor,
+) -> Result<CubeTensor, String> {
+    let rank = spatial_rank(geometry);
+    let weight_shape = Shape::from(lowered(&geometry.weight_shape(), rank));
+    let x = lower(x, rank);
+    let out_grad = lower(out_grad, rank);
+    let out = match rank {
+        1 => conv_weight_backward::<1>(x, out_grad, weight_shape, options(geometry)?, strategy()),
+        2 => conv_weight_backward::<2>(x, out_grad, weight_shape, options(geometry)?, strategy()),
+        _ => conv_weight_backward::<3>(x, out_grad, weight_shape, options(geometry)?, strategy()),
+    };
+    Ok(lift(out.map_err(|err| format!("{err:?}"))?))
+}
+
+/// Burn's autotuned choice where its `autotune` feature is on, its direct kernel otherwise:
+/// the strategy Burn's own `ModuleOps` use.
+fn strategy() -> ConvStrategy {
+    ConvStrategy::default()
+}
+
+/// The spatial rank the caller meant: leading spatial axes that are all ones (size, kernel,
+/// padding) are the lift's, not the op's.
+fn spatial_rank(geometry: &ConvGeometry) -> usize {
+    let lifted = |axis: usize| {
+        geometry.in_size[axis] == 1
+            && geometry.out_size[axis] == 1
+            && geometry.kernel[axis] == 1
+            && geometry.pad_begin[axis] == 0
+    };
+    match (lifted(0), lifted(1)) {
+        (true, true) => 1,
+        (true, false) => 2,
+        _ => 3,
+    }
+}
+
+/// A rank-5 shape without the lift's unit axes: `(N, C, *spatial)` of `rank` spatial axes.
+fn lowered(dims: &[usize], rank: usize) -> Vec<usize> {
+    let mut out = dims[..2].to_vec();
+    out.extend_from_slice(&dims[5 - rank..]);
+    out
+}
+
+fn lower(tensor: CubeTensor, rank: usize) -> CubeTensor {
+    let dims = lowered(tensor.meta.shape(), rank);
+    reshape(tensor, Shape::from(dims))
+}
+
+/// Back to rank 5, unit axes in front of the spatial ones.
+fn lift(tensor: CubeTensor) -> CubeTensor {
+    let shape = tensor.meta.shape();
+    let mut dims = vec![shape[0], shape[1], 1, 1, 1];
+    let spatial = &shape[2..];
+    dims[5 - spatial.len()..].copy_from_slice(spatial);
+    reshape(tensor, Shape::from(dims))
+}
+
+/// Burn's options for the last `N` axes of the geometry, with the end padding that makes
+/// Burn's output length equal ours; an error where none does (a transposed conv whose
+/// `output_padding` leaves a stride's worth of input that no window reaches).
+fn options<const N: usize>(geometry: &ConvGeometry) -> Result<ConvOptions<N>, String> {
+    let axis = |i: usize| 3 - N + i;
+    let mut padding = [(0, 0); N];
+    for (i, pad) in padding.iter_mut().enumerate() {
+        let a = axis(i);
+        let (len, out, begin) = (
+            geometry.in_size[a],
+            geometry.out_size[a],
+            geometry.pad_begin[a],
+        );
+        let (kernel, stride, dilation) =
+            (geometry.kernel[a], geometry.stride[a], geometry.dilation[a]);
+        let fits =
+            |end: usize| out_len(len, (begin, end), kernel, stride, dilation, false) == Some(out);
+        // Symmetric padding where it gives our length: what a user hands Burn's own ops (its
+        // 3D input gradient computes zeros where a (1, 0) pair would be enough). Otherwise
+        // the end padding up to where the last window ends.
+        let reach = (out.max(1) - 1) * stride + kernel_extent(kernel, dilation);
+        let end = [begin, reach.saturating_sub(len + begin)]
+            .into_iter()
+            .find(|&end| fits(end))
+            .ok_or_else(|| format!("axis {a}: no end padding gives {out} outputs"))?;
+        *pad = (begin, end);
+    }
+    Ok(ConvOptions {
+        stride: core::array::from_fn(|i| geometry.stride[axis(i)]),
+        padding,
+        dilation: core::array::from_fn(|i| geometry.dilation[axis(i)]),
+        groups: geometry.groups,
+    })
+}

@@ -1,0 +1,205 @@
+//! Autotuned choice, per convolution pass and shape, between our kernels and Burn's own.
+//!
+//! Each pass (forward, input gradient, weight gradient; `conv_transpose` reaches them through
+//! `conv_routing`) has one CubeCL [`LocalTuner`] with two candidates: ours (the schedules of
+//! `conv.rs`) and Burn's (`builtin.rs`, itself autotuned over Burn's tensor-core implicit GEMMs,
+//! depthwise, 1x1 and direct kernels). The key buckets batch, channels and spatial sizes with
+//! CubeCL's `anchor`, so `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the
+//! winner is cached per key and device and then fixed, so a process computes each shape with
+//! one kernel. Neither side accumulates with atomics, so every candidate is bitwise
+//! reproducible and none has to be excluded.
+//!
+//! Burn's candidate runs its own tuner, and a tuning round cannot run inside another one's
+//! measurement (both take the device exclusively). So before our first round for a key, Burn's
+//! candidate is run once outside it, which settles Burn's choice for that shape; inside our
+//! round it is then a plain launch.
+
+use burn::tensor::DType;
+use burn_cubecl::{CubeTuneId, tensor::CubeTensor};
+use cubecl::AutotuneKey;
+use cubecl::tune::{LocalTuner, Tunable, TunableSet, anchor, local_tuner};
+use serde::{Deserialize, Serialize};
+
+use crate::spec::ConvGeometry;
+
+use super::tensor::LaunchError;
+use super::{builtin, conv};
+
+/// Which pass of a convolution.
+#[derive(Hash, Eq, PartialEq, Debug, Clone, Copy, Serialize, Deserialize)]
+pub enum Pass {
+    /// Input side to output side.
+    Forward,
+    /// Output gradient to input gradient.
+    Data,
+    /// Weight gradient.
+    Weight,
+}
+
+/// What a tuning result is cached under: everything that picks a kernel, sizes bucketed.
+#[derive(Hash, Eq, PartialEq, Debug, Clone, Serialize, Deserialize, AutotuneKey)]
+pub struct ConvPassKey {
+    pass: Pass,
+    dtype: DType,
+    groups: usize,
+    in_per_group: usize,
+    out_per_group: usize,
+    kernel: [usize; 3],
+    stride: [usize; 3],
+    dilation: [usize; 3],
+    pad_begin: [usize; 3],
+    batch: usize,
+    in_size: [usize; 3],
+    out_size: [usize; 3],
+    has_bias: bool,
+}
+
+impl ConvPassKey {
+    fn of(pass: Pass, geometry: &ConvGeometry, dtype: DType, has_bias: bool) -> Self {
+        let bucket = |size: usize| anchor(size, None, None, None);
+        Self {
+            pass,
+            dtype,
+            groups: geometry.groups,
+            // Channels per group decide between a depthwise, a grouped and a dense kernel, so
+            // small counts stay exact and large ones are bucketed.
+            in_per_group: bucket(geometry.in_per_group()),
+            out_per_group: bucket(geometry.out_per_group()),
+            kernel: geometry.kernel,
+            stride: geometry.stride,
+            dilation: geometry.dilation,
+            pad_begin: geometry.pad_begin,
+            batch: bucket(geometry.batch),
+            in_size: geometry.in_size.map(bucket),
+            out_size: geometry.out_size.map(bucket),
+            has_bias,
+        }
+    }
+}
+
+/// The candidates of every set, in the order they are tried (ours first: it accepts every
+/// geometry, so it is also the fallback).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Candidate {
+    Ours,
+    Burn,
+}
+
+impl core::fmt::Display for Candidate {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::Ours => "burn_convpool",
+            Self::Burn => "burn_cubecl_autotune",
+        })
+    }
+}
+
+/// One pass's operands: geometry, the two inputs in the pass's order, and the bias.
+type Inputs = (ConvGeometry, CubeTensor, CubeTensor, Option<CubeTensor>);
+
+/// The pass on one candidate's kernels.
+fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, String> {
+    if candidate == Candidate::Ours {
+        return run_ours(pass, inputs).map_err(|err| err.to_string());
+    }
+    let (geometry, a, b, bias) = inputs;
+    match pass {
+        Pass::Forward => builtin::forward(&geometry, a, b, bias),
+        Pass::Data => builtin::data(&geometry, a, b, bias),
+        Pass::Weight => builtin::weight(&geometry, a, b),
+    }
+}
+
+static FORWARD: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("forward");
+static DATA: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("data");
+static WEIGHT: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("weight");
+
+type Set = TunableSet<ConvPassKey, Inputs, CubeTensor, Candidate>;
+
+fn candidates(pass: Pass) -> Set {
+    let key = move |(geometry, a, _, bias): &Inputs| {
+        ConvPassKey::of(pass, geometry, a.dtype, bias.is_some())
+    };
+    [Candidate::Ours, Candidate::Burn].into_iter().fold(
+        TunableSet::new_cloning_inputs(key),
+        |set, candidate| {
+            set.with(Tunable::identified(candidate, move |inputs: Inputs| {
+                run(pass, candidate, inputs)
+            }))
+        },
+    )
+}
+
+/// Which kernels the convolution passes run on a CubeCL device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConvKernels {
+    /// The tuned choice per shape (the default with the `autotune` feature).
+    Tuned,
+    /// Ours only (the default without it).
+    Ours,
+    /// Burn's wherever Burn accepts the geometry, ours elsewhere.
+    Burn,
+}
+
+/// `BURN_CONVPOOL_CONV_KERNELS` = `tuned` | `ours` | `burn`, read once: pins the kernels of
+/// every process-wide, e.g. to reproduce results bitwise across processes (the tuned choice
+/// may differ between runs whose timings differ) or to test one side alone.
+fn conv_kernels() -> ConvKernels {
+    static CHOICE: std::sync::OnceLock<ConvKernels> = std::sync::OnceLock::new();
+    *CHOICE.get_or_init(
+        || match std::env::var("BURN_CONVPOOL_CONV_KERNELS").as_deref() {
+            Ok("ours") => ConvKernels::Ours,
+            Ok("burn") => ConvKernels::Burn,
+            Ok("tuned") | Err(_) if cfg!(feature = "autotune") => ConvKernels::Tuned,
+            Ok("tuned") | Err(_) => ConvKernels::Ours,
+            Ok(other) => {
+                panic!("BURN_CONVPOOL_CONV_KERNELS={other}: expected tuned, ours or burn")
+            }
+        },
+    )
+}
+
+/// The fastest kernel for `pass` on these operands, tuned on the first call for their key
+/// (or the kernels `BURN_CONVPOOL_CONV_KERNELS` pins). Empty tensors skip the tuner: there is
+/// nothing to time.
+pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
+    let (geometry, a, b, _) = &inputs;
+    let empty = [a, b].iter().any(|t| t.meta.num_elements() == 0)
+        || geometry.out_volume() == 0
+        || geometry.in_volume() == 0;
+    match conv_kernels() {
+        _ if empty => return run_ours(pass, inputs),
+        ConvKernels::Ours => return run_ours(pass, inputs),
+        ConvKernels::Burn => {
+            if let Ok(out) = run(pass, Candidate::Burn, inputs.clone()) {
+                return Ok(out);
+            }
+            return run_ours(pass, inputs);
+        }
+        ConvKernels::Tuned => {}
+    }
+    let tuner = match pass {
+        Pass::Forward => &FORWARD,
+        Pass::Data => &DATA,
+        Pass::Weight => &WEIGHT,
+    };
+    let client = a.client.clone();
+    let id = CubeTuneId::new(&a.client, &a.device);
+    let set = tuner.init(&id, move || candidates(pass));
+    let key = set.generate_key(&inputs);
+    if tuner.fastest_identity(&id, &set, &key).is_none() {
+        // Let Burn's tuner settle its own choice outside ours (see the module docs); a
+        // geometry Burn declines leaves nothing to settle.
+        let _ = run(pass, Candidate::Burn, inputs.clone());
+    }
+    Ok(tuner.execute(&id, &client, set, inputs))
+}
+
+/// The pass on our kernels, with their typed error.
+fn run_ours(pass: Pass, (geometry, a, b, bias): Inputs) -> Result<CubeTensor, LaunchError> {
+    match pass {
+        Pass::Forward => conv::forward(&geometry, a, b, bias),
+        Pass::Data => conv::data(&geometry, a, b, bias),
+        Pass::Weight => conv::weight(&geometry, a, b),
+    }
+}
