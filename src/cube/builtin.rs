@@ -42,6 +42,12 @@ pub fn data(
     bias: Option<CubeTensor>,
 ) -> Result<CubeTensor, String> {
     let rank = spatial_rank(geometry);
+    if rank == 3 && skips_taps(geometry) {
+        return Err(format!(
+            "Burn's 3D input gradient (its conv_transpose3d kernel) misses every tap where \
+             kernel x dilation < stride: {geometry:?}"
+        ));
+    }
     let in_shape = Shape::from(lowered(&geometry.in_shape(), rank));
     let weight = lower(weight, rank);
     let out_grad = lower(out_grad, rank);
@@ -77,6 +83,13 @@ pub fn weight(
         _ => conv_weight_backward::<3>(x, out_grad, weight_shape, options(geometry)?, strategy()),
     };
     Ok(lift(out.map_err(|err| format!("{err:?}"))?))
+}
+
+/// Whether an axis has `kernel * dilation < stride`. burn-cubecl 0.22.1's `conv_transpose3d`
+/// bounds its tap loop by `kernel * dilation - stride`, which is then negative, and computes
+/// zeros there (PyTorch's conv3d golden cases `nonsquare`, `fuzz_00/02/05/07` on an H100).
+fn skips_taps(geometry: &ConvGeometry) -> bool {
+    (0..3).any(|a| geometry.kernel[a] * geometry.dilation[a] < geometry.stride[a])
 }
 
 /// Burn's autotuned choice where its `autotune` feature is on, its direct kernel otherwise:

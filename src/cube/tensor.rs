@@ -29,6 +29,11 @@ pub enum LaunchError {
         /// Cubes needed.
         cubes: usize,
     },
+    /// The device's shader compiler has no such type (WGSL has no f64; some drivers lack f16).
+    Unsupported {
+        /// The dtype.
+        got: DType,
+    },
     /// A window position does not fit the kernel's 32-bit window tables.
     Table {
         /// The value.
@@ -47,6 +52,11 @@ impl core::fmt::Display for LaunchError {
                 f,
                 "the launch needs {cubes} cubes along {axis}, above the limit of \
                  {MAX_CUBES_PER_DIM}; split the batch"
+            ),
+            Self::Unsupported { got } => write!(
+                f,
+                "dtype {got:?} is not supported on this device (its shader compiler has no such \
+                 type)"
             ),
             Self::Table { value } => {
                 write!(f, "window position {value} does not fit in 32 bits")
@@ -115,12 +125,10 @@ pub fn address_type(tensors: &[&CubeTensor]) -> AddressType {
         .unwrap_or_default()
 }
 
-/// The kernel element type of a float tensor.
+/// The kernel element type of a float tensor, if the device can compile it.
 pub fn float_type(tensor: &CubeTensor) -> Result<ElemType, LaunchError> {
     match tensor.dtype {
-        DType::F64 | DType::F32 | DType::Flex32 | DType::F16 | DType::BF16 => {
-            Ok(dtype_to_storage_type(tensor.dtype))
-        }
+        DType::F64 | DType::F32 | DType::Flex32 | DType::F16 | DType::BF16 => supported(tensor),
         got => Err(LaunchError::Dtype {
             expected: "a float tensor",
             got,
@@ -128,16 +136,27 @@ pub fn float_type(tensor: &CubeTensor) -> Result<ElemType, LaunchError> {
     }
 }
 
-/// The kernel element type of an index tensor.
+/// The kernel element type of an index tensor, if the device can compile it.
 pub fn int_type(tensor: &CubeTensor) -> Result<ElemType, LaunchError> {
     match tensor.dtype {
         DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U64 | DType::U32 => {
-            Ok(dtype_to_storage_type(tensor.dtype))
+            supported(tensor)
         }
         got => Err(LaunchError::Dtype {
             expected: "an integer index tensor",
             got,
         }),
+    }
+}
+
+/// The tensor's element type, checked against what the device's compiler supports, so an f64
+/// on WGSL is a typed error rather than a shader-compile failure.
+fn supported(tensor: &CubeTensor) -> Result<ElemType, LaunchError> {
+    let elem = dtype_to_storage_type(tensor.dtype);
+    if tensor.client.properties().supports_type(elem) {
+        Ok(elem)
+    } else {
+        Err(LaunchError::Unsupported { got: tensor.dtype })
     }
 }
 

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::ConvGeometry;
 
-use super::tensor::LaunchError;
+use super::tensor::{LaunchError, float_type};
 use super::{builtin, conv};
 
 /// Which pass of a convolution.
@@ -164,6 +164,10 @@ fn conv_kernels() -> ConvKernels {
 /// nothing to time.
 pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
     let (geometry, a, b, _) = &inputs;
+    // Checked before either side runs, so an unsupported dtype is our typed error whichever
+    // kernels would have been chosen.
+    float_type(a)?;
+    float_type(b)?;
     let empty = [a, b].iter().any(|t| t.meta.num_elements() == 0)
         || geometry.out_volume() == 0
         || geometry.in_volume() == 0;
