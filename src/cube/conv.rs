@@ -76,35 +76,6 @@ impl ConvPasses for CubeConv {
     }
 }
 
-/// Our forward pass: `conv(x, weight) [+ bias]`.
-pub fn forward(
-    geometry: &ConvGeometry,
-    x: CubeTensor,
-    weight: CubeTensor,
-    bias: Option<CubeTensor>,
-) -> Result<CubeTensor, LaunchError> {
-    gemm(geometry, FORWARD, x, weight, bias)
-}
-
-/// Our input-side gradient `[+ bias]`.
-pub fn data(
-    geometry: &ConvGeometry,
-    weight: CubeTensor,
-    out_grad: CubeTensor,
-    bias: Option<CubeTensor>,
-) -> Result<CubeTensor, LaunchError> {
-    gemm(geometry, DATA, out_grad, weight, bias)
-}
-
-/// Our weight gradient.
-pub fn weight(
-    geometry: &ConvGeometry,
-    x: CubeTensor,
-    out_grad: CubeTensor,
-) -> Result<CubeTensor, LaunchError> {
-    weight_gemm(geometry, out_grad, x)
-}
-
 fn conv_args(geometry: &ConvGeometry) -> ConvArgsLaunch {
     let [in_d, in_h, in_w] = geometry.in_size;
     let [out_d, out_h, out_w] = geometry.out_size;
@@ -159,8 +130,9 @@ fn gemm_sizes(geometry: &ConvGeometry, kind: u32) -> (usize, usize, usize) {
     }
 }
 
-/// Forward or input gradient: `out = lhs (*) rhs [+ bias]`.
-fn gemm(
+/// Our forward pass (`kind` `FORWARD`: `lhs` = x, `rhs` = weight) or input gradient (`DATA`:
+/// `lhs` = output gradient, `rhs` = weight): `out = lhs (*) rhs [+ bias]`.
+pub fn gemm(
     geometry: &ConvGeometry,
     kind: u32,
     lhs: CubeTensor,
@@ -258,8 +230,8 @@ fn tile_cube_dim() -> CubeDim {
     CubeDim::new_2d(conv::TILE_UNITS, conv::TILE_UNITS)
 }
 
-/// Weight gradient: `weight_grad = out_grad (*) x`.
-fn weight_gemm(
+/// Our weight gradient: `weight_grad = out_grad (*) x`.
+pub fn weight_gemm(
     geometry: &ConvGeometry,
     out_grad: CubeTensor,
     x: CubeTensor,

@@ -15,6 +15,7 @@
 //! round it is then a plain launch.
 
 use burn::tensor::DType;
+use burn_convpool_kernels::conv as kernels;
 use burn_cubecl::{CubeTuneId, tensor::CubeTensor};
 use cubecl::AutotuneKey;
 use cubecl::tune::{LocalTuner, Tunable, TunableSet, anchor, local_tuner};
@@ -110,9 +111,9 @@ fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, S
     }
 }
 
-static FORWARD: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("forward");
-static DATA: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("data");
-static WEIGHT: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("weight");
+static FORWARD_TUNER: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("forward");
+static DATA_TUNER: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("data");
+static WEIGHT_TUNER: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("weight");
 
 type Set = TunableSet<ConvPassKey, Inputs, CubeTensor, Candidate>;
 
@@ -183,9 +184,9 @@ pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
         ConvKernels::Tuned => {}
     }
     let tuner = match pass {
-        Pass::Forward => &FORWARD,
-        Pass::Data => &DATA,
-        Pass::Weight => &WEIGHT,
+        Pass::Forward => &FORWARD_TUNER,
+        Pass::Data => &DATA_TUNER,
+        Pass::Weight => &WEIGHT_TUNER,
     };
     let client = a.client.clone();
     let id = CubeTuneId::new(&a.client, &a.device);
@@ -202,8 +203,9 @@ pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
 /// The pass on our kernels, with their typed error.
 fn run_ours(pass: Pass, (geometry, a, b, bias): Inputs) -> Result<CubeTensor, LaunchError> {
     match pass {
-        Pass::Forward => conv::forward(&geometry, a, b, bias),
-        Pass::Data => conv::data(&geometry, a, b, bias),
-        Pass::Weight => conv::weight(&geometry, a, b),
+        Pass::Forward => conv::gemm(&geometry, kernels::FORWARD, a, b, bias),
+        // The operands come as (weight, output gradient) and (x, output gradient).
+        Pass::Data => conv::gemm(&geometry, kernels::DATA, b, a, bias),
+        Pass::Weight => conv::weight_gemm(&geometry, b, a),
     }
 }
