@@ -423,38 +423,3 @@ fn indices_match_cpu() {
     assert_eq!(gpu_indices, cpu_indices);
     assert_close("max values", &gpu_values, &cpu_values);
 }
-
-/// The panic message of `op` on an f64 input on the wgpu device (WGSL has no f64).
-#[cfg(feature = "wgpu")]
-fn f64_failure(op: impl FnOnce(Tensor<4>) -> TensorData + std::panic::UnwindSafe) -> String {
-    let x = Tensor::<4>::ones([1, 2, 5, 5], &wgpu()).cast(burn::tensor::DType::F64);
-    let err = std::panic::catch_unwind(|| op(x)).expect_err("an f64 op on WGSL must fail");
-    *err.downcast::<String>().expect("a formatted panic message")
-}
-
-/// WGSL has no f64: a conv on it is our typed error naming the op and the dtype (raised on
-/// Fusion's device thread and reported by the read), not a shader-compile failure. Each test
-/// runs on its own thread, so its failure stays in its own Fusion stream.
-#[cfg(feature = "wgpu")]
-#[test]
-fn f64_conv_on_wgsl_is_a_typed_error() {
-    let message = f64_failure(|x| {
-        let weight = Tensor::<4>::ones([3, 2, 3, 3], &x.device()).cast(x.dtype());
-        conv2d(x, weight, None, ConvNdOptions::default()).into_data()
-    });
-    assert!(
-        message.contains("conv on Wgpu") && message.contains("dtype F64 is not supported"),
-        "{message}"
-    );
-}
-
-/// The same for a pool.
-#[cfg(feature = "wgpu")]
-#[test]
-fn f64_pool_on_wgsl_is_a_typed_error() {
-    let message = f64_failure(|x| max_pool2d(x, MaxPoolOptions::new([2, 2])).into_data());
-    assert!(
-        message.contains("on Wgpu") && message.contains("dtype F64 is not supported"),
-        "{message}"
-    );
-}
