@@ -11,7 +11,7 @@ use burn_convpool::*;
 use common::Lcg;
 
 fn wgpu() -> Device {
-    common::gpu().1
+    common::gpu()
 }
 
 /// One leaf input: its values and dims; `permuted` builds it with its last two axes swapped

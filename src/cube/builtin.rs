@@ -16,6 +16,19 @@ use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::{ConvGeometry, kernel_extent, out_len};
 
+/// `$op::<N>($args.., options, strategy)` at the geometry's spatial rank `N`, lifted back to
+/// rank 5; Burn's error as a string.
+macro_rules! at_rank {
+    ($rank:expr, $geometry:expr, $op:ident($($arg:expr),*)) => {{
+        let out = match $rank {
+            1 => $op::<1>($($arg),*, options($geometry)?, strategy()),
+            2 => $op::<2>($($arg),*, options($geometry)?, strategy()),
+            _ => $op::<3>($($arg),*, options($geometry)?, strategy()),
+        };
+        out.map(lift).map_err(|err| format!("{err:?}"))
+    }};
+}
+
 /// `conv(x, weight) [+ bias]` with Burn's kernels.
 pub fn forward(
     geometry: &ConvGeometry,
@@ -26,12 +39,7 @@ pub fn forward(
     let rank = spatial_rank(geometry);
     let x = lower(x, rank);
     let weight = lower(weight, rank);
-    let out = match rank {
-        1 => conv_forward::<1>(x, weight, bias, options(geometry)?, strategy()),
-        2 => conv_forward::<2>(x, weight, bias, options(geometry)?, strategy()),
-        _ => conv_forward::<3>(x, weight, bias, options(geometry)?, strategy()),
-    };
-    Ok(lift(out.map_err(|err| format!("{err:?}"))?))
+    at_rank!(rank, geometry, conv_forward(x, weight, bias))
 }
 
 /// The input-side gradient `[+ bias]` with Burn's kernels.
@@ -51,12 +59,11 @@ pub fn data(
     let in_shape = Shape::from(lowered(&geometry.in_shape(), rank));
     let weight = lower(weight, rank);
     let out_grad = lower(out_grad, rank);
-    let out = match rank {
-        1 => conv_data_backward::<1>(out_grad, weight, in_shape, options(geometry)?, strategy()),
-        2 => conv_data_backward::<2>(out_grad, weight, in_shape, options(geometry)?, strategy()),
-        _ => conv_data_backward::<3>(out_grad, weight, in_shape, options(geometry)?, strategy()),
-    };
-    let out = lift(out.map_err(|err| format!("{err:?}"))?);
+    let out = at_rank!(
+        rank,
+        geometry,
+        conv_data_backward(out_grad, weight, in_shape)
+    )?;
     Ok(match bias {
         // Broadcast over batch and positions.
         Some(bias) => {
@@ -77,12 +84,11 @@ pub fn weight(
     let weight_shape = Shape::from(lowered(&geometry.weight_shape(), rank));
     let x = lower(x, rank);
     let out_grad = lower(out_grad, rank);
-    let out = match rank {
-        1 => conv_weight_backward::<1>(x, out_grad, weight_shape, options(geometry)?, strategy()),
-        2 => conv_weight_backward::<2>(x, out_grad, weight_shape, options(geometry)?, strategy()),
-        _ => conv_weight_backward::<3>(x, out_grad, weight_shape, options(geometry)?, strategy()),
-    };
-    Ok(lift(out.map_err(|err| format!("{err:?}"))?))
+    at_rank!(
+        rank,
+        geometry,
+        conv_weight_backward(x, out_grad, weight_shape)
+    )
 }
 
 /// Whether an axis has `kernel * dilation < stride`. burn-cubecl 0.22.1's `conv_transpose3d`
@@ -152,9 +158,9 @@ fn options<const N: usize>(geometry: &ConvGeometry) -> Result<ConvOptions<N>, St
             (geometry.kernel[a], geometry.stride[a], geometry.dilation[a]);
         let fits =
             |end: usize| out_len(len, (begin, end), kernel, stride, dilation, false) == Some(out);
-        // Symmetric padding where it gives our length: what a user hands Burn's own ops (its
-        // 3D input gradient computes zeros where a (1, 0) pair would be enough). Otherwise
-        // the end padding up to where the last window ends.
+        // Symmetric padding where it gives our length: what a user hands Burn's own ops, so
+        // Burn runs its usual path rather than its pad-and-slice route for uneven pairs.
+        // Otherwise the end padding up to where the last window ends.
         let reach = (out.max(1) - 1) * stride + kernel_extent(kernel, dilation);
         let end = [begin, reach.saturating_sub(len + begin)]
             .into_iter()

@@ -29,7 +29,7 @@ pub enum LaunchError {
         /// Cubes needed.
         cubes: usize,
     },
-    /// The device's shader compiler has no such type (WGSL has no f64; some drivers lack f16).
+    /// The device does not report the type (WGSL adapters without f64, lavapipe's f16).
     Unsupported {
         /// The dtype.
         got: DType,
@@ -55,8 +55,7 @@ impl core::fmt::Display for LaunchError {
             ),
             Self::Unsupported { got } => write!(
                 f,
-                "dtype {got:?} is not supported on this device (its shader compiler has no such \
-                 type)"
+                "dtype {got:?} is not supported on this device (the device does not report it)"
             ),
             Self::Table { value } => {
                 write!(f, "window position {value} does not fit in 32 bits")
@@ -149,8 +148,8 @@ pub fn int_type(tensor: &CubeTensor) -> Result<ElemType, LaunchError> {
     }
 }
 
-/// The tensor's element type, checked against what the device's compiler supports, so an f64
-/// on WGSL is a typed error rather than a shader-compile failure.
+/// The tensor's element type, checked against the types the device reports, so an unsupported
+/// one is a typed error rather than a shader-compile failure.
 fn supported(tensor: &CubeTensor) -> Result<ElemType, LaunchError> {
     let elem = dtype_to_storage_type(tensor.dtype);
     if tensor.client.properties().supports_type(elem) {

@@ -62,8 +62,8 @@ impl ConvPassKey {
             pass,
             dtype,
             groups: geometry.groups,
-            // Channels per group decide between a depthwise, a grouped and a dense kernel, so
-            // small counts stay exact and large ones are bucketed.
+            // Channels per group are bucketed like sizes; one channel (depthwise) stays a
+            // bucket of its own.
             in_per_group: bucket(geometry.in_per_group()),
             out_per_group: bucket(geometry.out_per_group()),
             kernel: geometry.kernel,
@@ -173,16 +173,18 @@ pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
         || geometry.out_volume() == 0
         || geometry.in_volume() == 0;
     match conv_kernels() {
-        _ if empty => return run_ours(pass, inputs),
-        ConvKernels::Ours => return run_ours(pass, inputs),
+        _ if empty => run_ours(pass, inputs),
+        ConvKernels::Ours => run_ours(pass, inputs),
         ConvKernels::Burn => {
-            if let Ok(out) = run(pass, Candidate::Burn, inputs.clone()) {
-                return Ok(out);
-            }
-            return run_ours(pass, inputs);
+            run(pass, Candidate::Burn, inputs.clone()).or_else(|_| run_ours(pass, inputs))
         }
-        ConvKernels::Tuned => {}
+        ConvKernels::Tuned => Ok(tuned(pass, inputs)),
     }
+}
+
+/// The tuned choice: tuned on the first call for the operands' key, then fixed.
+fn tuned(pass: Pass, inputs: Inputs) -> CubeTensor {
+    let a = &inputs.1;
     let tuner = match pass {
         Pass::Forward => &FORWARD_TUNER,
         Pass::Data => &DATA_TUNER,
@@ -197,7 +199,7 @@ pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
         // geometry Burn declines leaves nothing to settle.
         let _ = run(pass, Candidate::Burn, inputs.clone());
     }
-    Ok(tuner.execute(&id, &client, set, inputs))
+    tuner.execute(&id, &client, set, inputs)
 }
 
 /// The pass on our kernels, with their typed error.

@@ -200,14 +200,14 @@ pub fn values<const D: usize>(tensor: Tensor<D>) -> (Vec<f64>, Vec<usize>) {
     (data.try_to_vec::<f64>().expect("f64 data"), dims)
 }
 
-/// The CubeCL device of the GPU tests and its name: wgpu (WGSL; lavapipe in CI), or, in a build
-/// with `vulkan` and not `wgpu`, Vulkan (SPIR-V, which only runs on a real GPU).
+/// The CubeCL device of the GPU tests: wgpu (WGSL; lavapipe in CI), or, in a build with
+/// `vulkan` and not `wgpu`, Vulkan (SPIR-V, which only runs on a real GPU).
 #[cfg(any(feature = "wgpu", feature = "vulkan"))]
-pub fn gpu() -> (&'static str, Device) {
+pub fn gpu() -> Device {
     #[cfg(feature = "wgpu")]
-    return ("wgpu", Device::wgpu(Default::default()));
+    return Device::wgpu(Default::default());
     #[cfg(not(feature = "wgpu"))]
-    ("vulkan", Device::vulkan(Default::default()))
+    Device::vulkan(Default::default())
 }
 
 /// The devices each golden case runs on: Flex with autodiff, without and with gradient
@@ -227,10 +227,10 @@ pub fn autodiff_devices() -> Vec<(&'static str, Device)> {
     devices.push(("ndarray+autodiff", Device::ndarray().autodiff()));
     #[cfg(any(feature = "wgpu", feature = "vulkan"))]
     devices.extend([
-        ("cube+autodiff", gpu().1.autodiff()),
+        ("cube+autodiff", gpu().autodiff()),
         (
             "cube+autodiff+checkpointing",
-            gpu().1.autodiff().gradient_checkpointing(),
+            gpu().autodiff().gradient_checkpointing(),
         ),
     ]);
     devices
