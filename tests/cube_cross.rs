@@ -202,6 +202,15 @@ fn conv2d_matches_cpu() {
         o().with_padding(Padding::Same),
         false,
     );
+    // A late layer: one tile of positions, long channel x tap reductions, so the forward
+    // (k = 576, with bias) and input gradient (k = 432) split k over several cubes.
+    conv2d_case(
+        "late_layer",
+        [2, 64, 3, 3],
+        [48, 64, 3, 3],
+        o().with_padding([1, 1]),
+        true,
+    );
     // Depthwise (direct forward/data, reduce weight gradient) with a channel multiplier.
     conv2d_case(
         "depthwise",
@@ -254,6 +263,14 @@ fn conv1d_3d_and_transpose_match_cpu() {
             .with_padding([1, 1])
             .with_padding_out([1, 0])
             .with_groups(2);
+        conv_transpose2d(t[0].clone(), t[1].clone(), Some(bias_of(&t[2])), options)
+    });
+    // conv_transpose's forward is the input-gradient GEMM: split k (48 x 9) with the bias.
+    let x = Leaf::random(&mut rng, [1, 48, 2, 3]);
+    let w = Leaf::random(&mut rng, [48, 24, 3, 3]);
+    let bias = Leaf::random(&mut rng, [24, 1, 1, 1]);
+    cross("conv_transpose2d_split_k", &[x, w, bias], |t| {
+        let options = ConvTransposeNdOptions::<2>::default().with_padding([1, 1]);
         conv_transpose2d(t[0].clone(), t[1].clone(), Some(bias_of(&t[2])), options)
     });
     let x = Leaf::random(&mut rng, [1, 20, 6, 5]);

@@ -275,8 +275,10 @@ pub fn rhs_value<F: Float>(
     value
 }
 
-/// Write `C[m, n]` of group `group` (split `split` of a split-k weight gradient), adding the
-/// bias of the output channel to a forward result when `has_bias`.
+/// Write `C[m, n]` of group `group` into the partial result that starts at `split_base` (0
+/// without split-k; a split-k launch writes one `groups * m_len * n_len` result per split,
+/// summed afterwards), adding the bias of the output channel to a forward or input-gradient
+/// result when `has_bias` (to split 0's only, so it is added once).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn store<F: Float>(
@@ -284,7 +286,7 @@ pub fn store<F: Float>(
     bias: &Tensor<F>,
     args: &ConvArgs,
     group: usize,
-    split: usize,
+    split_base: usize,
     m: usize,
     n: usize,
     value: f32,
@@ -297,23 +299,26 @@ pub fn store<F: Float>(
         let plane = (m / out_volume) * args.groups * args.out_channels + channel;
         let mut result = F::cast_from(value);
         if comptime![has_bias] {
-            result += bias[channel];
+            if split_base == 0 {
+                result += bias[channel];
+            }
         }
-        out[plane * out_volume + m % out_volume] = result;
+        out[split_base + plane * out_volume + m % out_volume] = result;
     } else if comptime![kind == DATA] {
         let in_volume = in_volume(args);
         let channel = group * args.in_channels + n;
         let plane = (m / in_volume) * args.groups * args.in_channels + channel;
         let mut result = F::cast_from(value);
         if comptime![has_bias] {
-            result += bias[channel];
+            if split_base == 0 {
+                result += bias[channel];
+            }
         }
-        out[plane * in_volume + m % in_volume] = result;
+        out[split_base + plane * in_volume + m % in_volume] = result;
     } else {
         let row_len = args.in_channels * kernel_volume(args);
-        let weight_len = args.groups * args.out_channels * row_len;
         let row = group * args.out_channels + m;
-        out[split * weight_len + row * row_len + n] = F::cast_from(value);
+        out[split_base + row * row_len + n] = F::cast_from(value);
     }
 }
 
@@ -342,6 +347,7 @@ pub fn conv_gemm_tiled<F: Float>(
     let n0 = CUBE_POS_Y as usize * 64;
     let k_begin = split * gemm.k_per_split;
     let k_end = min(k_begin + gemm.k_per_split, gemm.k_len);
+    let split_base = split * args.groups * gemm.m_len * gemm.n_len;
 
     // Both tiles are stored k-major (`[k][m]`, `[k][n]`), so the inner product reads
     // consecutive addresses across a plane.
@@ -429,7 +435,7 @@ pub fn conv_gemm_tiled<F: Float>(
                     bias,
                     &args,
                     group,
-                    split,
+                    split_base,
                     m,
                     n,
                     acc[i * 4 + j],
@@ -550,11 +556,22 @@ pub fn conv_weight_split<F: Float>(
             acc += value;
         }
     }
-    store::<F>(out, x, &args, group, split, m, n, acc, WEIGHT, false);
+    store::<F>(
+        out,
+        x,
+        &args,
+        group,
+        split * outputs,
+        m,
+        n,
+        acc,
+        WEIGHT,
+        false,
+    );
 }
 
 /// `out[i] = sum_s partials[s * len + i]`, summed in split order: the deterministic second
-/// pass of a split-k weight gradient.
+/// pass of a split-k GEMM.
 #[cube(launch, address_type = "dynamic")]
 pub fn sum_splits<F: Float>(
     partials: &Tensor<F>,

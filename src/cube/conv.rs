@@ -5,7 +5,8 @@
 //!   convs, where a tile would be mostly padding;
 //! - split (one unit per output and `k` range) for weight gradients with few outputs, such as
 //!   depthwise and grouped convs, and for the bias gradient;
-//! - tiled weight gradients also split `k` (`batch * positions`) when there are few tiles.
+//! - tiled GEMMs also split `k` when there are few tiles (late layers, small batches), so more
+//!   cubes share the reduction.
 //!
 //! Split results are summed afterwards in split order, so every result is deterministic.
 
@@ -34,8 +35,10 @@ const SPLIT_TARGET_UNITS: usize = 65_536;
 const SPLIT_MIN_K: usize = 256;
 /// Cubes a split-k launch aims for, enough to fill a large GPU.
 const TARGET_CUBES: usize = 512;
-/// Shortest `k` range worth a split of its own.
+/// Shortest `k` range worth a split of its own in a weight gradient (`k` = batch x positions).
 const MIN_K_PER_SPLIT: usize = 1024;
+/// The same for forward and input-gradient GEMMs (`k` = channels x taps): 8 tile steps.
+const MIN_K_PER_SPLIT_TILED: usize = 128;
 
 /// The convolution passes on `CubeBackend`: each is tuned between ours and Burn's kernels.
 pub struct CubeConv;
@@ -176,32 +179,38 @@ pub fn gemm(
         );
     } else {
         let k_table = table(&lhs, &k_digits(geometry, k)?);
-        // A grid dimension holds at most MAX_CUBES_PER_DIM cubes: long `m` (batch x
-        // positions) runs as several launches over consecutive tile ranges.
         let m_tiles = m.div_ceil(TILE_M);
-        for first in (0..m_tiles).step_by(MAX_CUBES_PER_DIM) {
-            let cube_count = CubeCount::Static(
-                grid("m tiles", (m_tiles - first).min(MAX_CUBES_PER_DIM))?,
-                grid("n tiles", n.div_ceil(TILE_N))?,
-                grid("groups", geometry.groups)?,
-            );
-            conv::conv_gemm_tiled::launch(
-                &client,
-                cube_count,
-                tile_cube_dim(),
-                address,
-                lhs.clone().into_tensor_arg(),
-                rhs.clone().into_tensor_arg(),
-                k_table.clone().into_tensor_arg(),
-                bias.clone().into_tensor_arg(),
-                out.clone().into_tensor_arg(),
-                conv_args(geometry),
-                GemmArgsLaunch::new(m, n, k, k, first),
-                kind,
-                has_bias,
-                dtype,
-            );
-        }
+        let tiles = m_tiles * n.div_ceil(TILE_N) * geometry.groups;
+        // Few tiles (late, small layers) leave most of a GPU idle: split `k` over more cubes.
+        let (splits, k_per_split) = split_k(k, tiles, TARGET_CUBES, MIN_K_PER_SPLIT_TILED);
+        with_splits(&out, splits, |target| {
+            // A grid dimension holds at most MAX_CUBES_PER_DIM cubes: long `m` (batch x
+            // positions) runs as several launches over consecutive tile ranges.
+            for first in (0..m_tiles).step_by(MAX_CUBES_PER_DIM) {
+                let cube_count = CubeCount::Static(
+                    grid("m tiles", (m_tiles - first).min(MAX_CUBES_PER_DIM))?,
+                    grid("n tiles", n.div_ceil(TILE_N))?,
+                    grid("groups x splits", geometry.groups * splits)?,
+                );
+                conv::conv_gemm_tiled::launch(
+                    &client,
+                    cube_count,
+                    tile_cube_dim(),
+                    address_type(&[&lhs, &rhs, target]),
+                    lhs.clone().into_tensor_arg(),
+                    rhs.clone().into_tensor_arg(),
+                    k_table.clone().into_tensor_arg(),
+                    bias.clone().into_tensor_arg(),
+                    target.clone().into_tensor_arg(),
+                    conv_args(geometry),
+                    GemmArgsLaunch::new(m, n, k, k_per_split, first),
+                    kind,
+                    has_bias,
+                    dtype,
+                );
+            }
+            Ok(())
+        })?;
     }
     Ok(out)
 }

@@ -11,6 +11,8 @@ use burn_cubecl::{
 };
 use cubecl::ir::{AddressType, ElemType};
 use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// Why a kernel could not be launched.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,18 +99,40 @@ pub fn empty(like: &CubeTensor, dims: &[usize], dtype: DType) -> CubeTensor {
     )
 }
 
-/// A u32 table uploaded to `like`'s device (never empty: kernels bind it even when unused).
+/// A u32 table on `like`'s device (never empty: kernels bind it even when unused).
+///
+/// Tables depend on shapes alone, so each is uploaded once per device and contents and then
+/// shared: a training loop's calls reuse it instead of copying it from the host every time.
+/// The cache holds at most [`TABLE_CACHE_ENTRIES`] tables and is emptied when full.
 pub fn table(like: &CubeTensor, values: &[u32]) -> CubeTensor {
+    type Key = (CubeDevice, Vec<u32>);
+    static TABLES: Mutex<Option<HashMap<Key, CubeTensor>>> = Mutex::new(None);
     let values = if values.is_empty() { &[0][..] } else { values };
+    let key = (like.device.clone(), values.to_vec());
+    let mut tables = TABLES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let tables = tables.get_or_insert_with(HashMap::new);
+    if let Some(table) = tables.get(&key) {
+        return table.clone();
+    }
+    if tables.len() >= TABLE_CACHE_ENTRIES {
+        tables.clear();
+    }
     let handle = like.client.create_from_slice(bytemuck::cast_slice(values));
-    CubeTensor::new_contiguous(
+    let table = CubeTensor::new_contiguous(
         like.client.clone(),
         like.device.clone(),
         Shape::from(vec![values.len()]),
         handle,
         DType::U32,
-    )
+    );
+    tables.insert(key, table.clone());
+    table
 }
+
+/// Tables the cache of [`table`] holds (a network has a few per layer).
+pub const TABLE_CACHE_ENTRIES: usize = 1024;
 
 /// `value` as a table entry.
 pub fn entry(value: usize) -> Result<u32, LaunchError> {
