@@ -173,7 +173,7 @@ fn sign<F: Float>(x: F) -> F {
 /// writes `indices` (flat in the unpadded input plane); `LP_SHARE` reads `out_grad`.
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
-pub fn pool_forward<F: Float, I: Int>(
+pub fn pool_forward<F: Float, I: Int, A: Float>(
     x: &Tensor<F>,
     spans: &Tensor<u32>,
     samples: &Tensor<F>,
@@ -185,7 +185,7 @@ pub fn pool_forward<F: Float, I: Int>(
     #[comptime] fractional: bool,
     #[comptime] abs: bool,
     #[comptime] count_include_pad: bool,
-    #[define(F, I)] _dtypes: [ElemType; 2],
+    #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
     if ABSOLUTE_POS >= out.len() {
         terminate!();
@@ -235,7 +235,8 @@ pub fn pool_forward<F: Float, I: Int>(
     } else {
         let norm = F::cast_from(args.norm);
         let nan = not_a_number::<F>();
-        let mut sum = F::new(0.0);
+        // Window sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for f64).
+        let mut sum = A::new(0.0);
         for td in 0..sd.count {
             let d = sd.start + td * sd.step;
             for th in 0..sh.count {
@@ -244,9 +245,9 @@ pub fn pool_forward<F: Float, I: Int>(
                     let w = sw.start + tw * sw.step;
                     let value = x[base + d * x.stride(2) + h * x.stride(3) + w * x.stride(4)];
                     if comptime![reduction == AVG] {
-                        sum += value;
+                        sum += A::cast_from(value);
                     } else {
-                        sum += pow_signed::<F>(value, norm, nan);
+                        sum += A::cast_from(pow_signed::<F>(value, norm, nan));
                     }
                 }
             }
@@ -260,11 +261,11 @@ pub fn pool_forward<F: Float, I: Int>(
             if args.divisor_override > 0 {
                 divisor = args.divisor_override;
             }
-            out[ABSOLUTE_POS] = sum / F::cast_from(divisor);
+            out[ABSOLUTE_POS] = F::cast_from(sum / A::cast_from(divisor));
         } else {
             let kernel_volume = args.kernel_d * args.kernel_h * args.kernel_w;
             let scale = F::cast_from(kernel_volume) / F::cast_from(count);
-            let total = sum * scale;
+            let total = F::cast_from(sum * A::cast_from(kernel_volume) / A::cast_from(count));
             // NaN is tested first: GPU float comparisons with NaN differ between runtimes.
             let mut result = F::new(0.0);
             if f32::is_nan(f32::cast_from(total)) {
@@ -298,7 +299,7 @@ fn covers(span: &Span, i: usize) -> bool {
 /// `p = inf`).
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
-pub fn pool_backward<F: Float, I: Int>(
+pub fn pool_backward<F: Float, I: Int, A: Float>(
     grad: &Tensor<F>,
     indices: &Tensor<I>,
     x: &Tensor<F>,
@@ -309,7 +310,7 @@ pub fn pool_backward<F: Float, I: Int>(
     #[comptime] reduction: u32,
     #[comptime] sign_of_x: bool,
     #[comptime] count_include_pad: bool,
-    #[define(F, I)] _dtypes: [ElemType; 2],
+    #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
     if ABSOLUTE_POS >= x_grad.len() {
         terminate!();
@@ -329,21 +330,30 @@ pub fn pool_backward<F: Float, I: Int>(
     let hi_w = cover[(args.in_d + args.in_h + iw) * 2 + 1] as usize;
     let grad_base = plane * out_volume;
 
-    let mut acc = F::new(0.0);
-    for od in lo_d..hi_d {
-        for oh in lo_h..hi_h {
-            for ow in lo_w..hi_w {
-                let o = grad_base + (od * args.out_h + oh) * args.out_w + ow;
-                if comptime![reduction == MAX] {
+    // Gradients accumulate in `A` (f32 for half types, f64 for f64). Window reductions read
+    // each axis's span once per output index along it, not in the innermost loop.
+    let mut acc = A::new(0.0);
+    if comptime![reduction == MAX] {
+        for od in lo_d..hi_d {
+            for oh in lo_h..hi_h {
+                for ow in lo_w..hi_w {
+                    let o = grad_base + (od * args.out_h + oh) * args.out_w + ow;
                     let index = indices[o];
                     if index >= I::new(0) && usize::cast_from(index) == i {
-                        acc += grad[o];
+                        acc += A::cast_from(grad[o]);
                     }
-                } else {
-                    let sd = table_span(spans, od);
-                    let sh = table_span(spans, args.out_d + oh);
+                }
+            }
+        }
+    } else {
+        for od in lo_d..hi_d {
+            let sd = table_span(spans, od);
+            for oh in lo_h..hi_h {
+                let sh = table_span(spans, args.out_d + oh);
+                for ow in lo_w..hi_w {
                     let sw = table_span(spans, args.out_d + args.out_h + ow);
                     if covers(&sd, id) && covers(&sh, ih) && covers(&sw, iw) {
+                        let o = grad_base + (od * args.out_h + oh) * args.out_w + ow;
                         if comptime![reduction == AVG] {
                             let mut divisor = sd.count * sh.count * sw.count;
                             if comptime![count_include_pad] {
@@ -352,15 +362,16 @@ pub fn pool_backward<F: Float, I: Int>(
                             if args.divisor_override > 0 {
                                 divisor = args.divisor_override;
                             }
-                            acc += grad[o] / F::cast_from(divisor);
+                            acc += A::cast_from(grad[o]) / A::cast_from(divisor);
                         } else {
-                            acc += grad[o];
+                            acc += A::cast_from(grad[o]);
                         }
                     }
                 }
             }
         }
     }
+    let mut result = F::cast_from(acc);
     if comptime![reduction == LP || sign_of_x] {
         let channel = plane % args.channels;
         let value = x[(plane / args.channels) * x.stride(0)
@@ -374,10 +385,10 @@ pub fn pool_backward<F: Float, I: Int>(
                 F::cast_from(args.norm_minus_one),
                 not_a_number::<F>(),
             );
-            acc = acc * F::cast_from(args.norm) * power;
+            result = result * F::cast_from(args.norm) * power;
         } else {
-            acc *= sign::<F>(value);
+            result *= sign::<F>(value);
         }
     }
-    x_grad[ABSOLUTE_POS] = acc;
+    x_grad[ABSOLUTE_POS] = result;
 }

@@ -10,8 +10,8 @@ use burn_cubecl::tensor::CubeTensor;
 use crate::spec::{Spans, shapes, span_cover, spatial};
 
 use super::tensor::{
-    LaunchError, address_type, contiguous, dims5, elementwise, empty, entry, float_type, int_type,
-    strided, table,
+    LaunchError, accumulator_type, address_type, contiguous, dims5, elementwise, empty, entry,
+    float_type, int_type, strided, table,
 };
 
 pub use kernels::{AVG, LP, LP_SHARE, MAX};
@@ -165,7 +165,7 @@ pub fn forward(
         fractional,
         params.abs,
         params.count_include_pad,
-        [dtype, index_type],
+        [dtype, index_type, accumulator_type(dtype)],
     );
     Ok((out, indices))
 }
@@ -234,7 +234,7 @@ pub fn backward(
         params.reduction,
         sign,
         params.count_include_pad,
-        [dtype, index_type],
+        [dtype, index_type, accumulator_type(dtype)],
     );
     Ok(x_grad)
 }

@@ -9,7 +9,7 @@ use burn_cubecl::{
     ops::numeric::empty_device_contiguous_dtype,
     tensor::CubeTensor,
 };
-use cubecl::ir::{AddressType, ElemType};
+use cubecl::ir::{AddressType, ElemType, FloatKind};
 use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -156,6 +156,15 @@ pub fn float_type(tensor: &CubeTensor) -> Result<ElemType, LaunchError> {
             expected: "a float tensor",
             got,
         }),
+    }
+}
+
+/// The type sums of `float` values accumulate in: f64 for f64, else f32 (half types sum in
+/// f32, as PyTorch's kernels do).
+pub fn accumulator_type(float: ElemType) -> ElemType {
+    match float {
+        ElemType::Float(FloatKind::F64) => float,
+        _ => ElemType::Float(FloatKind::F32),
     }
 }
 

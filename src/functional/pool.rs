@@ -201,12 +201,12 @@ fn try_max_unpool<const N: usize, const D: usize>(
     let output_size = check_max_unpool(op, &x_dims, &index_dims, &options)?;
     let (x, shape) = lift_input::<N, D>(x, batched);
     let plane: usize = output_size.iter().product();
-    // Data-dependent check: one min/max reduction, so a bad index is an error, not a write
-    // out of bounds (the backend checks again and panics).
+    // Data-dependent check: the min and max reductions read back together (one blocking
+    // device-to-host read), so a bad index is an error, not a write out of bounds (the
+    // backend checks again and panics).
     if indices.shape().num_elements() > 0 {
-        let low = indices.clone().min().into_scalar::<i64>();
-        let high = indices.clone().max().into_scalar::<i64>();
-        for index in [low, high] {
+        let bounds = Tensor::cat(vec![indices.clone().min(), indices.clone().max()], 0);
+        for index in bounds.into_data().convert::<i64>().iter::<i64>() {
             if index < 0 || index as usize >= plane {
                 return Err(SpecError::new(
                     op,
