@@ -299,9 +299,7 @@ pub fn store<F: Float>(
         let plane = (m / out_volume) * args.groups * args.out_channels + channel;
         let mut result = F::cast_from(value);
         if comptime![has_bias] {
-            if split_base == 0 {
-                result += bias[channel];
-            }
+            result += select(split_base == 0, bias[channel], F::new(0.0));
         }
         out[split_base + plane * out_volume + m % out_volume] = result;
     } else if comptime![kind == DATA] {
@@ -310,9 +308,7 @@ pub fn store<F: Float>(
         let plane = (m / in_volume) * args.groups * args.in_channels + channel;
         let mut result = F::cast_from(value);
         if comptime![has_bias] {
-            if split_base == 0 {
-                result += bias[channel];
-            }
+            result += select(split_base == 0, bias[channel], F::new(0.0));
         }
         out[split_base + plane * in_volume + m % in_volume] = result;
     } else {
