@@ -156,17 +156,15 @@ pub fn gemm(
         return Ok(out);
     }
     let (m, n, k) = gemm_sizes(geometry, kind);
-    let has_bias = bias.is_some();
-    let bias = bias.unwrap_or_else(|| rhs.clone());
-    let address = address_type(&[&lhs, &rhs, &out]);
-    let client = out.client.clone();
     if n < DIRECT_BELOW || k < DIRECT_BELOW {
+        let has_bias = bias.is_some();
+        let bias = bias.unwrap_or_else(|| rhs.clone());
         let (cube_count, cube_dim) = elementwise(&out, geometry.groups * m * n);
         conv::conv_gemm_direct::launch(
-            &client,
+            &out.client,
             cube_count,
             cube_dim,
-            address,
+            address_type(&[&lhs, &rhs, &out]),
             lhs.into_tensor_arg(),
             rhs.into_tensor_arg(),
             bias.into_tensor_arg(),
@@ -179,38 +177,16 @@ pub fn gemm(
         );
     } else {
         let k_table = table(&lhs, &k_digits(geometry, k)?);
-        let m_tiles = m.div_ceil(TILE_M);
-        let tiles = m_tiles * n.div_ceil(TILE_N) * geometry.groups;
-        // Few tiles (late, small layers) leave most of a GPU idle: split `k` over more cubes.
-        let (splits, k_per_split) = split_k(k, tiles, TARGET_CUBES, MIN_K_PER_SPLIT_TILED);
-        with_splits(&out, splits, |target| {
-            // A grid dimension holds at most MAX_CUBES_PER_DIM cubes: long `m` (batch x
-            // positions) runs as several launches over consecutive tile ranges.
-            for first in (0..m_tiles).step_by(MAX_CUBES_PER_DIM) {
-                let cube_count = CubeCount::Static(
-                    grid("m tiles", (m_tiles - first).min(MAX_CUBES_PER_DIM))?,
-                    grid("n tiles", n.div_ceil(TILE_N))?,
-                    grid("groups x splits", geometry.groups * splits)?,
-                );
-                conv::conv_gemm_tiled::launch(
-                    &client,
-                    cube_count,
-                    tile_cube_dim(),
-                    address_type(&[&lhs, &rhs, target]),
-                    lhs.clone().into_tensor_arg(),
-                    rhs.clone().into_tensor_arg(),
-                    k_table.clone().into_tensor_arg(),
-                    bias.clone().into_tensor_arg(),
-                    target.clone().into_tensor_arg(),
-                    conv_args(geometry),
-                    GemmArgsLaunch::new(m, n, k, k_per_split, first),
-                    kind,
-                    has_bias,
-                    dtype,
-                );
-            }
-            Ok(())
-        })?;
+        tiled(
+            geometry,
+            kind,
+            &lhs,
+            &rhs,
+            &k_table,
+            bias,
+            &out,
+            MIN_K_PER_SPLIT_TILED,
+        )?;
     }
     Ok(out)
 }
@@ -245,44 +221,79 @@ pub fn weight_gemm(
     out_grad: CubeTensor,
     x: CubeTensor,
 ) -> Result<CubeTensor, LaunchError> {
-    let dtype = float_type(&x)?;
+    float_type(&x)?;
     float_type(&out_grad)?;
     let (out_grad, x) = (contiguous(out_grad), contiguous(x));
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
-    let (m, n, k) = gemm_sizes(geometry, WEIGHT);
-    let client = out.client.clone();
+    let (m, n, _) = gemm_sizes(geometry, WEIGHT);
     if m * n <= SPLIT_MAX_OUTPUTS {
         weight_split(geometry, out_grad, x, &out, false)?;
         return Ok(out);
     }
 
-    let tiles = m.div_ceil(TILE_M) * n.div_ceil(TILE_N) * geometry.groups;
-    let (splits, k_per_split) = split_k(k, tiles, TARGET_CUBES, MIN_K_PER_SPLIT);
-    with_splits(&out, splits, |target| {
-        let cube_count = CubeCount::Static(
-            grid("m tiles", m.div_ceil(TILE_M))?,
-            grid("n tiles", n.div_ceil(TILE_N))?,
-            grid("groups x splits", geometry.groups * splits)?,
-        );
-        conv::conv_gemm_tiled::launch(
-            &client,
-            cube_count,
-            tile_cube_dim(),
-            address_type(&[&out_grad, &x, target]),
-            out_grad.into_tensor_arg(),
-            x.clone().into_tensor_arg(),
-            table(&x, &[]).into_tensor_arg(),
-            x.into_tensor_arg(),
-            target.clone().into_tensor_arg(),
-            conv_args(geometry),
-            GemmArgsLaunch::new(m, n, k, k_per_split, 0),
-            WEIGHT,
-            false,
-            dtype,
-        );
-        Ok(())
-    })?;
+    let k_table = table(&x, &[]);
+    tiled(
+        geometry,
+        WEIGHT,
+        &out_grad,
+        &x,
+        &k_table,
+        None,
+        &out,
+        MIN_K_PER_SPLIT,
+    )?;
     Ok(out)
+}
+
+/// The tiled schedule of the GEMM of `kind` into `out`, `k` split over more cubes when there
+/// are few tiles (late, small layers; weight gradients' long reductions), the splits summed
+/// in order. `k_table` is read by `FORWARD` and `DATA` only.
+#[allow(clippy::too_many_arguments)]
+fn tiled(
+    geometry: &ConvGeometry,
+    kind: u32,
+    lhs: &CubeTensor,
+    rhs: &CubeTensor,
+    k_table: &CubeTensor,
+    bias: Option<CubeTensor>,
+    out: &CubeTensor,
+    min_k_per_split: usize,
+) -> Result<(), LaunchError> {
+    let dtype = float_type(out)?;
+    let (m, n, k) = gemm_sizes(geometry, kind);
+    let m_tiles = m.div_ceil(TILE_M);
+    let tiles = m_tiles * n.div_ceil(TILE_N) * geometry.groups;
+    let (splits, k_per_split) = split_k(k, tiles, TARGET_CUBES, min_k_per_split);
+    let has_bias = bias.is_some();
+    let bias = bias.unwrap_or_else(|| rhs.clone());
+    with_splits(out, splits, |target| {
+        // A grid dimension holds at most MAX_CUBES_PER_DIM cubes: long `m` (batch x
+        // positions) runs as several launches over consecutive tile ranges.
+        for first in (0..m_tiles).step_by(MAX_CUBES_PER_DIM) {
+            let cube_count = CubeCount::Static(
+                grid("m tiles", (m_tiles - first).min(MAX_CUBES_PER_DIM))?,
+                grid("n tiles", n.div_ceil(TILE_N))?,
+                grid("groups x splits", geometry.groups * splits)?,
+            );
+            conv::conv_gemm_tiled::launch(
+                &target.client,
+                cube_count,
+                tile_cube_dim(),
+                address_type(&[lhs, rhs, target]),
+                lhs.clone().into_tensor_arg(),
+                rhs.clone().into_tensor_arg(),
+                k_table.clone().into_tensor_arg(),
+                bias.clone().into_tensor_arg(),
+                target.clone().into_tensor_arg(),
+                conv_args(geometry),
+                GemmArgsLaunch::new(m, n, k, k_per_split, first),
+                kind,
+                has_bias,
+                dtype,
+            );
+        }
+        Ok(())
+    })
 }
 
 /// Splits of a `k`-long reduction, and their length (a multiple of the tile depth): enough

@@ -103,17 +103,20 @@ pub fn empty(like: &CubeTensor, dims: &[usize], dtype: DType) -> CubeTensor {
 ///
 /// Tables depend on shapes alone, so each is uploaded once per device and contents and then
 /// shared: a training loop's calls reuse it instead of copying it from the host every time.
-/// The cache holds at most [`TABLE_CACHE_ENTRIES`] tables and is emptied when full.
+/// The cache holds at most [`TABLE_CACHE_ENTRIES`] tables per device and is emptied when full;
+/// a hit is looked up by the borrowed values, with no copy.
 pub fn table(like: &CubeTensor, values: &[u32]) -> CubeTensor {
-    type Key = (CubeDevice, Vec<u32>);
-    static TABLES: Mutex<Option<HashMap<Key, CubeTensor>>> = Mutex::new(None);
+    type Tables = HashMap<CubeDevice, HashMap<Vec<u32>, CubeTensor>>;
+    static TABLES: Mutex<Option<Tables>> = Mutex::new(None);
     let values = if values.is_empty() { &[0][..] } else { values };
-    let key = (like.device.clone(), values.to_vec());
     let mut tables = TABLES
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let tables = tables.get_or_insert_with(HashMap::new);
-    if let Some(table) = tables.get(&key) {
+    let tables = tables
+        .get_or_insert_with(HashMap::new)
+        .entry(like.device.clone())
+        .or_default();
+    if let Some(table) = tables.get(values) {
         return table.clone();
     }
     if tables.len() >= TABLE_CACHE_ENTRIES {
@@ -127,11 +130,11 @@ pub fn table(like: &CubeTensor, values: &[u32]) -> CubeTensor {
         handle,
         DType::U32,
     );
-    tables.insert(key, table.clone());
+    tables.insert(values.to_vec(), table.clone());
     table
 }
 
-/// Tables the cache of [`table`] holds (a network has a few per layer).
+/// Tables per device the cache of [`table`] holds (a network has a few per layer).
 pub const TABLE_CACHE_ENTRIES: usize = 1024;
 
 /// `value` as a table entry.
