@@ -227,6 +227,7 @@ fn autotune() -> String {
 fn write_markdown(
     rows: &[Row],
     pytorch: Option<&PyTorchResults>,
+    png: &str,
     path: &Path,
 ) -> std::io::Result<()> {
     let mut md = String::new();
@@ -306,7 +307,7 @@ fn write_markdown(
             ratios.len()
         );
     }
-    let _ = writeln!(md, "\n![ratios](report.png)");
+    let _ = writeln!(md, "\n![ratios]({png})");
     std::fs::write(path, md)
 }
 
@@ -401,11 +402,20 @@ fn main() {
         );
         std::process::exit(1);
     }
-    write_markdown(&rows, pytorch.as_ref(), &root.join("benches/REPORT.md"))
-        .expect("write REPORT.md");
-    write_png(&rows, &root.join("benches/report.png")).expect("write report.png");
+    // `REPORT_NAME` names a report of another machine or device (e.g. `REPORT-lavapipe-wgpu`)
+    // so it does not replace the main one.
+    let name = std::env::var("REPORT_NAME").unwrap_or_else(|_| "REPORT".into());
+    let png = format!("{}.png", name.to_lowercase());
+    write_markdown(
+        &rows,
+        pytorch.as_ref(),
+        &png,
+        &root.join(format!("benches/{name}.md")),
+    )
+    .expect("write the report");
+    write_png(&rows, &root.join("benches").join(&png)).expect("write the chart");
     println!(
-        "wrote benches/REPORT.md and benches/report.png ({} rows)",
+        "wrote benches/{name}.md and benches/{png} ({} rows)",
         rows.len()
     );
 }

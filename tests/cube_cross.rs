@@ -6,7 +6,7 @@
 
 mod common;
 
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use burn_convpool::*;
 use common::Lcg;
 
@@ -439,4 +439,136 @@ fn indices_match_cpu() {
     let (gpu_values, gpu_indices) = indices_on(&wgpu());
     assert_eq!(gpu_indices, cpu_indices);
     assert_close("max values", &gpu_values, &cpu_values);
+}
+
+/// The panic message of `op`, which must fail (a dtype the device does not report).
+fn failure(op: impl FnOnce() -> TensorData + std::panic::UnwindSafe) -> String {
+    let err = std::panic::catch_unwind(op).expect_err("an unsupported dtype must fail");
+    *err.downcast::<String>().expect("a formatted panic message")
+}
+
+/// A tiled launch needing more than 65,535 cubes along `m` (4.2M output positions in 64-row
+/// tiles) runs as several launches over consecutive tile ranges and matches Flex everywhere,
+/// the last positions included. On a real GPU only (`vulkan` builds): its 268 MB output is
+/// more than wgpu binds on lavapipe (128 MiB), so CI checks the chunked launches with a lower
+/// per-launch limit instead (`cube::conv`'s unit test).
+#[cfg(not(feature = "wgpu"))]
+#[test]
+fn conv_over_65535_tiles_matches_cpu() {
+    let mut rng = rng("huge");
+    let dims = [1, 2, 2050, 2050];
+    let x = rng.values(dims.iter().product());
+    let weight = rng.values(16 * 2 * 9);
+    let run = |device: &Device| {
+        let x = Tensor::<4>::from_data(TensorData::new(x.clone(), dims).convert::<f32>(), device);
+        let weight = Tensor::<4>::from_data(
+            TensorData::new(weight.clone(), [16, 2, 3, 3]).convert::<f32>(),
+            device,
+        );
+        let out = conv2d(
+            x,
+            weight,
+            None,
+            ConvNdOptions::default().with_padding([1, 1]),
+        );
+        out.into_data().try_to_vec::<f32>().unwrap()
+    };
+    let expected = run(&Device::flex());
+    // 16 output channels; the tiled schedule's tiles hold 64 positions.
+    assert!(expected.len() / 16 > 65_535 * 64);
+    assert_close("65,535+ tiles forward", &run(&wgpu()), &expected);
+}
+
+/// f64 convs sum in f64: over a long reduction (k = 64 x 9, and 48 x 9 for the input
+/// gradient) the forward and both gradients agree with Flex's f64 to 1e-11, where sums in f32
+/// are off by ~1e-6. A device that does not report f64 gives the typed error instead.
+#[test]
+fn f64_conv_sums_in_f64() {
+    let gpu = wgpu();
+    let mut rng = rng("f64");
+    let (x_dims, w_dims) = ([2, 64, 5, 6], [48, 64, 3, 3]);
+    let x = rng.values(x_dims.iter().product());
+    let weight = rng.values(w_dims.iter().product());
+    let options = ConvNdOptions::default().with_padding([1, 1]);
+    if !gpu.supports_dtype(DType::F64) {
+        let message = failure(|| {
+            let x = common::f64_tensor(&x, x_dims, &gpu);
+            let weight = common::f64_tensor(&weight, w_dims, &gpu);
+            conv2d(x, weight, None, options).into_data()
+        });
+        assert!(message.contains("dtype F64 is not supported"), "{message}");
+        return;
+    }
+    let run = |device: &Device| {
+        let x = common::f64_tensor(&x, x_dims, device).require_grad();
+        let weight = common::f64_tensor(&weight, w_dims, device).require_grad();
+        let out = conv2d(x.clone(), weight.clone(), None, options.clone());
+        let r = common::f64_tensor(&Lcg::new(5).values(2 * 48 * 30), [2, 48, 5, 6], device);
+        let grads = (out.clone() * r).sum().backward();
+        [
+            common::f64_values(out),
+            common::f64_values(x.grad(&grads).unwrap()),
+            common::f64_values(weight.grad(&grads).unwrap()),
+        ]
+    };
+    let expected = run(&Device::flex().autodiff());
+    let actual = run(&gpu.autodiff());
+    for (what, (actual, expected)) in ["forward", "x grad", "weight grad"]
+        .iter()
+        .zip(actual.iter().zip(&expected))
+    {
+        assert_eq!(actual.len(), expected.len());
+        for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+            assert!(
+                (a - e).abs() <= 1e-11 * (1.0 + e.abs()),
+                "f64 {what}[{i}]: gpu {a} vs flex {e}"
+            );
+        }
+    }
+}
+
+/// Half-precision average and LP pools sum in f32, as PyTorch's kernels do: over a 16x16
+/// window of values in [0, 1) the result is Flex's f32 result on the same f16 inputs, rounded
+/// to f16, within one f16 step (sums in f16 are several steps off). A device that does not
+/// report f16 (lavapipe) gives the typed error instead.
+#[test]
+fn f16_pools_sum_in_f32() {
+    let gpu = wgpu();
+    let dims = [2, 3, 32, 32];
+    let values: Vec<f32> = rng("f16")
+        .values(dims.iter().product())
+        .iter()
+        .map(|v| v.abs() as f32)
+        .collect();
+    let x_on = |device: &Device| {
+        Tensor::<4>::from_data(TensorData::new(values.clone(), dims), device).cast(DType::F16)
+    };
+    let avg = |x: Tensor<4>| avg_pool2d(x, AvgPoolNdOptions::new([16, 16]).with_stride([8, 8]));
+    let lp = |x: Tensor<4>| lp_pool2d(x, LpPoolOptions::new(2.0, [16, 16]).with_stride([8, 8]));
+    if !gpu.supports_dtype(DType::F16) {
+        let message = failure(|| avg(x_on(&gpu)).into_data());
+        assert!(message.contains("dtype F16 is not supported"), "{message}");
+        return;
+    }
+    for (name, pool) in [
+        ("avg", &avg as &dyn Fn(Tensor<4>) -> Tensor<4>),
+        ("lp", &lp),
+    ] {
+        let expected = pool(x_on(&Device::flex()).cast(DType::F32))
+            .cast(DType::F16)
+            .cast(DType::F32)
+            .into_data()
+            .try_to_vec::<f32>()
+            .unwrap();
+        let actual = pool(x_on(&gpu))
+            .cast(DType::F32)
+            .into_data()
+            .try_to_vec::<f32>()
+            .unwrap();
+        for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
+            // One f16 step at `e`: 2^(exponent - 10).
+            let step = 2f32.powi(e.abs().log2().floor() as i32 - 10);
+            assert!((a - e).abs() <= step, "f16 {name}[{i}]: gpu {a} vs {e}");
+        }
+    }
 }

@@ -105,25 +105,25 @@ fn kernel_volume(args: &ConvArgs) -> usize {
 
 /// `x[b, channel]` at the tap `tap` of output position `out`; zero in the padding.
 #[cube]
-fn input_tap<F: Float>(
+fn input_tap<F: Float, A: Float>(
     x: &Tensor<F>,
     args: &ConvArgs,
     batch: usize,
     channel: usize,
     out: &Pos3,
     tap: &Pos3,
-) -> f32 {
+) -> A {
     let d = out.d * args.stride_d + tap.d * args.dilation_d;
     let h = out.h * args.stride_h + tap.h * args.dilation_h;
     let w = out.w * args.stride_w + tap.w * args.dilation_w;
-    let mut value = 0.0f32;
+    let mut value = A::new(0.0);
     if d >= args.pad_d && h >= args.pad_h && w >= args.pad_w {
         let d = d - args.pad_d;
         let h = h - args.pad_h;
         let w = w - args.pad_w;
         if d < args.in_d && h < args.in_h && w < args.in_w {
             let plane = batch * args.groups * args.in_channels + channel;
-            value = f32::cast_from(x[((plane * args.in_d + d) * args.in_h + h) * args.in_w + w]);
+            value = A::cast_from(x[((plane * args.in_d + d) * args.in_h + h) * args.in_w + w]);
         }
     }
     value
@@ -132,21 +132,21 @@ fn input_tap<F: Float>(
 /// `out_grad[b, channel]` at the output position whose tap `tap` reads input position `at`;
 /// zero when no output position does (off the stride grid or outside the output).
 #[cube]
-fn output_tap<F: Float>(
+fn output_tap<F: Float, A: Float>(
     out_grad: &Tensor<F>,
     args: &ConvArgs,
     batch: usize,
     channel: usize,
     at: &Pos3,
     tap: &Pos3,
-) -> f32 {
+) -> A {
     let d = at.d + args.pad_d;
     let h = at.h + args.pad_h;
     let w = at.w + args.pad_w;
     let reach_d = tap.d * args.dilation_d;
     let reach_h = tap.h * args.dilation_h;
     let reach_w = tap.w * args.dilation_w;
-    let mut value = 0.0f32;
+    let mut value = A::new(0.0);
     if d >= reach_d && h >= reach_h && w >= reach_w {
         let d = d - reach_d;
         let h = h - reach_h;
@@ -160,7 +160,7 @@ fn output_tap<F: Float>(
             let w = w / args.stride_w;
             if d < args.out_d && h < args.out_h && w < args.out_w {
                 let plane = batch * args.groups * args.out_channels + channel;
-                value = f32::cast_from(
+                value = A::cast_from(
                     out_grad[((plane * args.out_d + d) * args.out_h + h) * args.out_w + w],
                 );
             }
@@ -208,7 +208,7 @@ pub fn row_of(args: &ConvArgs, m: usize, #[comptime] kind: u32) -> Row {
 /// GEMMs, `k` is read from `k_table` (`[channel, kd, kh, kw]` per `k`, built on the host) so
 /// the load needs no divisions.
 #[cube]
-pub fn lhs_value<F: Float>(
+pub fn lhs_value<F: Float, A: Float>(
     lhs: &Tensor<F>,
     k_table: &Tensor<u32>,
     args: &ConvArgs,
@@ -216,13 +216,13 @@ pub fn lhs_value<F: Float>(
     row: &Row,
     k: usize,
     #[comptime] kind: u32,
-) -> f32 {
-    let value: f32;
+) -> A {
+    let value: A;
     if comptime![kind == WEIGHT] {
         let out_volume = out_volume(args);
         let batch = k / out_volume;
         let plane = batch * args.groups * args.out_channels + group * args.out_channels + row.index;
-        value = f32::cast_from(lhs[plane * out_volume + k % out_volume]);
+        value = A::cast_from(lhs[plane * out_volume + k % out_volume]);
     } else {
         let tap = Pos3 {
             d: k_table[k * 4 + 1] as usize,
@@ -232,10 +232,10 @@ pub fn lhs_value<F: Float>(
         let channel_in_group = k_table[k * 4] as usize;
         if comptime![kind == FORWARD] {
             let channel = group * args.in_channels + channel_in_group;
-            value = input_tap::<F>(lhs, args, row.batch, channel, &row.pos, &tap);
+            value = input_tap::<F, A>(lhs, args, row.batch, channel, &row.pos, &tap);
         } else {
             let channel = group * args.out_channels + channel_in_group;
-            value = output_tap::<F>(lhs, args, row.batch, channel, &row.pos, &tap);
+            value = output_tap::<F, A>(lhs, args, row.batch, channel, &row.pos, &tap);
         }
     }
     value
@@ -249,28 +249,28 @@ fn weight_index(args: &ConvArgs, out_channel: usize, in_channel: usize, tap: usi
 
 /// `B[k, n]` of group `group`.
 #[cube]
-pub fn rhs_value<F: Float>(
+pub fn rhs_value<F: Float, A: Float>(
     rhs: &Tensor<F>,
     args: &ConvArgs,
     group: usize,
     k: usize,
     n: usize,
     #[comptime] kind: u32,
-) -> f32 {
+) -> A {
     let kernel_volume = kernel_volume(args);
-    let value: f32;
+    let value: A;
     if comptime![kind == FORWARD] {
         let out_channel = group * args.out_channels + n;
-        value = f32::cast_from(rhs[weight_index(args, out_channel, 0, k)]);
+        value = A::cast_from(rhs[weight_index(args, out_channel, 0, k)]);
     } else if comptime![kind == DATA] {
         let out_channel = group * args.out_channels + k / kernel_volume;
-        value = f32::cast_from(rhs[weight_index(args, out_channel, n, k % kernel_volume)]);
+        value = A::cast_from(rhs[weight_index(args, out_channel, n, k % kernel_volume)]);
     } else {
         let out_volume = out_volume(args);
         let out = unflatten(k % out_volume, args.out_h, args.out_w);
         let tap = unflatten(n % kernel_volume, args.kernel_h, args.kernel_w);
         let channel = group * args.in_channels + n / kernel_volume;
-        value = input_tap::<F>(rhs, args, k / out_volume, channel, &out, &tap);
+        value = input_tap::<F, A>(rhs, args, k / out_volume, channel, &out, &tap);
     }
     value
 }
@@ -281,7 +281,7 @@ pub fn rhs_value<F: Float>(
 /// result when `has_bias` (to split 0's only, so it is added once).
 #[cube]
 #[allow(clippy::too_many_arguments)]
-pub fn store<F: Float>(
+pub fn store<F: Float, A: Float>(
     out: &mut Tensor<F>,
     bias: &Tensor<F>,
     args: &ConvArgs,
@@ -289,7 +289,7 @@ pub fn store<F: Float>(
     split_base: usize,
     m: usize,
     n: usize,
-    value: f32,
+    value: A,
     #[comptime] kind: u32,
     #[comptime] has_bias: bool,
 ) {
@@ -320,9 +320,9 @@ pub fn store<F: Float>(
 
 /// The tiled schedule: a cube computes a 64x64 tile of `C` for one group (`CUBE_POS_Z =
 /// split * groups + group`), stepping along `k` through 16-deep shared-memory tiles of `A` and
-/// `B`; each unit accumulates a 4x4 register block in f32.
+/// `B`; each unit accumulates a 4x4 register block in `A` (f32 for f32 and half types, f64 for f64).
 #[cube(launch, address_type = "dynamic")]
-pub fn conv_gemm_tiled<F: Float>(
+pub fn conv_gemm_tiled<F: Float, A: Float>(
     lhs: &Tensor<F>,
     rhs: &Tensor<F>,
     k_table: &Tensor<u32>,
@@ -332,7 +332,7 @@ pub fn conv_gemm_tiled<F: Float>(
     gemm: GemmArgs,
     #[comptime] kind: u32,
     #[comptime] has_bias: bool,
-    #[define(F)] _dtype: ElemType,
+    #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let tx = UNIT_POS_X as usize;
     let ty = UNIT_POS_Y as usize;
@@ -347,11 +347,11 @@ pub fn conv_gemm_tiled<F: Float>(
 
     // Both tiles are stored k-major (`[k][m]`, `[k][n]`), so the inner product reads
     // consecutive addresses across a plane.
-    let mut lhs_tile = Shared::<[f32]>::new_slice(TILE_K * TILE_M);
-    let mut rhs_tile = Shared::<[f32]>::new_slice(TILE_K * TILE_N);
-    let mut acc = Array::<f32>::new(16usize);
-    let mut a = Array::<f32>::new(4usize);
-    let mut b = Array::<f32>::new(4usize);
+    let mut lhs_tile = Shared::<[A]>::new_slice(TILE_K * TILE_M);
+    let mut rhs_tile = Shared::<[A]>::new_slice(TILE_K * TILE_N);
+    let mut acc = Array::<A>::new(16usize);
+    let mut a = Array::<A>::new(4usize);
+    let mut b = Array::<A>::new(4usize);
 
     // A is read m-fast (consecutive positions, one fixed row per unit, decomposed once)
     // except for the weight gradient, whose rows are channels and whose consecutive
@@ -369,10 +369,10 @@ pub fn conv_gemm_tiled<F: Float>(
             }
             let m = m0 + mm;
             let k = k0 + kk;
-            let mut value = 0.0f32;
+            let mut value = A::new(0.0);
             if m < gemm.m_len && k < k_end {
                 if comptime![kind == WEIGHT] {
-                    value = lhs_value::<F>(
+                    value = lhs_value::<F, A>(
                         lhs,
                         k_table,
                         &args,
@@ -382,7 +382,7 @@ pub fn conv_gemm_tiled<F: Float>(
                         kind,
                     );
                 } else {
-                    value = lhs_value::<F>(lhs, k_table, &args, group, &fixed_row, k, kind);
+                    value = lhs_value::<F, A>(lhs, k_table, &args, group, &fixed_row, k, kind);
                 }
             }
             lhs_tile[kk * 64 + mm] = value;
@@ -392,9 +392,9 @@ pub fn conv_gemm_tiled<F: Float>(
             let nn = unit / 16 + 16 * j;
             let n = n0 + nn;
             let k = k0 + kk;
-            let mut value = 0.0f32;
+            let mut value = A::new(0.0);
             if n < gemm.n_len && k < k_end {
-                value = rhs_value::<F>(rhs, &args, group, k, n, kind);
+                value = rhs_value::<F, A>(rhs, &args, group, k, n, kind);
             }
             rhs_tile[kk * 64 + nn] = value;
         }
@@ -426,7 +426,7 @@ pub fn conv_gemm_tiled<F: Float>(
             let m = m0 + tx + 16 * i;
             let n = n0 + ty + 16 * j;
             if m < gemm.m_len && n < gemm.n_len {
-                store::<F>(
+                store::<F, A>(
                     out,
                     bias,
                     &args,
@@ -448,7 +448,7 @@ pub fn conv_gemm_tiled<F: Float>(
 /// has no divisions. For short reductions, where a tile would be mostly padding: depthwise
 /// convs (`k` = taps) and their input gradient. Forward and input gradient only.
 #[cube(launch, address_type = "dynamic")]
-pub fn conv_gemm_direct<F: Float>(
+pub fn conv_gemm_direct<F: Float, A: Float>(
     lhs: &Tensor<F>,
     rhs: &Tensor<F>,
     bias: &Tensor<F>,
@@ -457,7 +457,7 @@ pub fn conv_gemm_direct<F: Float>(
     gemm: GemmArgs,
     #[comptime] kind: u32,
     #[comptime] has_bias: bool,
-    #[define(F)] _dtype: ElemType,
+    #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     if ABSOLUTE_POS >= args.groups * gemm.m_len * gemm.n_len {
         terminate!();
@@ -471,7 +471,7 @@ pub fn conv_gemm_direct<F: Float>(
     if comptime![kind == DATA] {
         channels = args.out_channels;
     }
-    let mut acc = 0.0f32;
+    let mut acc = A::new(0.0);
     for c in 0..channels {
         let mut tap_index = 0;
         for kd in 0..args.kernel_d {
@@ -486,20 +486,21 @@ pub fn conv_gemm_direct<F: Float>(
                         let out_channel = group * args.out_channels + n;
                         let weight = rhs[weight_index(&args, out_channel, c, tap_index)];
                         let channel = group * args.in_channels + c;
-                        acc += input_tap::<F>(lhs, &args, row.batch, channel, &row.pos, &tap)
-                            * f32::cast_from(weight);
+                        acc += input_tap::<F, A>(lhs, &args, row.batch, channel, &row.pos, &tap)
+                            * A::cast_from(weight);
                     } else {
                         let out_channel = group * args.out_channels + c;
                         let weight = rhs[weight_index(&args, out_channel, n, tap_index)];
-                        acc += output_tap::<F>(lhs, &args, row.batch, out_channel, &row.pos, &tap)
-                            * f32::cast_from(weight);
+                        acc +=
+                            output_tap::<F, A>(lhs, &args, row.batch, out_channel, &row.pos, &tap)
+                                * A::cast_from(weight);
                     }
                     tap_index += 1;
                 }
             }
         }
     }
-    store::<F>(out, bias, &args, group, 0, m, n, acc, kind, has_bias);
+    store::<F, A>(out, bias, &args, group, 0, m, n, acc, kind, has_bias);
 }
 
 /// The split schedule of the weight gradient: one unit per (element of `C`, range of output
@@ -509,14 +510,14 @@ pub fn conv_gemm_direct<F: Float>(
 /// (with `ones_rhs`, `B = 1`) the bias gradient. `gemm.k_per_split` is a whole number of
 /// output rows (`out_w` positions each).
 #[cube(launch, address_type = "dynamic")]
-pub fn conv_weight_split<F: Float>(
+pub fn conv_weight_split<F: Float, A: Float>(
     out_grad: &Tensor<F>,
     x: &Tensor<F>,
     out: &mut Tensor<F>,
     args: ConvArgs,
     gemm: GemmArgs,
     #[comptime] ones_rhs: bool,
-    #[define(F)] _dtype: ElemType,
+    #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let outputs = args.groups * gemm.m_len * gemm.n_len;
     let splits = gemm.k_len.div_ceil(gemm.k_per_split);
@@ -536,7 +537,7 @@ pub fn conv_weight_split<F: Float>(
     let grad_plane_of_batch = group * args.out_channels + m;
     let row_begin = split * gemm.k_per_split / args.out_w;
     let row_end = min(gemm.k_len, (split + 1) * gemm.k_per_split) / args.out_w;
-    let mut acc = 0.0f32;
+    let mut acc = A::new(0.0);
     for row in row_begin..row_end {
         let batch = row / (args.out_d * args.out_h);
         let d = (row / args.out_h) % args.out_d;
@@ -544,15 +545,15 @@ pub fn conv_weight_split<F: Float>(
         let plane = batch * args.groups * args.out_channels + grad_plane_of_batch;
         let grad_row = ((plane * args.out_d + d) * args.out_h + h) * args.out_w;
         for w in 0..args.out_w {
-            let mut value = f32::cast_from(out_grad[grad_row + w]);
+            let mut value = A::cast_from(out_grad[grad_row + w]);
             if comptime![!ones_rhs] {
                 let at = Pos3 { d, h, w };
-                value *= input_tap::<F>(x, &args, batch, channel, &at, &tap);
+                value *= input_tap::<F, A>(x, &args, batch, channel, &at, &tap);
             }
             acc += value;
         }
     }
-    store::<F>(
+    store::<F, A>(
         out,
         x,
         &args,
@@ -569,19 +570,19 @@ pub fn conv_weight_split<F: Float>(
 /// `out[i] = sum_s partials[s * len + i]`, summed in split order: the deterministic second
 /// pass of a split-k GEMM.
 #[cube(launch, address_type = "dynamic")]
-pub fn sum_splits<F: Float>(
+pub fn sum_splits<F: Float, A: Float>(
     partials: &Tensor<F>,
     out: &mut Tensor<F>,
     splits: usize,
-    #[define(F)] _dtype: ElemType,
+    #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let len = out.len();
     if ABSOLUTE_POS >= len {
         terminate!();
     }
-    let mut acc = 0.0f32;
+    let mut acc = A::new(0.0);
     for s in 0..splits {
-        acc += f32::cast_from(partials[s * len + ABSOLUTE_POS]);
+        acc += A::cast_from(partials[s * len + ABSOLUTE_POS]);
     }
     out[ABSOLUTE_POS] = F::cast_from(acc);
 }

@@ -20,8 +20,8 @@ use crate::conv_routing::ConvPasses;
 use crate::spec::ConvGeometry;
 
 use super::tensor::{
-    LaunchError, MAX_CUBES_PER_DIM, address_type, contiguous, dims5, elementwise, empty, entry,
-    expect, float_type, grid, table,
+    LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, contiguous, dims5, elementwise,
+    empty, entry, expect, float_type, grid, table,
 };
 use super::tune::{self, Pass};
 
@@ -173,7 +173,7 @@ pub fn gemm(
             GemmArgsLaunch::new(m, n, k, k, 0),
             kind,
             has_bias,
-            dtype,
+            [dtype, accumulator_type(dtype)],
         );
     } else {
         let k_table = table(&lhs, &k_digits(geometry, k)?);
@@ -267,11 +267,12 @@ fn tiled(
     let has_bias = bias.is_some();
     let bias = bias.unwrap_or_else(|| rhs.clone());
     with_splits(out, splits, |target| {
-        // A grid dimension holds at most MAX_CUBES_PER_DIM cubes: long `m` (batch x
-        // positions) runs as several launches over consecutive tile ranges.
-        for first in (0..m_tiles).step_by(MAX_CUBES_PER_DIM) {
+        // Long `m` (batch x positions) runs as several launches over consecutive tile
+        // ranges.
+        let per_launch = m_tiles_per_launch();
+        for first in (0..m_tiles).step_by(per_launch) {
             let cube_count = CubeCount::Static(
-                grid("m tiles", (m_tiles - first).min(MAX_CUBES_PER_DIM))?,
+                grid("m tiles", (m_tiles - first).min(per_launch))?,
                 grid("n tiles", n.div_ceil(TILE_N))?,
                 grid("groups x splits", geometry.groups * splits)?,
             );
@@ -289,12 +290,27 @@ fn tiled(
                 GemmArgsLaunch::new(m, n, k, k_per_split, first),
                 kind,
                 has_bias,
-                dtype,
+                [dtype, accumulator_type(dtype)],
             );
         }
         Ok(())
     })
 }
+
+/// `m` tiles one tiled launch covers: a grid dimension holds at most [`MAX_CUBES_PER_DIM`]
+/// cubes. The unit tests lower it, so the chunked launches run on tensors that fit a CPU
+/// Vulkan driver's buffers (wgpu binds at most 128 MiB there, a quarter of what 65,535 tiles
+/// of 16 channels take).
+fn m_tiles_per_launch() -> usize {
+    #[cfg(test)]
+    return M_TILES_PER_LAUNCH.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(test))]
+    MAX_CUBES_PER_DIM
+}
+
+#[cfg(test)]
+static M_TILES_PER_LAUNCH: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(MAX_CUBES_PER_DIM);
 
 /// Splits of a `k`-long reduction, and their length (a multiple of the tile depth): enough
 /// that `parallel` independent outputs times the splits reach `target`, none shorter than
@@ -320,6 +336,7 @@ fn with_splits(
     if splits == 1 {
         return launch(out);
     }
+    let dtype = float_type(out)?;
     let len = out.meta.num_elements();
     let partials = empty(out, &[splits * len], out.dtype);
     launch(&partials)?;
@@ -332,7 +349,7 @@ fn with_splits(
         partials.clone().into_tensor_arg(),
         out.clone().into_tensor_arg(),
         splits,
-        float_type(out)?,
+        [dtype, accumulator_type(dtype)],
     );
     Ok(())
 }
@@ -369,7 +386,7 @@ fn weight_split(
             conv_args(geometry),
             GemmArgsLaunch::new(m, n, k, rows_per_split * row_len, 0),
             ones_rhs,
-            dtype,
+            [dtype, accumulator_type(dtype)],
         );
         Ok(())
     })
@@ -397,4 +414,57 @@ pub fn bias_backward(out_grad: CubeTensor) -> Result<CubeTensor, LaunchError> {
     };
     weight_split(&geometry, out_grad.clone(), out_grad, &out, true)?;
     Ok(out)
+}
+
+#[cfg(all(test, feature = "wgpu"))]
+mod tests {
+    use burn::tensor::{Device, Tensor, TensorData};
+
+    use crate::{ConvNdOptions, conv2d};
+
+    /// A forward and input gradient whose `m` takes several tiled launches (3 tiles each)
+    /// match Flex, with a bias, every position of the last, partial launch included.
+    #[test]
+    fn long_m_runs_as_several_launches() {
+        // Our kernels only: the tuner could pick Burn's, which has no such launches. This is
+        // the crate's only test on a CubeCL device, so it is the first to read the pin.
+        // SAFETY: set before any thread of this test binary reads the environment.
+        unsafe { std::env::set_var("BURN_CONVPOOL_CONV_KERNELS", "ours") };
+        super::M_TILES_PER_LAUNCH.store(3, std::sync::atomic::Ordering::Relaxed);
+        let values = |n: usize, scale: f32| -> Vec<f32> {
+            (0..n)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) * scale)
+                .collect()
+        };
+        // m = 2 x 17 x 19 = 646 positions: 11 tiles of 64, so 4 launches; n = k-side 16+.
+        let (x_dims, w_dims) = ([2, 16, 17, 19], [24, 16, 3, 3]);
+        let x = values(x_dims.iter().product(), 0.01);
+        let weight = values(w_dims.iter().product(), 0.02);
+        let bias = values(24, 0.1);
+        let run = |device: &Device| {
+            let x =
+                Tensor::<4>::from_data(TensorData::new(x.clone(), x_dims), device).require_grad();
+            let weight = Tensor::<4>::from_data(TensorData::new(weight.clone(), w_dims), device);
+            let bias = Tensor::<1>::from_data(TensorData::new(bias.clone(), [24]), device);
+            let options = ConvNdOptions::default().with_padding([1, 1]);
+            let out = conv2d(x.clone(), weight, Some(bias), options);
+            let grads = (out.clone() * out.clone()).sum().backward();
+            let x_grad = x.grad(&grads).unwrap();
+            [out.into_data(), x_grad.into_data()].map(|d| d.try_to_vec::<f32>().unwrap())
+        };
+        let expected = run(&Device::flex().autodiff());
+        let actual = run(&Device::wgpu(Default::default()).autodiff());
+        for (what, (actual, expected)) in ["forward", "x grad"]
+            .iter()
+            .zip(actual.iter().zip(&expected))
+        {
+            assert_eq!(actual.len(), expected.len());
+            for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+                assert!(
+                    (a - e).abs() <= 1e-4 * (1.0 + e.abs()),
+                    "{what}[{i}]: wgpu {a} vs flex {e}"
+                );
+            }
+        }
+    }
 }
