@@ -293,29 +293,61 @@ pub fn store<F: Float, A: Float>(
     #[comptime] kind: u32,
     #[comptime] has_bias: bool,
 ) {
-    if comptime![kind == FORWARD] {
-        let out_volume = out_volume(args);
-        let channel = group * args.out_channels + n;
-        let plane = (m / out_volume) * args.groups * args.out_channels + channel;
-        let mut result = F::cast_from(value);
-        if comptime![has_bias] {
-            result += select(split_base == 0, bias[channel], F::new(0.0));
-        }
-        out[split_base + plane * out_volume + m % out_volume] = result;
-    } else if comptime![kind == DATA] {
-        let in_volume = in_volume(args);
-        let channel = group * args.in_channels + n;
-        let plane = (m / in_volume) * args.groups * args.in_channels + channel;
-        let mut result = F::cast_from(value);
-        if comptime![has_bias] {
-            result += select(split_base == 0, bias[channel], F::new(0.0));
-        }
-        out[split_base + plane * in_volume + m % in_volume] = result;
-    } else {
+    if comptime![kind == WEIGHT] {
         let row_len = args.in_channels * kernel_volume(args);
         let row = group * args.out_channels + m;
         out[split_base + row * row_len + n] = F::cast_from(value);
+    } else {
+        let mut volume = out_volume(args);
+        if comptime![kind == DATA] {
+            volume = in_volume(args);
+        }
+        store_position::<F, A>(
+            out,
+            bias,
+            args,
+            group,
+            split_base,
+            m / volume,
+            m % volume,
+            n,
+            value,
+            kind,
+            has_bias,
+        );
     }
+}
+
+/// [`store`] of a forward or input-gradient result whose row `m` is already split into its
+/// batch and its position (flat, within the output or input volume).
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub fn store_position<F: Float, A: Float>(
+    out: &mut Tensor<F>,
+    bias: &Tensor<F>,
+    args: &ConvArgs,
+    group: usize,
+    split_base: usize,
+    batch: usize,
+    position: usize,
+    n: usize,
+    value: A,
+    #[comptime] kind: u32,
+    #[comptime] has_bias: bool,
+) {
+    let mut volume = out_volume(args);
+    let mut channels = args.out_channels;
+    if comptime![kind == DATA] {
+        volume = in_volume(args);
+        channels = args.in_channels;
+    }
+    let channel = group * channels + n;
+    let plane = batch * args.groups * channels + channel;
+    let mut result = F::cast_from(value);
+    if comptime![has_bias] {
+        result += select(split_base == 0, bias[channel], F::new(0.0));
+    }
+    out[split_base + plane * volume + position] = result;
 }
 
 /// The tiled schedule: a cube computes a 64x64 tile of `C` for one group (`CUBE_POS_Z =
@@ -443,10 +475,50 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     }
 }
 
-/// The direct schedule: one unit per element of `C` (m fastest, so stores are coalesced),
-/// summing all of `k` in a register, with `k` walked as (channel, tap) loops so the inner loop
-/// has no divisions. For short reductions, where a tile would be mostly padding: depthwise
-/// convs (`k` = taps) and their input gradient. Forward and input gradient only.
+/// Where one tap of a unit of [`conv_gemm_direct`] reads, along one axis: the index on the
+/// read side for position `at`, and whether there is one. Forward: `at * stride + reach -
+/// pad`, inside the input. Input gradient: `(at + pad - reach) / stride`, when it divides
+/// and is inside the output (`unit_stride` skips the division).
+#[cube]
+fn tap_along(
+    at: usize,
+    reach: usize,
+    stride: usize,
+    pad: usize,
+    len: usize,
+    #[comptime] kind: u32,
+    #[comptime] unit_stride: bool,
+) -> (usize, bool) {
+    let mut index = 0;
+    let mut inside = false;
+    if comptime![kind == FORWARD] {
+        let padded = at * stride + reach;
+        if padded >= pad {
+            index = padded - pad;
+            inside = index < len;
+        }
+    } else {
+        let padded = at + pad;
+        if padded >= reach {
+            index = padded - reach;
+            inside = true;
+            if comptime![!unit_stride] {
+                inside = index.is_multiple_of(stride);
+                index /= stride;
+            }
+            inside = inside && index < len;
+        }
+    }
+    (index, inside)
+}
+
+/// The direct schedule, for short reductions where a tile would be mostly padding (grouped
+/// and depthwise convs, and their input gradient): a unit computes `block_n` channels of one
+/// group at `block_w` consecutive positions along the last axis, summing all of `k` in
+/// registers. Each loaded input value serves `block_n` channels and each weight `block_w`
+/// positions, a row's bounds are checked once, and the unit's indices are decomposed once
+/// (blocks along the last axis measured faster on lavapipe than columns of rows, whose loads
+/// coalesce across units). Forward and input gradient only.
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_gemm_direct<F: Float, A: Float>(
     lhs: &Tensor<F>,
@@ -457,50 +529,137 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     gemm: GemmArgs,
     #[comptime] kind: u32,
     #[comptime] has_bias: bool,
+    #[comptime] block_n: usize,
+    #[comptime] block_w: usize,
+    #[comptime] unit_stride: bool,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
-    if ABSOLUTE_POS >= args.groups * gemm.m_len * gemm.n_len {
+    // The unit's side (written) and the read side of the GEMM's rows.
+    let mut side_d = args.out_d;
+    let mut side_h = args.out_h;
+    let mut side_w = args.out_w;
+    let mut read_d = args.in_d;
+    let mut read_h = args.in_h;
+    let mut read_w = args.in_w;
+    let mut reduced = args.in_channels;
+    if comptime![kind == DATA] {
+        side_d = args.in_d;
+        side_h = args.in_h;
+        side_w = args.in_w;
+        read_d = args.out_d;
+        read_h = args.out_h;
+        read_w = args.out_w;
+        reduced = args.out_channels;
+    }
+    let w_blocks = side_w.div_ceil(block_w);
+    let n_blocks = gemm.n_len.div_ceil(block_n);
+    let batches = gemm.m_len / (side_d * side_h * side_w);
+    if ABSOLUTE_POS >= args.groups * n_blocks * batches * side_d * side_h * w_blocks {
         terminate!();
     }
-    let m = ABSOLUTE_POS % gemm.m_len;
-    let rest = ABSOLUTE_POS / gemm.m_len;
-    let n = rest % gemm.n_len;
-    let group = rest / gemm.n_len;
-    let row = row_of(&args, m, kind);
-    let mut channels = args.in_channels;
-    if comptime![kind == DATA] {
-        channels = args.out_channels;
+    let mut rest = ABSOLUTE_POS;
+    let w0 = (rest % w_blocks) * block_w;
+    rest /= w_blocks;
+    let h = rest % side_h;
+    rest /= side_h;
+    let d = rest % side_d;
+    rest /= side_d;
+    let batch = rest % batches;
+    rest /= batches;
+    let n0 = (rest % n_blocks) * block_n;
+    let group = rest / n_blocks;
+
+    let read_volume = read_d * read_h * read_w;
+    let mut acc = Array::<A>::new(comptime![block_n * block_w]);
+    #[unroll]
+    for i in 0..comptime![block_n * block_w] {
+        acc[i] = A::new(0.0);
     }
-    let mut acc = A::new(0.0);
-    for c in 0..channels {
-        let mut tap_index = 0;
+    let mut weights = Array::<A>::new(block_n);
+    for c in 0..reduced {
+        let plane = (batch * args.groups * reduced + group * reduced + c) * read_volume;
+        let mut tap = 0;
         for kd in 0..args.kernel_d {
+            let (rd, d_inside) = tap_along(
+                d,
+                kd * args.dilation_d,
+                args.stride_d,
+                args.pad_d,
+                read_d,
+                kind,
+                unit_stride,
+            );
             for kh in 0..args.kernel_h {
+                let (rh, h_inside) = tap_along(
+                    h,
+                    kh * args.dilation_h,
+                    args.stride_h,
+                    args.pad_h,
+                    read_h,
+                    kind,
+                    unit_stride,
+                );
+                let row_inside = d_inside && h_inside;
+                let row = plane + (rd * read_h + rh) * read_w;
                 for kw in 0..args.kernel_w {
-                    let tap = Pos3 {
-                        d: kd,
-                        h: kh,
-                        w: kw,
-                    };
-                    if comptime![kind == FORWARD] {
-                        let out_channel = group * args.out_channels + n;
-                        let weight = rhs[weight_index(&args, out_channel, c, tap_index)];
-                        let channel = group * args.in_channels + c;
-                        acc += input_tap::<F, A>(lhs, &args, row.batch, channel, &row.pos, &tap)
-                            * A::cast_from(weight);
-                    } else {
-                        let out_channel = group * args.out_channels + c;
-                        let weight = rhs[weight_index(&args, out_channel, n, tap_index)];
-                        acc +=
-                            output_tap::<F, A>(lhs, &args, row.batch, out_channel, &row.pos, &tap)
-                                * A::cast_from(weight);
+                    // Channels past `n_len` (a partial block) read channel 0 and are not
+                    // stored.
+                    #[unroll]
+                    for i in 0..block_n {
+                        let n = select(n0 + i < gemm.n_len, n0 + i, 0);
+                        let mut index = weight_index(&args, group * args.out_channels + n, c, tap);
+                        if comptime![kind == DATA] {
+                            index = weight_index(&args, group * args.out_channels + c, n, tap);
+                        }
+                        weights[i] = A::cast_from(rhs[index]);
                     }
-                    tap_index += 1;
+                    #[unroll]
+                    for j in 0..block_w {
+                        let (rw, w_inside) = tap_along(
+                            w0 + j,
+                            kw * args.dilation_w,
+                            args.stride_w,
+                            args.pad_w,
+                            read_w,
+                            kind,
+                            unit_stride,
+                        );
+                        let mut value = A::new(0.0);
+                        if row_inside && w_inside {
+                            value = A::cast_from(lhs[row + rw]);
+                        }
+                        #[unroll]
+                        for i in 0..block_n {
+                            acc[i * block_w + j] += value * weights[i];
+                        }
+                    }
+                    tap += 1;
                 }
             }
         }
     }
-    store::<F, A>(out, bias, &args, group, 0, m, n, acc, kind, has_bias);
+    let row_start = (d * side_h + h) * side_w;
+    #[unroll]
+    for i in 0..block_n {
+        #[unroll]
+        for j in 0..block_w {
+            if n0 + i < gemm.n_len && w0 + j < side_w {
+                store_position::<F, A>(
+                    out,
+                    bias,
+                    &args,
+                    group,
+                    0,
+                    batch,
+                    row_start + w0 + j,
+                    n0 + i,
+                    acc[i * block_w + j],
+                    kind,
+                    has_bias,
+                );
+            }
+        }
+    }
 }
 
 /// The split schedule of the weight gradient: one unit per (element of `C`, range of output

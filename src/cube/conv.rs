@@ -27,6 +27,10 @@ use super::tune::{self, Pass};
 
 /// Below this `n` or `k`, the direct schedule beats a mostly empty tile.
 const DIRECT_BELOW: usize = 16;
+/// Channels one unit of the direct schedule computes at most.
+const DIRECT_BLOCK: usize = 4;
+/// Outputs (channels x positions along the last axis) it computes at most.
+const DIRECT_OUTPUTS: usize = 16;
 /// Weight gradients with at most this many outputs per group use the split schedule.
 const SPLIT_MAX_OUTPUTS: usize = 1024;
 /// Units a split-schedule launch aims for.
@@ -159,7 +163,13 @@ pub fn gemm(
     if n < DIRECT_BELOW || k < DIRECT_BELOW {
         let has_bias = bias.is_some();
         let bias = bias.unwrap_or_else(|| rhs.clone());
-        let (cube_count, cube_dim) = elementwise(&out, geometry.groups * m * n);
+        // A unit computes up to 4 channels at up to 16 consecutive positions along the last
+        // axis of the side it writes, 16 outputs at most.
+        let side_w = out_dims[out_dims.len() - 1];
+        let block_n = n.min(DIRECT_BLOCK);
+        let block_w = side_w.clamp(1, DIRECT_OUTPUTS / block_n);
+        let units = geometry.groups * n.div_ceil(block_n) * (m / side_w) * side_w.div_ceil(block_w);
+        let (cube_count, cube_dim) = elementwise(&out, units);
         conv::conv_gemm_direct::launch(
             &out.client,
             cube_count,
@@ -173,6 +183,9 @@ pub fn gemm(
             GemmArgsLaunch::new(m, n, k, k, 0),
             kind,
             has_bias,
+            block_n,
+            block_w,
+            geometry.stride == [1; 3],
             [dtype, accumulator_type(dtype)],
         );
     } else {
