@@ -169,8 +169,10 @@ fn sign<F: Float>(x: F) -> F {
     result
 }
 
-/// One unit per output element: reduce its window of `x` (read through strides). `MAX` also
-/// writes `indices` (flat in the unpadded input plane); `LP_SHARE` reads `out_grad`.
+/// Reduce the windows of `block_w` consecutive outputs along the last axis per unit (the
+/// unit's indices and its D and H spans are worked out once; integer divisions dominate a
+/// small window's cost on some devices). `x` is read through strides. `MAX` also writes
+/// `indices` (flat in the unpadded input plane); `LP_SHARE` reads `out_grad`.
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
 pub fn pool_forward<F: Float, I: Int, A: Float>(
@@ -185,100 +187,108 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     #[comptime] fractional: bool,
     #[comptime] abs: bool,
     #[comptime] count_include_pad: bool,
+    #[comptime] block_w: usize,
     #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
-    if ABSOLUTE_POS >= out.len() {
+    let w_blocks = args.out_w.div_ceil(block_w);
+    let rows = out.len() / args.out_w;
+    if ABSOLUTE_POS >= rows * w_blocks {
         terminate!();
     }
-    let out_volume = args.out_d * args.out_h * args.out_w;
-    let plane = ABSOLUTE_POS / out_volume;
-    let o = ABSOLUTE_POS % out_volume;
-    let ow = o % args.out_w;
-    let oh = (o / args.out_w) % args.out_h;
-    let od = o / (args.out_w * args.out_h);
+    let row = ABSOLUTE_POS / w_blocks;
+    let ow0 = (ABSOLUTE_POS % w_blocks) * block_w;
+    let oh = row % args.out_h;
+    let od = (row / args.out_h) % args.out_d;
+    let plane = row / (args.out_h * args.out_d);
     let sd = span_of::<F>(spans, samples, &args, plane, od, 0u32, fractional);
     let sh = span_of::<F>(spans, samples, &args, plane, oh, 1u32, fractional);
-    let sw = span_of::<F>(spans, samples, &args, plane, ow, 2u32, fractional);
+    let (stride_d, stride_h, stride_w) = (x.stride(2), x.stride(3), x.stride(4));
     let base = (plane / args.channels) * x.stride(0) + (plane % args.channels) * x.stride(1);
-
-    if comptime![reduction == MAX] {
-        let mut best = neg_infinity::<F>();
-        let mut best_is_nan = false;
-        let mut best_index = (sd.start * args.in_h + sh.start) * args.in_w + sw.start;
-        let mut first = true;
-        for td in 0..sd.count {
-            let d = sd.start + td * sd.step;
-            for th in 0..sh.count {
-                let h = sh.start + th * sh.step;
-                let row = base + d * x.stride(2) + h * x.stride(3);
-                let row_index = (d * args.in_h + h) * args.in_w;
-                for tw in 0..sw.count {
-                    let w = sw.start + tw * sw.step;
-                    let mut value = x[row + w * x.stride(4)];
-                    if comptime![abs] {
-                        value = F::abs(value);
-                    }
-                    // NaN is tested explicitly: float comparisons with NaN are not ordered the
-                    // same way on every runtime. The last NaN wins, as in PyTorch.
-                    let value_is_nan = f32::is_nan(f32::cast_from(value));
-                    if first || value_is_nan || (!best_is_nan && value > best) {
-                        best = value;
-                        best_is_nan = value_is_nan;
-                        best_index = row_index + w;
-                    }
-                    first = false;
-                }
-            }
-        }
-        out[ABSOLUTE_POS] = best;
-        indices[ABSOLUTE_POS] = I::cast_from(best_index);
-    } else {
-        let norm = F::cast_from(args.norm);
-        let nan = not_a_number::<F>();
-        // Window sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for f64).
-        let mut sum = A::new(0.0);
-        for td in 0..sd.count {
-            let d = sd.start + td * sd.step;
-            for th in 0..sh.count {
-                let h = sh.start + th * sh.step;
-                for tw in 0..sw.count {
-                    let w = sw.start + tw * sw.step;
-                    let value = x[base + d * x.stride(2) + h * x.stride(3) + w * x.stride(4)];
-                    if comptime![reduction == AVG] {
-                        sum += A::cast_from(value);
-                    } else {
-                        sum += A::cast_from(pow_signed::<F>(value, norm, nan));
+    let ow_end = min(ow0 + block_w, args.out_w);
+    for ow in ow0..ow_end {
+        let sw = span_of::<F>(spans, samples, &args, plane, ow, 2u32, fractional);
+        let at = row * args.out_w + ow;
+        if comptime![reduction == MAX] {
+            let mut best = neg_infinity::<F>();
+            let mut best_is_nan = false;
+            let mut best_index = (sd.start * args.in_h + sh.start) * args.in_w + sw.start;
+            let mut first = true;
+            for td in 0..sd.count {
+                let d = sd.start + td * sd.step;
+                for th in 0..sh.count {
+                    let h = sh.start + th * sh.step;
+                    let row_at = base + d * stride_d + h * stride_h;
+                    let row_index = (d * args.in_h + h) * args.in_w;
+                    for tw in 0..sw.count {
+                        let w = sw.start + tw * sw.step;
+                        let mut value = x[row_at + w * stride_w];
+                        if comptime![abs] {
+                            value = F::abs(value);
+                        }
+                        // NaN is tested explicitly: float comparisons with NaN are not ordered
+                        // the same way on every runtime. The last NaN wins, as in PyTorch.
+                        let value_is_nan = f32::is_nan(f32::cast_from(value));
+                        if first || value_is_nan || (!best_is_nan && value > best) {
+                            best = value;
+                            best_is_nan = value_is_nan;
+                            best_index = row_index + w;
+                        }
+                        first = false;
                     }
                 }
             }
-        }
-        let count = sd.count * sh.count * sw.count;
-        if comptime![reduction == AVG] {
-            let mut divisor = count;
-            if comptime![count_include_pad] {
-                divisor = sd.padded * sh.padded * sw.padded;
-            }
-            if args.divisor_override > 0 {
-                divisor = args.divisor_override;
-            }
-            out[ABSOLUTE_POS] = F::cast_from(sum / A::cast_from(divisor));
+            out[at] = best;
+            indices[at] = I::cast_from(best_index);
         } else {
-            let kernel_volume = args.kernel_d * args.kernel_h * args.kernel_w;
-            let scale = F::cast_from(kernel_volume) / F::cast_from(count);
-            let total = F::cast_from(sum * A::cast_from(kernel_volume) / A::cast_from(count));
-            // NaN is tested first: GPU float comparisons with NaN differ between runtimes.
-            let mut result = F::new(0.0);
-            if f32::is_nan(f32::cast_from(total)) {
-                result = nan;
-            } else if total != F::new(0.0) {
-                if comptime![reduction == LP] {
-                    result = pow_signed::<F>(total, F::cast_from(args.inv_norm), nan);
-                } else {
-                    let power = pow_signed::<F>(total, F::cast_from(args.inv_norm_minus_one), nan);
-                    result = out_grad[ABSOLUTE_POS] * F::cast_from(args.inv_norm) * power * scale;
+            let norm = F::cast_from(args.norm);
+            let nan = not_a_number::<F>();
+            // Window sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for f64).
+            let mut sum = A::new(0.0);
+            for td in 0..sd.count {
+                let d = sd.start + td * sd.step;
+                for th in 0..sh.count {
+                    let h = sh.start + th * sh.step;
+                    let row_at = base + d * stride_d + h * stride_h;
+                    for tw in 0..sw.count {
+                        let w = sw.start + tw * sw.step;
+                        let value = x[row_at + w * stride_w];
+                        if comptime![reduction == AVG] {
+                            sum += A::cast_from(value);
+                        } else {
+                            sum += A::cast_from(pow_signed::<F>(value, norm, nan));
+                        }
+                    }
                 }
             }
-            out[ABSOLUTE_POS] = result;
+            let count = sd.count * sh.count * sw.count;
+            if comptime![reduction == AVG] {
+                let mut divisor = count;
+                if comptime![count_include_pad] {
+                    divisor = sd.padded * sh.padded * sw.padded;
+                }
+                if args.divisor_override > 0 {
+                    divisor = args.divisor_override;
+                }
+                out[at] = F::cast_from(sum / A::cast_from(divisor));
+            } else {
+                let kernel_volume = args.kernel_d * args.kernel_h * args.kernel_w;
+                let scale = F::cast_from(kernel_volume) / F::cast_from(count);
+                let total = F::cast_from(sum * A::cast_from(kernel_volume) / A::cast_from(count));
+                // NaN is tested first: GPU float comparisons with NaN differ between runtimes.
+                let mut result = F::new(0.0);
+                if f32::is_nan(f32::cast_from(total)) {
+                    result = nan;
+                } else if total != F::new(0.0) {
+                    if comptime![reduction == LP] {
+                        result = pow_signed::<F>(total, F::cast_from(args.inv_norm), nan);
+                    } else {
+                        let power =
+                            pow_signed::<F>(total, F::cast_from(args.inv_norm_minus_one), nan);
+                        result = out_grad[at] * F::cast_from(args.inv_norm) * power * scale;
+                    }
+                }
+                out[at] = result;
+            }
         }
     }
 }
@@ -288,15 +298,21 @@ fn covers(span: &Span, i: usize) -> bool {
     let mut inside = false;
     if i >= span.start {
         let offset = i - span.start;
-        inside = offset.is_multiple_of(span.step) && offset / span.step < span.count;
+        // Unit steps (every window but dilated ones) need no division.
+        if span.step == 1 {
+            inside = offset < span.count;
+        } else {
+            inside = offset.is_multiple_of(span.step) && offset / span.step < span.count;
+        }
     }
     inside
 }
 
-/// One unit per input element: sum the gradient of every output whose window holds it, in
-/// output order. `MAX` matches `indices`; `AVG` divides by the divisor rule; `LP` sums the
-/// pre-pass shares and applies `p * x^(p - 1)`; `sign` multiplies by `sign(x)` (LP with
-/// `p = inf`).
+/// Per input element, sum the gradient of every output whose window holds it, in output
+/// order; a unit takes `block_w` consecutive elements along the last axis (its indices and
+/// its D and H covers are worked out once). `MAX` matches `indices`; `AVG` divides by the
+/// divisor rule; `LP` sums the pre-pass shares and applies `p * x^(p - 1)`; `sign`
+/// multiplies by `sign(x)` (LP with `p = inf`).
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
 pub fn pool_backward<F: Float, I: Int, A: Float>(
@@ -310,85 +326,89 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
     #[comptime] reduction: u32,
     #[comptime] sign_of_x: bool,
     #[comptime] count_include_pad: bool,
+    #[comptime] block_w: usize,
     #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
-    if ABSOLUTE_POS >= x_grad.len() {
+    let w_blocks = args.in_w.div_ceil(block_w);
+    let rows = x_grad.len() / args.in_w;
+    if ABSOLUTE_POS >= rows * w_blocks {
         terminate!();
     }
-    let in_volume = args.in_d * args.in_h * args.in_w;
+    let row = ABSOLUTE_POS / w_blocks;
+    let iw0 = (ABSOLUTE_POS % w_blocks) * block_w;
+    let ih = row % args.in_h;
+    let id = (row / args.in_h) % args.in_d;
+    let plane = row / (args.in_h * args.in_d);
     let out_volume = args.out_d * args.out_h * args.out_w;
-    let plane = ABSOLUTE_POS / in_volume;
-    let i = ABSOLUTE_POS % in_volume;
-    let iw = i % args.in_w;
-    let ih = (i / args.in_w) % args.in_h;
-    let id = i / (args.in_w * args.in_h);
     let lo_d = cover[id * 2] as usize;
     let hi_d = cover[id * 2 + 1] as usize;
     let lo_h = cover[(args.in_d + ih) * 2] as usize;
     let hi_h = cover[(args.in_d + ih) * 2 + 1] as usize;
-    let lo_w = cover[(args.in_d + args.in_h + iw) * 2] as usize;
-    let hi_w = cover[(args.in_d + args.in_h + iw) * 2 + 1] as usize;
     let grad_base = plane * out_volume;
-
-    // Gradients accumulate in `A` (f32 for half types, f64 for f64). Window reductions read
-    // each axis's span once per output index along it, not in the innermost loop.
-    let mut acc = A::new(0.0);
-    if comptime![reduction == MAX] {
-        for od in lo_d..hi_d {
-            for oh in lo_h..hi_h {
-                for ow in lo_w..hi_w {
-                    let o = grad_base + (od * args.out_h + oh) * args.out_w + ow;
-                    let index = indices[o];
-                    if index >= I::new(0) && usize::cast_from(index) == i {
-                        acc += A::cast_from(grad[o]);
-                    }
-                }
-            }
-        }
-    } else {
-        for od in lo_d..hi_d {
-            let sd = table_span(spans, od);
-            for oh in lo_h..hi_h {
-                let sh = table_span(spans, args.out_d + oh);
-                for ow in lo_w..hi_w {
-                    let sw = table_span(spans, args.out_d + args.out_h + ow);
-                    if covers(&sd, id) && covers(&sh, ih) && covers(&sw, iw) {
+    let x_row = (plane / args.channels) * x.stride(0)
+        + (plane % args.channels) * x.stride(1)
+        + id * x.stride(2)
+        + ih * x.stride(3);
+    let iw_end = min(iw0 + block_w, args.in_w);
+    for iw in iw0..iw_end {
+        let i = (id * args.in_h + ih) * args.in_w + iw;
+        let lo_w = cover[(args.in_d + args.in_h + iw) * 2] as usize;
+        let hi_w = cover[(args.in_d + args.in_h + iw) * 2 + 1] as usize;
+        // Gradients accumulate in `A` (f32 for half types, f64 for f64). Window reductions
+        // read each axis's span once per output index along it, not in the innermost loop.
+        let mut acc = A::new(0.0);
+        if comptime![reduction == MAX] {
+            for od in lo_d..hi_d {
+                for oh in lo_h..hi_h {
+                    for ow in lo_w..hi_w {
                         let o = grad_base + (od * args.out_h + oh) * args.out_w + ow;
-                        if comptime![reduction == AVG] {
-                            let mut divisor = sd.count * sh.count * sw.count;
-                            if comptime![count_include_pad] {
-                                divisor = sd.padded * sh.padded * sw.padded;
-                            }
-                            if args.divisor_override > 0 {
-                                divisor = args.divisor_override;
-                            }
-                            acc += A::cast_from(grad[o]) / A::cast_from(divisor);
-                        } else {
+                        let index = indices[o];
+                        if index >= I::new(0) && usize::cast_from(index) == i {
                             acc += A::cast_from(grad[o]);
                         }
                     }
                 }
             }
-        }
-    }
-    let mut result = F::cast_from(acc);
-    if comptime![reduction == LP || sign_of_x] {
-        let channel = plane % args.channels;
-        let value = x[(plane / args.channels) * x.stride(0)
-            + channel * x.stride(1)
-            + id * x.stride(2)
-            + ih * x.stride(3)
-            + iw * x.stride(4)];
-        if comptime![reduction == LP] {
-            let power = pow_signed::<F>(
-                value,
-                F::cast_from(args.norm_minus_one),
-                not_a_number::<F>(),
-            );
-            result = result * F::cast_from(args.norm) * power;
         } else {
-            result *= sign::<F>(value);
+            for od in lo_d..hi_d {
+                let sd = table_span(spans, od);
+                for oh in lo_h..hi_h {
+                    let sh = table_span(spans, args.out_d + oh);
+                    for ow in lo_w..hi_w {
+                        let sw = table_span(spans, args.out_d + args.out_h + ow);
+                        if covers(&sd, id) && covers(&sh, ih) && covers(&sw, iw) {
+                            let o = grad_base + (od * args.out_h + oh) * args.out_w + ow;
+                            if comptime![reduction == AVG] {
+                                let mut divisor = sd.count * sh.count * sw.count;
+                                if comptime![count_include_pad] {
+                                    divisor = sd.padded * sh.padded * sw.padded;
+                                }
+                                if args.divisor_override > 0 {
+                                    divisor = args.divisor_override;
+                                }
+                                acc += A::cast_from(grad[o]) / A::cast_from(divisor);
+                            } else {
+                                acc += A::cast_from(grad[o]);
+                            }
+                        }
+                    }
+                }
+            }
         }
+        let mut result = F::cast_from(acc);
+        if comptime![reduction == LP || sign_of_x] {
+            let value = x[x_row + iw * x.stride(4)];
+            if comptime![reduction == LP] {
+                let power = pow_signed::<F>(
+                    value,
+                    F::cast_from(args.norm_minus_one),
+                    not_a_number::<F>(),
+                );
+                result = result * F::cast_from(args.norm) * power;
+            } else {
+                result *= sign::<F>(value);
+            }
+        }
+        x_grad[row * args.in_w + iw] = result;
     }
-    x_grad[ABSOLUTE_POS] = result;
 }

@@ -108,6 +108,9 @@ fn pool_args(
     )
 }
 
+/// Outputs (forward) or inputs (backward) along the last axis one unit computes.
+const BLOCK_W: usize = 8;
+
 /// Run the window kernel: values, and indices of `indices_dtype` for `MAX` (else a dummy).
 /// `out_grad` is read by `LP_SHARE` only.
 pub fn forward(
@@ -142,10 +145,11 @@ pub fn forward(
         }
     };
     let out_grad = out_grad.map(contiguous).unwrap_or_else(|| x.clone());
-    let units = out.meta.num_elements();
-    if units == 0 {
+    if out.meta.num_elements() == 0 {
         return Ok((out, indices));
     }
+    let block_w = out_size[2].min(BLOCK_W);
+    let units = out.meta.num_elements() / out_size[2] * out_size[2].div_ceil(block_w);
     let (cube_count, cube_dim) = elementwise(&out, units);
     let address = address_type(&[&x, &out, &out_grad]);
     let args = pool_args(dims[1], spatial(&dims), out_size, kernel, &params);
@@ -165,6 +169,7 @@ pub fn forward(
         fractional,
         params.abs,
         params.count_include_pad,
+        block_w,
         [dtype, index_type, accumulator_type(dtype)],
     );
     Ok((out, indices))
@@ -212,10 +217,11 @@ pub fn backward(
             .unwrap_or_default(),
     );
     let cover = table(&grad, &flat_cover(&inputs.cover)?);
-    let units = x_grad.meta.num_elements();
-    if units == 0 {
+    if x_grad.meta.num_elements() == 0 {
         return Ok(x_grad);
     }
+    let block_w = x_size[2].min(BLOCK_W);
+    let units = x_grad.meta.num_elements() / x_size[2] * x_size[2].div_ceil(block_w);
     let (cube_count, cube_dim) = elementwise(&x_grad, units);
     let address = address_type(&[&grad, &indices, &x, &x_grad]);
     let args = pool_args(grad_dims[1], x_size, out_size, params.kernel, &params);
@@ -234,6 +240,7 @@ pub fn backward(
         params.reduction,
         sign,
         params.count_include_pad,
+        block_w,
         [dtype, index_type, accumulator_type(dtype)],
     );
     Ok(x_grad)
