@@ -103,6 +103,85 @@ fn kernel_volume(args: &ConvArgs) -> usize {
     args.kernel_d * args.kernel_h * args.kernel_w
 }
 
+/// Where one tap reads, along one axis: the index on the read side for position `at` (`reach`
+/// = tap x dilation), and whether there is one. Forward: `at * stride + reach -
+/// pad`, inside the input. Input gradient: `(at + pad - reach) / stride`, when it divides
+/// and is inside the output (`unit_stride` skips the division).
+#[cube]
+fn tap_along(
+    at: usize,
+    reach: usize,
+    stride: usize,
+    pad: usize,
+    len: usize,
+    #[comptime] kind: u32,
+    #[comptime] unit_stride: bool,
+) -> (usize, bool) {
+    let mut index = 0;
+    let mut inside = false;
+    if comptime![kind == FORWARD] {
+        let padded = at * stride + reach;
+        if padded >= pad {
+            index = padded - pad;
+            inside = index < len;
+        }
+    } else {
+        let padded = at + pad;
+        if padded >= reach {
+            index = padded - reach;
+            inside = true;
+            if comptime![!unit_stride] {
+                inside = index.is_multiple_of(stride);
+                index /= stride;
+            }
+            inside = inside && index < len;
+        }
+    }
+    (index, inside)
+}
+
+/// The read-side position that tap `tap` of position `at` reaches in a GEMM of `kind` (the
+/// input for `FORWARD`, the output for `DATA`), and whether there is one.
+#[cube]
+fn tap_position(args: &ConvArgs, at: &Pos3, tap: &Pos3, #[comptime] kind: u32) -> (Pos3, bool) {
+    let mut len_d = args.in_d;
+    let mut len_h = args.in_h;
+    let mut len_w = args.in_w;
+    if comptime![kind == DATA] {
+        len_d = args.out_d;
+        len_h = args.out_h;
+        len_w = args.out_w;
+    }
+    let (d, d_inside) = tap_along(
+        at.d,
+        tap.d * args.dilation_d,
+        args.stride_d,
+        args.pad_d,
+        len_d,
+        kind,
+        false,
+    );
+    let (h, h_inside) = tap_along(
+        at.h,
+        tap.h * args.dilation_h,
+        args.stride_h,
+        args.pad_h,
+        len_h,
+        kind,
+        false,
+    );
+    let (w, w_inside) = tap_along(
+        at.w,
+        tap.w * args.dilation_w,
+        args.stride_w,
+        args.pad_w,
+        len_w,
+        kind,
+        false,
+    );
+    (Pos3 { d, h, w }, d_inside && h_inside && w_inside)
+}
+
 /// `x[b, channel]` at the tap `tap` of output position `out`; zero in the padding.
 #[cube]
 fn input_tap<F: Float, A: Float>(
@@ -113,18 +192,11 @@ fn input_tap<F: Float, A: Float>(
     out: &Pos3,
     tap: &Pos3,
 ) -> A {
-    let d = out.d * args.stride_d + tap.d * args.dilation_d;
-    let h = out.h * args.stride_h + tap.h * args.dilation_h;
-    let w = out.w * args.stride_w + tap.w * args.dilation_w;
+    let (at, inside) = tap_position(args, out, tap, FORWARD);
     let mut value = A::new(0.0);
-    if d >= args.pad_d && h >= args.pad_h && w >= args.pad_w {
-        let d = d - args.pad_d;
-        let h = h - args.pad_h;
-        let w = w - args.pad_w;
-        if d < args.in_d && h < args.in_h && w < args.in_w {
-            let plane = batch * args.groups * args.in_channels + channel;
-            value = A::cast_from(x[((plane * args.in_d + d) * args.in_h + h) * args.in_w + w]);
-        }
+    if inside {
+        let plane = batch * args.groups * args.in_channels + channel;
+        value = A::cast_from(x[((plane * args.in_d + at.d) * args.in_h + at.h) * args.in_w + at.w]);
     }
     value
 }
@@ -140,31 +212,13 @@ fn output_tap<F: Float, A: Float>(
     at: &Pos3,
     tap: &Pos3,
 ) -> A {
-    let d = at.d + args.pad_d;
-    let h = at.h + args.pad_h;
-    let w = at.w + args.pad_w;
-    let reach_d = tap.d * args.dilation_d;
-    let reach_h = tap.h * args.dilation_h;
-    let reach_w = tap.w * args.dilation_w;
+    let (out, inside) = tap_position(args, at, tap, DATA);
     let mut value = A::new(0.0);
-    if d >= reach_d && h >= reach_h && w >= reach_w {
-        let d = d - reach_d;
-        let h = h - reach_h;
-        let w = w - reach_w;
-        if d.is_multiple_of(args.stride_d)
-            && h.is_multiple_of(args.stride_h)
-            && w.is_multiple_of(args.stride_w)
-        {
-            let d = d / args.stride_d;
-            let h = h / args.stride_h;
-            let w = w / args.stride_w;
-            if d < args.out_d && h < args.out_h && w < args.out_w {
-                let plane = batch * args.groups * args.out_channels + channel;
-                value = A::cast_from(
-                    out_grad[((plane * args.out_d + d) * args.out_h + h) * args.out_w + w],
-                );
-            }
-        }
+    if inside {
+        let plane = batch * args.groups * args.out_channels + channel;
+        value = A::cast_from(
+            out_grad[((plane * args.out_d + out.d) * args.out_h + out.h) * args.out_w + out.w],
+        );
     }
     value
 }
@@ -473,43 +527,6 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
             }
         }
     }
-}
-
-/// Where one tap of a unit of [`conv_gemm_direct`] reads, along one axis: the index on the
-/// read side for position `at`, and whether there is one. Forward: `at * stride + reach -
-/// pad`, inside the input. Input gradient: `(at + pad - reach) / stride`, when it divides
-/// and is inside the output (`unit_stride` skips the division).
-#[cube]
-fn tap_along(
-    at: usize,
-    reach: usize,
-    stride: usize,
-    pad: usize,
-    len: usize,
-    #[comptime] kind: u32,
-    #[comptime] unit_stride: bool,
-) -> (usize, bool) {
-    let mut index = 0;
-    let mut inside = false;
-    if comptime![kind == FORWARD] {
-        let padded = at * stride + reach;
-        if padded >= pad {
-            index = padded - pad;
-            inside = index < len;
-        }
-    } else {
-        let padded = at + pad;
-        if padded >= reach {
-            index = padded - reach;
-            inside = true;
-            if comptime![!unit_stride] {
-                inside = index.is_multiple_of(stride);
-                index /= stride;
-            }
-            inside = inside && index < len;
-        }
-    }
-    (index, inside)
 }
 
 /// The direct schedule, for short reductions where a tile would be mostly padding (grouped

@@ -169,6 +169,12 @@ fn sign<F: Float>(x: F) -> F {
     result
 }
 
+/// Offset of plane `plane` (batch x channel) of `x`, read through its strides.
+#[cube]
+fn plane_offset<F: Float>(x: &Tensor<F>, args: &PoolArgs, plane: usize) -> usize {
+    (plane / args.channels) * x.stride(0) + (plane % args.channels) * x.stride(1)
+}
+
 /// Reduce the windows of `block_w` consecutive outputs along the last axis per unit (the
 /// unit's indices and its D and H spans are worked out once; integer divisions dominate a
 /// small window's cost on some devices). `x` is read through strides. `MAX` also writes
@@ -203,7 +209,7 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     let sd = span_of::<F>(spans, samples, &args, plane, od, 0u32, fractional);
     let sh = span_of::<F>(spans, samples, &args, plane, oh, 1u32, fractional);
     let (stride_d, stride_h, stride_w) = (x.stride(2), x.stride(3), x.stride(4));
-    let base = (plane / args.channels) * x.stride(0) + (plane % args.channels) * x.stride(1);
+    let base = plane_offset::<F>(x, &args, plane);
     let ow_end = min(ow0 + block_w, args.out_w);
     for ow in ow0..ow_end {
         let sw = span_of::<F>(spans, samples, &args, plane, ow, 2u32, fractional);
@@ -345,10 +351,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
     let lo_h = cover[(args.in_d + ih) * 2] as usize;
     let hi_h = cover[(args.in_d + ih) * 2 + 1] as usize;
     let grad_base = plane * out_volume;
-    let x_row = (plane / args.channels) * x.stride(0)
-        + (plane % args.channels) * x.stride(1)
-        + id * x.stride(2)
-        + ih * x.stride(3);
+    let x_row = plane_offset::<F>(x, &args, plane) + id * x.stride(2) + ih * x.stride(3);
     let iw_end = min(iw0 + block_w, args.in_w);
     for iw in iw0..iw_end {
         let i = (id * args.in_h + ih) * args.in_w + iw;
