@@ -334,6 +334,13 @@ fn pools_match_cpu() {
     pool_case("adaptive_avg", [2, 3, 11, 7], |x| {
         adaptive_avg_pool2d(x, [4, 3])
     });
+    // Global averages take the whole-plane backward; 91 elements leave a partial block.
+    pool_case("global_avg", [2, 3, 13, 7], |x| {
+        adaptive_avg_pool2d(x, [1, 1])
+    });
+    pool_case("avg_whole_divisor", [1, 2, 5, 6], |x| {
+        avg_pool2d(x, AvgPoolNdOptions::new([5, 6]).with_divisor_override(7))
+    });
     pool_case("adaptive_max", [2, 3, 11, 7], |x| {
         adaptive_max_pool2d(x, [5, 4])
     });
@@ -379,6 +386,10 @@ fn pools_3d_1d_fractional_and_unpool_match_cpu() {
                 .with_padding([1, 0, 1])
                 .with_ceil_mode(true),
         )
+    });
+    let x = Leaf::random(&mut rng, [2, 3, 3, 4, 5]);
+    cross("global_avg3d", &[x.permuted()], |t| {
+        adaptive_avg_pool3d(t[0].clone(), [1, 1, 1])
     });
     let x = Leaf::random(&mut rng, [2, 3, 17]);
     cross("max1d", &[x], |t| {

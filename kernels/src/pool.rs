@@ -175,6 +175,88 @@ fn plane_offset<F: Float>(x: &Tensor<F>, args: &PoolArgs, plane: usize) -> usize
     (plane / args.channels) * x.stride(0) + (plane % args.channels) * x.stride(1)
 }
 
+/// A window's term of a sum: the value (`AVG`) or its signed `p`-th power (`LP`, `LP_SHARE`).
+#[cube]
+fn sum_term<F: Float, A: Float>(value: F, args: &PoolArgs, #[comptime] reduction: u32) -> A {
+    if comptime![reduction == AVG] {
+        A::cast_from(value)
+    } else {
+        A::cast_from(pow_signed::<F>(
+            value,
+            F::cast_from(args.norm),
+            not_a_number::<F>(),
+        ))
+    }
+}
+
+/// PyTorch's average divisor: `divisor_override` if set, else the window's taps inside the
+/// input (`count`) or, with `count_include_pad`, its volume clipped to the padded input.
+#[cube]
+fn average_divisor(
+    args: &PoolArgs,
+    count: usize,
+    padded: usize,
+    #[comptime] count_include_pad: bool,
+) -> usize {
+    let mut divisor = count;
+    if comptime![count_include_pad] {
+        divisor = padded;
+    }
+    if args.divisor_override > 0 {
+        divisor = args.divisor_override;
+    }
+    divisor
+}
+
+/// Write output `at` of a sum reduction over `count` taps (`padded`: the window volume
+/// clipped to the padded input): the average by the divisor rule, the LP norm, or the LP
+/// backward share of `out_grad[at]`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn write_sum<F: Float, A: Float>(
+    out: &mut Tensor<F>,
+    out_grad: &Tensor<F>,
+    args: &PoolArgs,
+    at: usize,
+    sum: A,
+    count: usize,
+    padded: usize,
+    #[comptime] reduction: u32,
+    #[comptime] count_include_pad: bool,
+) {
+    if comptime![reduction == AVG] {
+        let divisor = average_divisor(args, count, padded, count_include_pad);
+        out[at] = F::cast_from(sum / A::cast_from(divisor));
+    } else {
+        let nan = not_a_number::<F>();
+        let kernel_volume = args.kernel_d * args.kernel_h * args.kernel_w;
+        let scale = F::cast_from(kernel_volume) / F::cast_from(count);
+        let total = F::cast_from(sum * A::cast_from(kernel_volume) / A::cast_from(count));
+        // NaN is tested first: GPU float comparisons with NaN differ between runtimes.
+        let mut result = F::new(0.0);
+        if f32::is_nan(f32::cast_from(total)) {
+            result = nan;
+        } else if total != F::new(0.0) {
+            if comptime![reduction == LP] {
+                result = pow_signed::<F>(total, F::cast_from(args.inv_norm), nan);
+            } else {
+                let power = pow_signed::<F>(total, F::cast_from(args.inv_norm_minus_one), nan);
+                result = out_grad[at] * F::cast_from(args.inv_norm) * power * scale;
+            }
+        }
+        out[at] = result;
+    }
+}
+
+/// Whether `value` replaces `best` in a max: it is larger, or NaN (the last NaN wins, as in
+/// PyTorch). NaN is tested explicitly: float comparisons with NaN are not ordered the same way
+/// on every runtime.
+#[cube]
+fn beats<F: Float>(value: F, best: F) -> bool {
+    let value_is_nan = f32::is_nan(f32::cast_from(value));
+    value_is_nan || (!f32::is_nan(f32::cast_from(best)) && value > best)
+}
+
 /// Reduce the windows of `block_w` consecutive outputs along the last axis per unit (the
 /// unit's indices and its D and H spans are worked out once; integer divisions dominate a
 /// small window's cost on some devices). `x` is read through strides. `MAX` also writes
@@ -216,9 +298,8 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
         let at = row * args.out_w + ow;
         if comptime![reduction == MAX] {
             let mut best = neg_infinity::<F>();
-            let mut best_is_nan = false;
+            // PyTorch's start: the first tap, kept if every tap is -inf.
             let mut best_index = (sd.start * args.in_h + sh.start) * args.in_w + sw.start;
-            let mut first = true;
             for td in 0..sd.count {
                 let d = sd.start + td * sd.step;
                 for th in 0..sh.count {
@@ -231,24 +312,18 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
                         if comptime![abs] {
                             value = F::abs(value);
                         }
-                        // NaN is tested explicitly: float comparisons with NaN are not ordered
-                        // the same way on every runtime. The last NaN wins, as in PyTorch.
-                        let value_is_nan = f32::is_nan(f32::cast_from(value));
-                        if first || value_is_nan || (!best_is_nan && value > best) {
+                        if beats::<F>(value, best) {
                             best = value;
-                            best_is_nan = value_is_nan;
                             best_index = row_index + w;
                         }
-                        first = false;
                     }
                 }
             }
             out[at] = best;
             indices[at] = I::cast_from(best_index);
         } else {
-            let norm = F::cast_from(args.norm);
-            let nan = not_a_number::<F>();
-            // Window sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for f64).
+            // Window sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for
+            // f64).
             let mut sum = A::new(0.0);
             for td in 0..sd.count {
                 let d = sd.start + td * sd.step;
@@ -257,44 +332,23 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
                     let row_at = base + d * stride_d + h * stride_h;
                     for tw in 0..sw.count {
                         let w = sw.start + tw * sw.step;
-                        let value = x[row_at + w * stride_w];
-                        if comptime![reduction == AVG] {
-                            sum += A::cast_from(value);
-                        } else {
-                            sum += A::cast_from(pow_signed::<F>(value, norm, nan));
-                        }
+                        sum += sum_term::<F, A>(x[row_at + w * stride_w], &args, reduction);
                     }
                 }
             }
             let count = sd.count * sh.count * sw.count;
-            if comptime![reduction == AVG] {
-                let mut divisor = count;
-                if comptime![count_include_pad] {
-                    divisor = sd.padded * sh.padded * sw.padded;
-                }
-                if args.divisor_override > 0 {
-                    divisor = args.divisor_override;
-                }
-                out[at] = F::cast_from(sum / A::cast_from(divisor));
-            } else {
-                let kernel_volume = args.kernel_d * args.kernel_h * args.kernel_w;
-                let scale = F::cast_from(kernel_volume) / F::cast_from(count);
-                let total = F::cast_from(sum * A::cast_from(kernel_volume) / A::cast_from(count));
-                // NaN is tested first: GPU float comparisons with NaN differ between runtimes.
-                let mut result = F::new(0.0);
-                if f32::is_nan(f32::cast_from(total)) {
-                    result = nan;
-                } else if total != F::new(0.0) {
-                    if comptime![reduction == LP] {
-                        result = pow_signed::<F>(total, F::cast_from(args.inv_norm), nan);
-                    } else {
-                        let power =
-                            pow_signed::<F>(total, F::cast_from(args.inv_norm_minus_one), nan);
-                        result = out_grad[at] * F::cast_from(args.inv_norm) * power * scale;
-                    }
-                }
-                out[at] = result;
-            }
+            let padded = sd.padded * sh.padded * sw.padded;
+            write_sum::<F, A>(
+                out,
+                out_grad,
+                &args,
+                at,
+                sum,
+                count,
+                padded,
+                reduction,
+                count_include_pad,
+            );
         }
     }
 }
@@ -314,11 +368,50 @@ fn covers(span: &Span, i: usize) -> bool {
     inside
 }
 
+/// The backward of an average whose one window per plane holds the whole plane (global
+/// average pooling): every element of the plane gets `grad / divisor`, `block_w` consecutive
+/// elements of the flat plane per unit, with no cover or span walk.
+#[cube]
+fn average_whole_plane<F: Float, A: Float>(
+    grad: &Tensor<F>,
+    spans: &Tensor<u32>,
+    x_grad: &mut Tensor<F>,
+    args: &PoolArgs,
+    #[comptime] count_include_pad: bool,
+    #[comptime] block_w: usize,
+) {
+    let volume = args.in_d * args.in_h * args.in_w;
+    let blocks = volume.div_ceil(block_w);
+    let plane = ABSOLUTE_POS / blocks;
+    if plane < x_grad.len() / volume {
+        let first = (ABSOLUTE_POS % blocks) * block_w;
+        let sd = table_span(spans, 0);
+        let sh = table_span(spans, 1);
+        let sw = table_span(spans, 2);
+        let divisor = average_divisor(
+            args,
+            sd.count * sh.count * sw.count,
+            sd.padded * sh.padded * sw.padded,
+            count_include_pad,
+        );
+        let share = F::cast_from(A::cast_from(grad[plane]) / A::cast_from(divisor));
+        #[unroll]
+        for j in 0..block_w {
+            if first + j < volume {
+                x_grad[plane * volume + first + j] = share;
+            }
+        }
+    }
+}
+
 /// Per input element, sum the gradient of every output whose window holds it, in output
-/// order; a unit takes `block_w` consecutive elements along the last axis (its indices and
-/// its D and H covers are worked out once). `MAX` matches `indices`; `AVG` divides by the
-/// divisor rule; `LP` sums the pre-pass shares and applies `p * x^(p - 1)`; `sign`
-/// multiplies by `sign(x)` (LP with `p = inf`).
+/// order. A unit takes `block_w` consecutive elements along the last axis and walks the
+/// outputs that cover any of them once, adding each output's gradient to every element of the
+/// block it covers: indices, spans and gradients are read once per block, not once per
+/// element (a global pool's backward reads one gradient per plane). Each element still sums
+/// its outputs in output order, so the result is the same as one element at a time.
+/// `MAX` matches `indices`; `AVG` divides by the divisor rule; `LP` sums the pre-pass shares
+/// and applies `p * x^(p - 1)`; `sign` multiplies by `sign(x)` (LP with `p = inf`).
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
 pub fn pool_backward<F: Float, I: Int, A: Float>(
@@ -333,8 +426,13 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
     #[comptime] sign_of_x: bool,
     #[comptime] count_include_pad: bool,
     #[comptime] block_w: usize,
+    #[comptime] whole_plane: bool,
     #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
+    if comptime![whole_plane] {
+        average_whole_plane::<F, A>(grad, spans, x_grad, &args, count_include_pad, block_w);
+        terminate!();
+    }
     let w_blocks = args.in_w.div_ceil(block_w);
     let rows = x_grad.len() / args.in_w;
     if ABSOLUTE_POS >= rows * w_blocks {
@@ -350,68 +448,97 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
     let hi_d = cover[id * 2 + 1] as usize;
     let lo_h = cover[(args.in_d + ih) * 2] as usize;
     let hi_h = cover[(args.in_d + ih) * 2 + 1] as usize;
+    let in_block = min(block_w, args.in_w - iw0);
+    // The outputs along W covering any element of the block: the union of their covers (an
+    // element no window holds has the empty cover `(0, 0)`).
+    let mut lo_w = args.out_w;
+    let mut hi_w = 0usize;
+    for j in 0..in_block {
+        let at = (args.in_d + args.in_h + iw0 + j) * 2;
+        let (lo, hi) = (cover[at] as usize, cover[at + 1] as usize);
+        if lo < hi {
+            lo_w = min(lo_w, lo);
+            hi_w = max(hi_w, hi);
+        }
+    }
     let grad_base = plane * out_volume;
-    let x_row = plane_offset::<F>(x, &args, plane) + id * x.stride(2) + ih * x.stride(3);
-    let iw_end = min(iw0 + block_w, args.in_w);
-    for iw in iw0..iw_end {
-        let i = (id * args.in_h + ih) * args.in_w + iw;
-        let lo_w = cover[(args.in_d + args.in_h + iw) * 2] as usize;
-        let hi_w = cover[(args.in_d + args.in_h + iw) * 2 + 1] as usize;
-        // Gradients accumulate in `A` (f32 for half types, f64 for f64). Window reductions
-        // read each axis's span once per output index along it, not in the innermost loop.
-        let mut acc = A::new(0.0);
-        if comptime![reduction == MAX] {
-            for od in lo_d..hi_d {
-                for oh in lo_h..hi_h {
-                    for ow in lo_w..hi_w {
-                        let o = grad_base + (od * args.out_h + oh) * args.out_w + ow;
-                        let index = indices[o];
-                        if index >= I::new(0) && usize::cast_from(index) == i {
-                            acc += A::cast_from(grad[o]);
-                        }
-                    }
-                }
-            }
-        } else {
-            for od in lo_d..hi_d {
-                let sd = table_span(spans, od);
-                for oh in lo_h..hi_h {
-                    let sh = table_span(spans, args.out_d + oh);
-                    for ow in lo_w..hi_w {
-                        let sw = table_span(spans, args.out_d + args.out_h + ow);
-                        if covers(&sd, id) && covers(&sh, ih) && covers(&sw, iw) {
-                            let o = grad_base + (od * args.out_h + oh) * args.out_w + ow;
-                            if comptime![reduction == AVG] {
-                                let mut divisor = sd.count * sh.count * sw.count;
-                                if comptime![count_include_pad] {
-                                    divisor = sd.padded * sh.padded * sw.padded;
-                                }
-                                if args.divisor_override > 0 {
-                                    divisor = args.divisor_override;
-                                }
-                                acc += A::cast_from(grad[o]) / A::cast_from(divisor);
-                            } else {
-                                acc += A::cast_from(grad[o]);
+    let row_index = (id * args.in_h + ih) * args.in_w + iw0;
+    // Gradients accumulate in `A` (f32 for half types, f64 for f64).
+    let mut acc = Array::<A>::new(block_w);
+    #[unroll]
+    for j in 0..block_w {
+        acc[j] = A::new(0.0);
+    }
+    if comptime![reduction == MAX] {
+        for od in lo_d..hi_d {
+            for oh in lo_h..hi_h {
+                let o_row = grad_base + (od * args.out_h + oh) * args.out_w;
+                for ow in lo_w..hi_w {
+                    let index = indices[o_row + ow];
+                    if index >= I::new(0) {
+                        let flat = usize::cast_from(index);
+                        #[unroll]
+                        for j in 0..block_w {
+                            if flat == row_index + j {
+                                acc[j] += A::cast_from(grad[o_row + ow]);
                             }
                         }
                     }
                 }
             }
         }
-        let mut result = F::cast_from(acc);
-        if comptime![reduction == LP || sign_of_x] {
-            let value = x[x_row + iw * x.stride(4)];
-            if comptime![reduction == LP] {
-                let power = pow_signed::<F>(
-                    value,
-                    F::cast_from(args.norm_minus_one),
-                    not_a_number::<F>(),
-                );
-                result = result * F::cast_from(args.norm) * power;
-            } else {
-                result *= sign::<F>(value);
+    } else {
+        for od in lo_d..hi_d {
+            let sd = table_span(spans, od);
+            if covers(&sd, id) {
+                for oh in lo_h..hi_h {
+                    let sh = table_span(spans, args.out_d + oh);
+                    if covers(&sh, ih) {
+                        let o_row = grad_base + (od * args.out_h + oh) * args.out_w;
+                        for ow in lo_w..hi_w {
+                            let sw = table_span(spans, args.out_d + args.out_h + ow);
+                            let mut share = A::cast_from(grad[o_row + ow]);
+                            if comptime![reduction == AVG] {
+                                let divisor = average_divisor(
+                                    &args,
+                                    sd.count * sh.count * sw.count,
+                                    sd.padded * sh.padded * sw.padded,
+                                    count_include_pad,
+                                );
+                                share /= A::cast_from(divisor);
+                            }
+                            #[unroll]
+                            for j in 0..block_w {
+                                if covers(&sw, iw0 + j) {
+                                    acc[j] += share;
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
-        x_grad[row * args.in_w + iw] = result;
+    }
+    let x_row = plane_offset::<F>(x, &args, plane) + id * x.stride(2) + ih * x.stride(3);
+    #[unroll]
+    for j in 0..block_w {
+        if j < in_block {
+            let iw = iw0 + j;
+            let mut result = F::cast_from(acc[j]);
+            if comptime![reduction == LP || sign_of_x] {
+                let value = x[x_row + iw * x.stride(4)];
+                if comptime![reduction == LP] {
+                    let power = pow_signed::<F>(
+                        value,
+                        F::cast_from(args.norm_minus_one),
+                        not_a_number::<F>(),
+                    );
+                    result = result * F::cast_from(args.norm) * power;
+                } else {
+                    result *= sign::<F>(value);
+                }
+            }
+            x_grad[row * args.in_w + iw] = result;
+        }
     }
 }

@@ -189,6 +189,18 @@ pub struct BackwardInputs {
     pub cover: [Vec<(usize, usize)>; 3],
 }
 
+/// Whether there is one output per plane and its window holds every input position (global
+/// pooling), so each input's gradient is that output's share alone.
+fn one_window_holds_all(x_size: [usize; 3], spans: &Spans) -> bool {
+    spans
+        .iter()
+        .zip(x_size)
+        .all(|(axis, len)| match axis.as_slice() {
+            [span] => span.start == 0 && span.count == len && (span.step == 1 || len == 1),
+            _ => false,
+        })
+}
+
 /// Run the gather backward for an input of spatial size `x_size`.
 pub fn backward(
     inputs: BackwardInputs,
@@ -220,8 +232,22 @@ pub fn backward(
     if x_grad.meta.num_elements() == 0 {
         return Ok(x_grad);
     }
-    let block_w = x_size[2].min(BLOCK_W);
-    let units = x_grad.meta.num_elements() / x_size[2] * x_size[2].div_ceil(block_w);
+    let whole_plane = params.reduction == AVG
+        && !sign
+        && inputs
+            .spans
+            .as_ref()
+            .is_some_and(|spans| one_window_holds_all(x_size, spans));
+    let (block_w, units) = if whole_plane {
+        let volume: usize = x_size.iter().product();
+        let block = volume.min(BLOCK_W);
+        let planes = x_grad.meta.num_elements() / volume;
+        (block, planes * volume.div_ceil(block))
+    } else {
+        let block = x_size[2].min(BLOCK_W);
+        let rows = x_grad.meta.num_elements() / x_size[2];
+        (block, rows * x_size[2].div_ceil(block))
+    };
     let (cube_count, cube_dim) = elementwise(&x_grad, units);
     let address = address_type(&[&grad, &indices, &x, &x_grad]);
     let args = pool_args(grad_dims[1], x_size, out_size, params.kernel, &params);
@@ -241,6 +267,7 @@ pub fn backward(
         sign,
         params.count_include_pad,
         block_w,
+        whole_plane,
         [dtype, index_type, accumulator_type(dtype)],
     );
     Ok(x_grad)
