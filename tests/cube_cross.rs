@@ -211,7 +211,7 @@ fn conv2d_matches_cpu() {
         o().with_padding([1, 1]),
         true,
     );
-    // Depthwise (direct forward/data, reduce weight gradient) with a channel multiplier.
+    // Depthwise (direct schedules in every pass) with a channel multiplier.
     conv2d_case(
         "depthwise",
         [2, 6, 10, 9],
@@ -219,7 +219,15 @@ fn conv2d_matches_cpu() {
         o().with_padding([1, 1]).with_groups(6).with_stride([2, 2]),
         true,
     );
-    // Long reductions: the split schedule with several k-splits (weight and bias gradients).
+    // A kernel row wider than the direct weight-gradient schedule keeps: the split schedule.
+    conv2d_case(
+        "wide_kernel",
+        [2, 2, 5, 20],
+        [3, 2, 1, 9],
+        o().with_padding([0, 4]),
+        false,
+    );
+    // Long reductions: several k-splits (weight and bias gradients).
     conv2d_case(
         "depthwise_split",
         [2, 4, 32, 33],

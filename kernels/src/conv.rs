@@ -535,7 +535,9 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
 /// registers. Each loaded input value serves `block_n` channels and each weight `block_w`
 /// positions, a row's bounds are checked once, and the unit's indices are decomposed once
 /// (blocks along the last axis measured faster on lavapipe than columns of rows, whose loads
-/// coalesce across units). Forward and input gradient only.
+/// coalesce across units). Forward and input gradient only. `row_taps` (non-zero: the
+/// forward's kernel width at unit stride and dilation along W) makes the kernel row comptime,
+/// so a row's inputs are loaded once for the whole block.
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_gemm_direct<F: Float, A: Float>(
     lhs: &Tensor<F>,
@@ -549,6 +551,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     #[comptime] block_n: usize,
     #[comptime] block_w: usize,
     #[comptime] unit_stride: bool,
+    #[comptime] row_taps: usize,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     // The unit's side (written) and the read side of the GEMM's rows.
@@ -618,39 +621,73 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                 );
                 let row_inside = d_inside && h_inside;
                 let row = plane + (rd * read_h + rh) * read_w;
-                for kw in 0..args.kernel_w {
-                    // Channels past `n_len` (a partial block) read channel 0 and are not
-                    // stored.
+                if comptime![row_taps > 0] {
+                    // Forward at unit stride and dilation along W: output `w0 + j` reads
+                    // input `w0 + j + kw - pad`, so the block's `block_w + row_taps - 1`
+                    // inputs are loaded (and bounds-checked) once and each serves up to
+                    // `row_taps` positions.
+                    let mut values = Array::<A>::new(comptime![block_w + row_taps - 1]);
                     #[unroll]
-                    for i in 0..block_n {
-                        let n = select(n0 + i < gemm.n_len, n0 + i, 0);
-                        let mut index = weight_index(&args, group * args.out_channels + n, c, tap);
-                        if comptime![kind == DATA] {
-                            index = weight_index(&args, group * args.out_channels + c, n, tap);
+                    for t in 0..comptime![block_w + row_taps - 1] {
+                        let (rw, w_inside) = tap_along(w0, t, 1, args.pad_w, read_w, FORWARD, true);
+                        values[t] = A::new(0.0);
+                        if row_inside && w_inside {
+                            values[t] = A::cast_from(lhs[row + rw]);
                         }
-                        weights[i] = A::cast_from(rhs[index]);
                     }
                     #[unroll]
-                    for j in 0..block_w {
-                        let (rw, w_inside) = tap_along(
-                            w0 + j,
-                            kw * args.dilation_w,
-                            args.stride_w,
-                            args.pad_w,
-                            read_w,
-                            kind,
-                            unit_stride,
-                        );
-                        let mut value = A::new(0.0);
-                        if row_inside && w_inside {
-                            value = A::cast_from(lhs[row + rw]);
-                        }
+                    for kw in 0..row_taps {
                         #[unroll]
                         for i in 0..block_n {
-                            acc[i * block_w + j] += value * weights[i];
+                            let n = select(n0 + i < gemm.n_len, n0 + i, 0);
+                            let index = weight_index(&args, group * args.out_channels + n, c, tap);
+                            weights[i] = A::cast_from(rhs[index]);
                         }
+                        #[unroll]
+                        for j in 0..block_w {
+                            #[unroll]
+                            for i in 0..block_n {
+                                acc[i * block_w + j] += values[j + kw] * weights[i];
+                            }
+                        }
+                        tap += 1;
                     }
-                    tap += 1;
+                } else {
+                    for kw in 0..args.kernel_w {
+                        // Channels past `n_len` (a partial block) read channel 0 and are not
+                        // stored.
+                        #[unroll]
+                        for i in 0..block_n {
+                            let n = select(n0 + i < gemm.n_len, n0 + i, 0);
+                            let mut index =
+                                weight_index(&args, group * args.out_channels + n, c, tap);
+                            if comptime![kind == DATA] {
+                                index = weight_index(&args, group * args.out_channels + c, n, tap);
+                            }
+                            weights[i] = A::cast_from(rhs[index]);
+                        }
+                        #[unroll]
+                        for j in 0..block_w {
+                            let (rw, w_inside) = tap_along(
+                                w0 + j,
+                                kw * args.dilation_w,
+                                args.stride_w,
+                                args.pad_w,
+                                read_w,
+                                kind,
+                                unit_stride,
+                            );
+                            let mut value = A::new(0.0);
+                            if row_inside && w_inside {
+                                value = A::cast_from(lhs[row + rw]);
+                            }
+                            #[unroll]
+                            for i in 0..block_n {
+                                acc[i * block_w + j] += value * weights[i];
+                            }
+                        }
+                        tap += 1;
+                    }
                 }
             }
         }
@@ -741,6 +778,137 @@ pub fn conv_weight_split<F: Float, A: Float>(
         WEIGHT,
         false,
     );
+}
+
+/// The direct schedule of the weight gradient, for GEMMs too small to tile (grouped and
+/// depthwise convs): a unit owns one input channel, one kernel row `(kd, kh)`, `block_m`
+/// output channels and a range of output rows (a split). At each output position it loads
+/// the `block_m` output gradients and the row's `kernel_w` inputs once and accumulates their
+/// `block_m x kernel_w` products, where the split schedule loads a gradient and an input per
+/// product. Taps in the padding multiply a zero, as the GEMM's do, so an infinite gradient
+/// there gives NaN as in PyTorch. Partial sums are laid out as the split schedule's, for
+/// [`sum_splits`]; `gemm.k_per_split` is a whole number of output rows.
+#[cube(launch, address_type = "dynamic")]
+pub fn conv_weight_direct<F: Float, A: Float>(
+    out_grad: &Tensor<F>,
+    x: &Tensor<F>,
+    out: &mut Tensor<F>,
+    args: ConvArgs,
+    gemm: GemmArgs,
+    #[comptime] block_m: usize,
+    #[comptime] kernel_w: usize,
+    #[define(F, A)] _dtypes: [ElemType; 2],
+) {
+    let m_blocks = gemm.m_len.div_ceil(block_m);
+    let kernel_rows = args.kernel_d * args.kernel_h;
+    let units_per_split = args.groups * args.in_channels * kernel_rows * m_blocks;
+    let splits = gemm.k_len.div_ceil(gemm.k_per_split);
+    if ABSOLUTE_POS >= units_per_split * splits {
+        terminate!();
+    }
+    let mut rest = ABSOLUTE_POS;
+    let m0 = (rest % m_blocks) * block_m;
+    rest /= m_blocks;
+    let kernel_row = rest % kernel_rows;
+    rest /= kernel_rows;
+    let c = rest % args.in_channels;
+    rest /= args.in_channels;
+    let group = rest % args.groups;
+    let split = rest / args.groups;
+    let kh = kernel_row % args.kernel_h;
+    let kd = kernel_row / args.kernel_h;
+    let x_plane_of_batch = group * args.in_channels + c;
+
+    let mut acc = Array::<A>::new(comptime![block_m * kernel_w]);
+    #[unroll]
+    for i in 0..comptime![block_m * kernel_w] {
+        acc[i] = A::new(0.0);
+    }
+    let mut grads = Array::<A>::new(block_m);
+    let row_begin = split * gemm.k_per_split / args.out_w;
+    let row_end = min(gemm.k_len, (split + 1) * gemm.k_per_split) / args.out_w;
+    for row in row_begin..row_end {
+        let batch = row / (args.out_d * args.out_h);
+        let d = (row / args.out_h) % args.out_d;
+        let h = row % args.out_h;
+        let (id, d_inside) = tap_along(
+            d,
+            kd * args.dilation_d,
+            args.stride_d,
+            args.pad_d,
+            args.in_d,
+            FORWARD,
+            false,
+        );
+        let (ih, h_inside) = tap_along(
+            h,
+            kh * args.dilation_h,
+            args.stride_h,
+            args.pad_h,
+            args.in_h,
+            FORWARD,
+            false,
+        );
+        let row_inside = d_inside && h_inside;
+        let x_plane = batch * args.groups * args.in_channels + x_plane_of_batch;
+        let x_row = ((x_plane * args.in_d + id) * args.in_h + ih) * args.in_w;
+        let grad_plane = batch * args.groups * args.out_channels + group * args.out_channels;
+        let grad_row_of_plane = (d * args.out_h + h) * args.out_w;
+        let plane_len = args.out_d * args.out_h * args.out_w;
+        for w in 0..args.out_w {
+            // Channels past `m_len` (a partial block) read the block's first and are not
+            // stored.
+            #[unroll]
+            for i in 0..block_m {
+                let m = select(m0 + i < gemm.m_len, m0 + i, m0);
+                grads[i] =
+                    A::cast_from(out_grad[(grad_plane + m) * plane_len + grad_row_of_plane + w]);
+            }
+            #[unroll]
+            for kw in 0..kernel_w {
+                let (iw, w_inside) = tap_along(
+                    w,
+                    kw * args.dilation_w,
+                    args.stride_w,
+                    args.pad_w,
+                    args.in_w,
+                    FORWARD,
+                    false,
+                );
+                let mut value = A::new(0.0);
+                if row_inside && w_inside {
+                    value = A::cast_from(x[x_row + iw]);
+                }
+                #[unroll]
+                for i in 0..block_m {
+                    acc[i * kernel_w + kw] += grads[i] * value;
+                }
+            }
+        }
+    }
+    let outputs = args.groups * gemm.m_len * gemm.n_len;
+    let kernel_volume = kernel_volume(&args);
+    #[unroll]
+    for i in 0..block_m {
+        #[unroll]
+        for kw in 0..kernel_w {
+            if m0 + i < gemm.m_len {
+                let tap = kernel_row * args.kernel_w + kw;
+                store::<F, A>(
+                    out,
+                    x,
+                    &args,
+                    group,
+                    split * outputs,
+                    m0 + i,
+                    c * kernel_volume + tap,
+                    acc[i * kernel_w + kw],
+                    WEIGHT,
+                    false,
+                );
+            }
+        }
+    }
 }
 
 /// `out[i] = sum_s partials[s * len + i]`, summed in split order: the deterministic second

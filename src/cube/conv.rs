@@ -31,7 +31,11 @@ const DIRECT_BELOW: usize = 16;
 const DIRECT_BLOCK: usize = 4;
 /// Outputs (channels x positions along the last axis) it computes at most.
 const DIRECT_OUTPUTS: usize = 16;
-/// Weight gradients with at most this many outputs per group use the split schedule.
+/// Widest kernel row the direct weight-gradient schedule keeps in registers (the common 1, 3,
+/// 5 and 7); wider kernels take the split schedule.
+const DIRECT_KERNEL_W: usize = 7;
+/// Weight gradients with at most this many outputs per group use the direct schedule (the
+/// split one for kernels wider than [`DIRECT_KERNEL_W`]).
 const SPLIT_MAX_OUTPUTS: usize = 1024;
 /// Units a split-schedule launch aims for.
 const SPLIT_TARGET_UNITS: usize = 65_536;
@@ -186,6 +190,7 @@ pub fn gemm(
             block_n,
             block_w,
             geometry.stride == [1; 3],
+            row_taps(geometry, kind),
             [dtype, accumulator_type(dtype)],
         );
     } else {
@@ -240,7 +245,11 @@ pub fn weight_gemm(
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
     let (m, n, _) = gemm_sizes(geometry, WEIGHT);
     if m * n <= SPLIT_MAX_OUTPUTS {
-        weight_split(geometry, out_grad, x, &out, false)?;
+        if geometry.kernel[2] <= DIRECT_KERNEL_W {
+            weight_direct(geometry, out_grad, x, &out)?;
+        } else {
+            weight_split(geometry, out_grad, x, &out, false)?;
+        }
         return Ok(out);
     }
 
@@ -399,6 +408,61 @@ fn weight_split(
             conv_args(geometry),
             GemmArgsLaunch::new(m, n, k, rows_per_split * row_len, 0),
             ones_rhs,
+            [dtype, accumulator_type(dtype)],
+        );
+        Ok(())
+    })
+}
+
+/// The direct schedule's comptime kernel row: the kernel width of a forward pass at unit
+/// stride and dilation along W, up to [`DIRECT_KERNEL_W`] (0: a run-time row).
+fn row_taps(geometry: &ConvGeometry, kind: u32) -> usize {
+    let unit = geometry.stride[2] == 1 && geometry.dilation[2] == 1;
+    if kind == FORWARD && unit && geometry.kernel[2] <= DIRECT_KERNEL_W {
+        geometry.kernel[2]
+    } else {
+        0
+    }
+}
+
+/// The direct weight-gradient schedule into `out`: a unit per input channel, kernel row,
+/// block of [`DIRECT_BLOCK`] output channels and split of whole output rows, enough splits
+/// to fill the device.
+fn weight_direct(
+    geometry: &ConvGeometry,
+    out_grad: CubeTensor,
+    x: CubeTensor,
+    out: &CubeTensor,
+) -> Result<(), LaunchError> {
+    let dtype = float_type(out)?;
+    let (m, n, k) = gemm_sizes(geometry, WEIGHT);
+    let block_m = m.clamp(1, DIRECT_BLOCK);
+    let units = geometry.groups
+        * geometry.in_per_group()
+        * geometry.kernel[0]
+        * geometry.kernel[1]
+        * m.div_ceil(block_m);
+    let row_len = geometry.out_size[2].max(1);
+    let rows = k / row_len;
+    let splits = SPLIT_TARGET_UNITS
+        .div_ceil(units.max(1))
+        .clamp(1, (k / SPLIT_MIN_K).max(1));
+    let rows_per_split = rows.div_ceil(splits).max(1);
+    let splits = rows.div_ceil(rows_per_split).max(1);
+    with_splits(out, splits, |target| {
+        let (cube_count, cube_dim) = elementwise(target, units * splits);
+        conv::conv_weight_direct::launch(
+            &target.client,
+            cube_count,
+            cube_dim,
+            address_type(&[&out_grad, &x, target]),
+            out_grad.into_tensor_arg(),
+            x.into_tensor_arg(),
+            target.clone().into_tensor_arg(),
+            conv_args(geometry),
+            GemmArgsLaunch::new(m, n, k, rows_per_split * row_len, 0),
+            block_m,
+            geometry.kernel[2],
             [dtype, accumulator_type(dtype)],
         );
         Ok(())
