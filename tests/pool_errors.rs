@@ -34,18 +34,27 @@ fn kernel_larger_than_padded_input() {
 }
 
 #[test]
-fn padding_at_most_half_the_effective_kernel() {
+fn padding_at_most_half_the_kernel() {
     let options = MaxPoolOptions::new([3, 3]).with_padding([1, 2]);
     let error = try_max_pool2d(ones([1, 1, 8, 8]), options).unwrap_err();
     assert_eq!(
         error.to_string(),
-        "max_pool2d: padding 2 on spatial dim 1 is larger than half the effective kernel (1)"
+        "max_pool2d: padding 2 on spatial dim 1 is larger than half the kernel size (1)"
     );
-    // Dilation widens the kernel, and with it the allowed padding.
+    // PyTorch's limit is half the kernel size whatever the dilation ("max_pool1d() padding
+    // should be at most half of kernel size").
     let options = MaxPoolOptions::new([3])
         .with_padding([2])
         .with_dilation([2]);
-    assert_eq!(max_pool1d(ones([1, 1, 8]), options).dims(), [1, 1, 3]);
+    let error = try_max_pool1d(ones([1, 1, 8]), options).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_pool1d: padding 2 on spatial dim 0 is larger than half the kernel size (1)"
+    );
+    let options = MaxPoolOptions::new([3])
+        .with_padding([1])
+        .with_dilation([2]);
+    assert_eq!(max_pool1d(ones([1, 1, 8]), options).dims(), [1, 1, 2]);
     let error = try_avg_pool3d(
         ones([1, 1, 4, 4, 4]),
         AvgPoolNdOptions::new([2, 2, 2]).with_padding([0, 0, 2]),
@@ -59,6 +68,49 @@ fn padding_at_most_half_the_effective_kernel() {
             limit: 1
         }
     ));
+}
+
+#[test]
+fn dilated_windows_of_padding_only_are_rejected() {
+    // A one-element plane, kernel 2, dilation 3, padding 2: once accepted, it gave -inf with
+    // index 1 (outside the plane) and a panicking backward.
+    let x = Tensor::<3>::from_data([[[5.0f32]]], &Default::default());
+    let options = MaxPoolOptions::new([2])
+        .with_padding([2])
+        .with_dilation([3]);
+    let error = try_max_pool1d_with_indices(x, options).unwrap_err();
+    assert!(matches!(
+        error.kind,
+        SpecErrorKind::PaddingTooLarge {
+            dim: 0,
+            padding: 2,
+            limit: 1
+        }
+    ));
+    // Within the padding limit, a dilated window can still step over the whole input: taps
+    // at -1 and 2 of a 2-element axis.
+    let options = MaxPoolOptions::new([2])
+        .with_padding([1])
+        .with_dilation([3]);
+    let error = try_max_pool1d_with_indices(ones([1, 1, 2]), options.clone()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_pool1d_with_indices: window 0 on spatial dim 0 holds padding only: its dilated \
+         taps step over the whole input"
+    );
+    assert!(matches!(
+        error.kind,
+        SpecErrorKind::WindowInPadding { dim: 0, output: 0 }
+    ));
+    // One more input element gives the window a tap (at 2).
+    let (values, indices) = max_pool1d_with_indices(ones([1, 1, 3]), options);
+    assert_eq!(values.dims(), [1, 1, 1]);
+    let indices = indices
+        .into_data()
+        .convert::<i64>()
+        .try_to_vec::<i64>()
+        .unwrap();
+    assert_eq!(indices, [2]);
 }
 
 #[test]

@@ -89,14 +89,22 @@ pub enum SpecErrorKind {
         /// Spatial dim.
         dim: usize,
     },
-    /// Padding wider than half the (dilated) kernel, which would make whole windows padding.
+    /// Pool padding wider than half the kernel size (PyTorch's limit, whatever the dilation).
     PaddingTooLarge {
         /// Spatial dim.
         dim: usize,
         /// The padding on the wider side.
         padding: usize,
-        /// The largest allowed: `(dilation * (kernel - 1) + 1) / 2`.
+        /// The largest allowed: `kernel / 2`.
         limit: usize,
+    },
+    /// A dilated pooling window whose taps all fall in the padding: it has no maximum and no
+    /// index (PyTorch returns -inf with an index outside the plane).
+    WindowInPadding {
+        /// Spatial dim.
+        dim: usize,
+        /// The output position of the first such window.
+        output: usize,
     },
     /// A `padding_mode` that cannot copy that much padding from the input (reflect needs
     /// `padding < len`, circular `padding <= len`).
@@ -242,8 +250,13 @@ impl fmt::Display for SpecErrorKind {
                 limit,
             } => write!(
                 f,
-                "padding {padding} on spatial dim {dim} is larger than half the effective \
-                 kernel ({limit})"
+                "padding {padding} on spatial dim {dim} is larger than half the kernel size \
+                 ({limit})"
+            ),
+            WindowInPadding { dim, output } => write!(
+                f,
+                "window {output} on spatial dim {dim} holds padding only: its dilated taps \
+                 step over the whole input"
             ),
             PaddingMode {
                 mode,

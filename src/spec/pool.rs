@@ -466,7 +466,10 @@ pub fn check_nonempty(op: &'static str, x: &[usize]) -> SpecResult<()> {
 }
 
 /// Validate a sliding window over `x = (N, C, *spatial)` and lift it to rank 3. Padding may be
-/// at most half the effective kernel, and the kernel must fit the padded input.
+/// at most half the kernel size, whatever the dilation (PyTorch's `pool2d_shape_check`,
+/// `kW / 2 >= padW`), the kernel must fit the padded input, and every window must hold an
+/// input tap: a dilated window can step over the whole input and see padding only, where
+/// PyTorch returns -inf with an index outside the plane.
 pub fn check_window<const N: usize>(
     op: &'static str,
     x: &[usize],
@@ -479,13 +482,14 @@ pub fn check_window<const N: usize>(
     for dim in 0..N {
         let extent = kernel_extent(options.kernel_size[dim], options.dilation[dim]);
         let (begin, end) = options.padding[dim];
-        if begin.max(end) > extent / 2 {
+        let limit = options.kernel_size[dim] / 2;
+        if begin.max(end) > limit {
             return Err(SpecError::new(
                 op,
                 Kind::PaddingTooLarge {
                     dim,
                     padding: begin.max(end),
-                    limit: extent / 2,
+                    limit,
                 },
             ));
         }
@@ -498,7 +502,7 @@ pub fn check_window<const N: usize>(
             options.dilation[dim],
             options.ceil_mode,
         );
-        if size.is_none() {
+        let Some(size) = size else {
             return Err(SpecError::new(
                 op,
                 Kind::KernelTooLarge {
@@ -507,6 +511,19 @@ pub fn check_window<const N: usize>(
                     padded_len: len + begin + end,
                 },
             ));
+        };
+        if options.dilation[dim] > 1 {
+            let spans = sliding_spans(
+                len,
+                size,
+                options.kernel_size[dim],
+                options.stride[dim],
+                options.padding[dim],
+                options.dilation[dim],
+            );
+            if let Some(output) = spans.iter().position(|span| span.count == 0) {
+                return Err(SpecError::new(op, Kind::WindowInPadding { dim, output }));
+            }
         }
     }
     Ok(MaxPoolOptions {
