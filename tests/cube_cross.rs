@@ -591,3 +591,21 @@ fn f16_pools_sum_in_f32() {
         }
     }
 }
+
+/// An empty batch flows through the CubeCL kernels and their backward (empty out, zero weight
+/// gradient), as on the CPU.
+#[test]
+fn empty_batch_runs_on_wgpu() {
+    let device = wgpu().autodiff();
+    let x = Tensor::<4>::zeros([0, 3, 8, 8], &device).require_grad();
+    let weight = Tensor::<4>::ones([4, 3, 3, 3], &device).require_grad();
+    let out = conv2d(x.clone(), weight.clone(), None, ConvNdOptions::default());
+    let pooled = max_pool2d(out.clone(), MaxPoolOptions::new([2, 2]));
+    let averaged = adaptive_avg_pool2d(out, [1, 1]);
+    assert_eq!(pooled.dims(), [0, 4, 3, 3]);
+    let grads = (pooled.sum() + averaged.sum()).backward();
+    assert_eq!(x.grad(&grads).map(|g| g.dims()), Some([0, 3, 8, 8]));
+    let weight_grad = weight.grad(&grads).unwrap();
+    assert_eq!(weight_grad.dims(), [4, 3, 3, 3]);
+    assert!(weight_grad.into_data().iter::<f32>().all(|v| v == 0.0));
+}

@@ -262,3 +262,60 @@ fn unbatched_input_keeps_its_rank() {
     let values = out.into_data().try_to_vec::<f32>().unwrap();
     assert!(values.iter().all(|&v| v == 27.0));
 }
+
+/// An empty batch (or no input channels) computes, as in PyTorch; an empty spatial dim or no
+/// output channels is a typed error. These once panicked inside Burn's `reshape`, which reads
+/// a 0 as "keep this dim".
+#[test]
+fn empty_batch_in_empty_out_empty_spatial_rejected() {
+    let device = Device::flex().autodiff();
+    let x = Tensor::<4>::zeros([0, 3, 8, 8], &device).require_grad();
+    let weight = Tensor::<4>::ones([4, 3, 3, 3], &device).require_grad();
+    let bias = Tensor::<1>::ones([4], &device).require_grad();
+    let out = conv2d(
+        x.clone(),
+        weight.clone(),
+        Some(bias.clone()),
+        ConvNdOptions::default(),
+    );
+    assert_eq!(out.dims(), [0, 4, 6, 6]);
+    let grads = out.sum().backward();
+    assert_eq!(x.grad(&grads).map(|g| g.dims()), Some([0, 3, 8, 8]));
+    let weight_grad = weight.grad(&grads).unwrap();
+    assert_eq!(weight_grad.dims(), [4, 3, 3, 3]);
+    assert!(weight_grad.into_data().iter::<f32>().all(|v| v == 0.0));
+    // No input channels, unbatched: the bias alone (zeros here), shaped as PyTorch's.
+    let out = conv2d(
+        ones([0, 8, 8]),
+        ones([4, 0, 3, 3]),
+        None,
+        ConvNdOptions::default(),
+    );
+    assert_eq!(out.dims(), [4, 6, 6]);
+    let transposed = conv_transpose2d(
+        ones([0, 3, 4, 4]),
+        ones([3, 2, 3, 3]),
+        None,
+        ConvTransposeNdOptions::default(),
+    );
+    assert_eq!(transposed.dims(), [0, 2, 6, 6]);
+
+    assert_eq!(
+        conv2d_error([1, 3, 0, 8], [4, 3, 3, 3], ConvNdOptions::default()),
+        "conv2d: input [1, 3, 0, 8] has an empty dim other than the batch (only the batch may \
+         be 0)"
+    );
+    // Padding does not make an empty axis valid.
+    let error = try_conv1d(
+        ones([1, 2, 0]),
+        ones([4, 2, 3]),
+        None,
+        ConvNdOptions::default().with_padding([1]),
+    )
+    .unwrap_err();
+    assert!(matches!(error.kind, SpecErrorKind::EmptyInput { .. }));
+    assert_eq!(
+        conv2d_error([1, 3, 8, 8], [0, 3, 3, 3], ConvNdOptions::default()),
+        "conv2d: out_channels (weight.shape[0]) must be non-zero, got [0]"
+    );
+}

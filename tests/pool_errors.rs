@@ -288,7 +288,7 @@ fn adaptive_output_size_non_zero_and_input_non_empty() {
     let error = try_adaptive_avg_pool1d(ones([1, 1, 0]), [2]).unwrap_err();
     assert_eq!(
         error.to_string(),
-        "adaptive_avg_pool1d: input [1, 1, 0] has an empty spatial dim"
+        "adaptive_avg_pool1d: input [1, 1, 0] has an empty dim other than the batch (only the batch may be 0)"
     );
 }
 
@@ -314,4 +314,46 @@ fn unbatched_pooling_keeps_rank_and_indices_round_trip() {
         restored.into_data().iter::<f32>().collect::<Vec<_>>(),
         [0.0, 5.0, 0.0, 0.0, 0.0, 0.0, 7.0, 0.0, 8.0]
     );
+}
+
+/// PyTorch's pools take an empty batch (empty out, empty gradient) and reject any other empty
+/// dim; Burn's `reshape` reads a 0 as "keep this dim", so these once panicked in the lift.
+#[test]
+fn empty_batch_in_empty_out_other_empty_dims_rejected() {
+    let device = Device::flex().autodiff();
+    let x = Tensor::<4>::zeros([0, 3, 8, 8], &device).require_grad();
+    let window = MaxPoolOptions::new([2, 2]);
+    let (values, argmax) = max_pool2d_with_indices(x.clone(), window.clone());
+    assert_eq!(values.dims(), [0, 3, 4, 4]);
+    assert_eq!(argmax.dims(), [0, 3, 4, 4]);
+    let total = values.sum()
+        + avg_pool2d(x.clone(), AvgPoolNdOptions::new([2, 2])).sum()
+        + adaptive_avg_pool2d(x.clone(), [2, 2]).sum()
+        + adaptive_max_pool2d(x.clone(), [3, 3]).sum()
+        + lp_pool2d(x.clone(), LpPoolOptions::new(2.0, [2, 2])).sum();
+    let grads = total.backward();
+    assert_eq!(x.grad(&grads).map(|grad| grad.dims()), Some([0, 3, 8, 8]));
+    let unpooled = max_unpool2d(
+        Tensor::<4>::zeros([0, 3, 4, 4], &Device::flex()),
+        indices::<4>([0, 3, 4, 4], 0),
+        MaxUnpoolOptions::new([2, 2]),
+    );
+    assert_eq!(unpooled.dims(), [0, 3, 8, 8]);
+
+    // No channels (batched or not), or an empty spatial dim: a typed error naming the dims.
+    let error = try_max_pool2d(ones([0, 8, 8]), window.clone()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_pool2d: input [1, 0, 8, 8] has an empty dim other than the batch (only the batch \
+         may be 0)"
+    );
+    assert!(try_max_pool2d(ones([0, 0, 8, 8]), window).is_err());
+    assert!(try_adaptive_avg_pool2d(ones([0, 8, 8]), [2, 2]).is_err());
+    let error = try_max_unpool2d(
+        ones([0, 2, 2]),
+        indices::<3>([0, 2, 2], 0),
+        MaxUnpoolOptions::new([2, 2]),
+    )
+    .unwrap_err();
+    assert!(matches!(error.kind, SpecErrorKind::EmptyInput { .. }));
 }

@@ -1,8 +1,30 @@
 //! Lifting rank-N tensors to the rank-5 form of the backend primitives, and back.
 
-use burn::tensor::{Int, Tensor};
+use burn::backend::Dispatch;
+use burn::backend::ops::{FloatTensorOps, IntTensorOps};
+use burn::tensor::{Int, Shape, Tensor};
 
 use crate::spec::lift;
+
+/// `tensor` reshaped to exactly `dims`. Burn's `reshape` reads a 0 in its target as "keep this
+/// dim" (and indexes the source's dims with it), so it cannot reach a shape with an empty
+/// axis; the backend's reshape takes the shape as given, and stays on the autodiff graph.
+pub fn reshape_exact<const D: usize, const D2: usize>(
+    tensor: Tensor<D>,
+    dims: [usize; D2],
+) -> Tensor<D2> {
+    let shape = Shape::from(dims.to_vec());
+    Tensor::from_dispatch(Dispatch::float_reshape(tensor.into_dispatch(), shape))
+}
+
+/// [`reshape_exact`] for an int tensor.
+pub fn reshape_exact_int<const D: usize, const D2: usize>(
+    tensor: Tensor<D, Int>,
+    dims: [usize; D2],
+) -> Tensor<D2, Int> {
+    let shape = Shape::from(dims.to_vec());
+    Tensor::from_dispatch(Dispatch::int_reshape(tensor.into_dispatch(), shape))
+}
 
 /// How an input was lifted to `(N, C, D, H, W)`, to undo it on the output.
 pub struct InputShape<const D: usize> {
@@ -16,13 +38,13 @@ impl<const D: usize> InputShape<D> {
     /// drop the batch axis if the input had none.
     pub fn restore(&self, out: Tensor<5>) -> Tensor<D> {
         let dims = self.restored_dims(out.dims());
-        out.reshape(dims)
+        reshape_exact(out, dims)
     }
 
     /// [`Self::restore`] for an int tensor (pooling indices).
     pub fn restore_int(&self, out: Tensor<5, Int>) -> Tensor<D, Int> {
         let dims = self.restored_dims(out.dims());
-        out.reshape(dims)
+        reshape_exact_int(out, dims)
     }
 
     fn restored_dims(&self, [n, c, od, oh, ow]: [usize; 5]) -> [usize; D] {
@@ -55,7 +77,7 @@ pub fn lift_input<const N: usize, const D: usize>(
     let dims = with_batch(x.dims().to_vec(), batched);
     let spatial: [usize; N] = core::array::from_fn(|i| dims[2 + i]);
     let [d, h, w] = lift(spatial, 1);
-    let tensor = x.reshape([dims[0], dims[1], d, h, w]);
+    let tensor = reshape_exact(x, [dims[0], dims[1], d, h, w]);
     (tensor, InputShape { dims, batched })
 }
 
@@ -64,5 +86,5 @@ pub fn lift_weight<const N: usize, const W: usize>(weight: Tensor<W>) -> Tensor<
     let dims = weight.dims();
     let kernel: [usize; N] = core::array::from_fn(|i| dims[2 + i]);
     let [d, h, w] = lift(kernel, 1);
-    weight.reshape([dims[0], dims[1], d, h, w])
+    reshape_exact(weight, [dims[0], dims[1], d, h, w])
 }

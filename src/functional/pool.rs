@@ -11,7 +11,7 @@ use crate::spec::{
     check_input_rank, check_lp_pool, check_max_unpool, check_nonempty, check_window,
 };
 
-use super::lift::{InputShape, lift_input, with_batch};
+use super::lift::{InputShape, lift_input, reshape_exact_int, with_batch};
 
 /// An adaptive pool's output size; `None` keeps that input dim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -215,7 +215,7 @@ fn try_max_unpool<const N: usize, const D: usize>(
             }
         }
     }
-    let indices: Tensor<5, Int> = indices.reshape(x.dims());
+    let indices: Tensor<5, Int> = reshape_exact_int(indices, x.dims());
     let out = <Dispatch as ConvPoolBackend>::max_unpool(
         x.into_dispatch(),
         indices.into_dispatch(),

@@ -516,6 +516,15 @@ pub fn check_input_rank(op: &'static str, spatial: usize, rank: usize) -> SpecRe
     }
 }
 
+/// Reject a convolution input with an empty spatial dim (PyTorch's kernel-size check fails
+/// on one); an empty batch or channel axis is computed (empty out, or a bias-only output).
+fn check_spatial_nonempty(op: &'static str, x: &[usize]) -> SpecResult<()> {
+    if x[2..].contains(&0) {
+        return Err(SpecError::new(op, Kind::EmptyInput { dims: x.to_vec() }));
+    }
+    Ok(())
+}
+
 /// Validate `convNd(x, weight, bias)` and resolve its options to rank 3.
 ///
 /// `x` is `(N, C_in, *spatial)`, `weight` is `(C_out, C_in / groups, *kernel)`.
@@ -531,6 +540,9 @@ pub fn check_conv<const N: usize>(
     check_nonzero(op, "groups", &[options.groups])?;
     let groups = options.groups;
     let out_channels = weight[0];
+    // PyTorch: "expected weight to be at least 1 at dimension 0".
+    check_nonzero(op, "out_channels (weight.shape[0])", &[out_channels])?;
+    check_spatial_nonempty(op, x)?;
     check_divides(op, "in_channels", x[1], groups)?;
     check_divides(op, "out_channels (weight.shape[0])", out_channels, groups)?;
     check_eq(
@@ -584,6 +596,7 @@ pub fn check_conv_transpose<const N: usize>(
     check_nonzero(op, "dilation", &options.dilation)?;
     check_nonzero(op, "groups", &[options.groups])?;
     let groups = options.groups;
+    check_spatial_nonempty(op, x)?;
     check_divides(op, "in_channels", x[1], groups)?;
     check_eq(
         op,

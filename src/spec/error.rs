@@ -123,7 +123,8 @@ pub enum SpecErrorKind {
         /// The setting, e.g. `"divisor_override"`.
         setting: &'static str,
     },
-    /// An input with an empty spatial dim.
+    /// An input with an empty dim other than the batch: PyTorch's pools accept an empty batch
+    /// only, and its convolutions reject an empty spatial dim.
     EmptyInput {
         /// The input dims.
         dims: Vec<usize>,
@@ -269,7 +270,10 @@ impl fmt::Display for SpecErrorKind {
                  of length {len}"
             ),
             NotInBurnNn { setting } => write!(f, "burn-nn's module has no {setting}"),
-            EmptyInput { dims } => write!(f, "input {dims:?} has an empty spatial dim"),
+            EmptyInput { dims } => write!(
+                f,
+                "input {dims:?} has an empty dim other than the batch (only the batch may be 0)"
+            ),
             OutputRatio { dim, ratio } => write!(
                 f,
                 "output_ratio {ratio} on spatial dim {dim} must lie in (0, 1) and give an \

@@ -457,9 +457,10 @@ fn nonzero(op: &'static str, param: &'static str, value: &[usize]) -> SpecResult
     Ok(())
 }
 
-/// Reject an input with an empty spatial dim (`x = (N, C, *spatial)`).
+/// Reject a pool input with an empty channel or spatial dim (`x = (N, C, *spatial)`), as
+/// PyTorch does ("with optional 0 dim batch size"): only the batch may be empty.
 pub fn check_nonempty(op: &'static str, x: &[usize]) -> SpecResult<()> {
-    if x[2..].contains(&0) {
+    if x[1..].contains(&0) {
         return Err(SpecError::new(op, Kind::EmptyInput { dims: x.to_vec() }));
     }
     Ok(())
