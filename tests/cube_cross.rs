@@ -609,3 +609,23 @@ fn empty_batch_runs_on_wgpu() {
     assert_eq!(weight_grad.dims(), [4, 3, 3, 3]);
     assert!(weight_grad.into_data().iter::<f32>().all(|v| v == 0.0));
 }
+
+/// Pooling indices are written in the device's int dtype; one too narrow for the input plane
+/// is a typed error, not indices that wrap (256 x 256 = 65,536 elements overflow I16).
+#[cfg(feature = "ndarray")]
+#[test]
+fn indices_too_wide_for_the_int_dtype_are_a_typed_error() {
+    let mut device = Device::ndarray();
+    device
+        .configure(burn::tensor::IntDType::I16)
+        .expect("a fresh device");
+    let x = Tensor::<4>::ones([1, 1, 256, 256], &device);
+    let error = try_max_pool2d_with_indices(x, MaxPoolOptions::new([2, 2])).unwrap_err();
+    assert!(matches!(
+        error.kind,
+        SpecErrorKind::IndexDtype { plane: 65_536, .. }
+    ));
+    let x = Tensor::<4>::ones([1, 1, 128, 128], &device);
+    let (_, indices) = max_pool2d_with_indices(x, MaxPoolOptions::new([2, 2]));
+    assert_eq!(indices.dtype(), DType::I16);
+}

@@ -128,7 +128,13 @@ pub fn int_data_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> T
     match dtype {
         DType::I64 => TensorData::new(values, dims.to_vec()),
         DType::I32 => TensorData::new(
-            values.iter().map(|&v| v as i32).collect::<Vec<i32>>(),
+            // The ops check that indices fit (`check_index_dtype`); never wrap regardless.
+            values
+                .iter()
+                .map(|&v| {
+                    i32::try_from(v).unwrap_or_else(|_| panic!("index {v} does not fit in I32"))
+                })
+                .collect::<Vec<i32>>(),
             dims.to_vec(),
         ),
         _ => TensorData::new(values, dims.to_vec()).convert_dtype(dtype),

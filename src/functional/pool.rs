@@ -2,13 +2,14 @@
 //! the unit axes. Each per-rank function is a thin wrapper over one rank-generic function.
 
 use burn::backend::Dispatch;
-use burn::tensor::{Distribution, Int, Tensor};
+use burn::tensor::{Distribution, Int, IntDType, Tensor};
 
 use crate::backend::ConvPoolBackend;
 use crate::spec::{
     AvgPoolNdOptions, FractionalMaxPoolOptions, LpPoolOptions, MaxPoolOptions, MaxUnpoolOptions,
     SpecError, SpecErrorKind, SpecResult, check_adaptive, check_avg_pool, check_fractional,
-    check_input_rank, check_lp_pool, check_max_unpool, check_nonempty, check_window,
+    check_index_dtype, check_input_rank, check_lp_pool, check_max_unpool, check_nonempty,
+    check_window,
 };
 
 use super::lift::{InputShape, lift_input, reshape_exact_int, with_batch};
@@ -39,8 +40,16 @@ fn lift_pool_input<const N: usize, const D: usize>(
     Ok(lift_input::<N, D>(x, batched))
 }
 
-fn indices_dtype<const D: usize>(x: &Tensor<D>) -> burn::tensor::IntDType {
-    x.device().settings().int_dtype
+/// [`lift_pool_input`] for a pool with indices, and the index dtype (the device's int dtype),
+/// checked to hold every flat index into an input plane.
+fn lift_indexed_pool_input<const N: usize, const D: usize>(
+    op: &'static str,
+    x: Tensor<D>,
+) -> SpecResult<(Tensor<5>, InputShape<D>, IntDType)> {
+    let dtype = x.device().settings().int_dtype;
+    let (x, shape) = lift_pool_input::<N, D>(op, x)?;
+    check_index_dtype(op, shape.dims[2..].iter().product(), dtype.into())?;
+    Ok((x, shape, dtype))
 }
 
 fn try_max_pool_with_indices<const N: usize, const D: usize>(
@@ -48,8 +57,7 @@ fn try_max_pool_with_indices<const N: usize, const D: usize>(
     x: Tensor<D>,
     options: MaxPoolOptions<N>,
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
-    let dtype = indices_dtype(&x);
-    let (x, shape) = lift_pool_input::<N, D>(op, x)?;
+    let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let options = check_window(op, &shape.dims, &options)?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::max_pool_with_indices(x.into_dispatch(), options, dtype);
@@ -105,8 +113,7 @@ fn try_adaptive_max_pool_with_indices<const N: usize, const D: usize>(
     x: Tensor<D>,
     output_size: AdaptiveSize<N>,
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
-    let dtype = indices_dtype(&x);
-    let (x, shape) = lift_pool_input::<N, D>(op, x)?;
+    let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::adaptive_max_pool(x.into_dispatch(), output_size, dtype);
@@ -145,8 +152,7 @@ fn try_fractional_max_pool_with_indices<const N: usize, const D: usize>(
     options: FractionalMaxPoolOptions<N>,
     samples: Option<Tensor<3>>,
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
-    let dtype = indices_dtype(&x);
-    let (x, shape) = lift_pool_input::<N, D>(op, x)?;
+    let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let (kernel, output_size) = check_fractional(op, &shape.dims, &options)?;
     let (n, c) = (shape.dims[0], shape.dims[1]);
     let samples = match samples {

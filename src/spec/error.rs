@@ -173,6 +173,14 @@ pub enum SpecErrorKind {
         /// The dtype, as Burn prints it.
         dtype: String,
     },
+    /// Pooling indices (flat in an input plane) that the index dtype cannot hold: they would
+    /// wrap.
+    IndexDtype {
+        /// Elements of one input plane: indices reach `plane - 1`.
+        plane: usize,
+        /// The index dtype, as Burn prints it.
+        dtype: String,
+    },
 }
 
 impl SpecError {
@@ -245,6 +253,11 @@ impl fmt::Display for SpecErrorKind {
             ),
             EmptyOutput { dim } => write!(f, "the output would be empty on spatial dim {dim}"),
             Dtype { dtype } => write!(f, "dtype {dtype} is not supported"),
+            IndexDtype { plane, dtype } => write!(
+                f,
+                "indices into a plane of {plane} elements do not fit in the index dtype \
+                 {dtype}; use a wider int dtype (PyTorch's indices are int64)"
+            ),
             PaddingTooLarge {
                 dim,
                 padding,

@@ -8,6 +8,7 @@
 //! the row-major flat offset of the chosen element inside its `(n, c)` plane of the *unpadded*
 //! input, `(t * H + h) * W + w` (`h * W + w` in 2d), as in PyTorch.
 
+use burn::tensor::DType;
 use burn::tensor::ops::AvgPoolOptions;
 pub use burn::tensor::ops::MaxPoolOptions;
 
@@ -457,6 +458,31 @@ fn nonzero(op: &'static str, param: &'static str, value: &[usize]) -> SpecResult
     Ok(())
 }
 
+/// Check that every flat index into an input plane of `plane` elements fits `dtype`, the
+/// device's int dtype that pooling indices are written in: a narrower one must not wrap.
+pub fn check_index_dtype(op: &'static str, plane: usize, dtype: DType) -> SpecResult<()> {
+    let largest: u64 = match dtype {
+        DType::I8 => i8::MAX as u64,
+        DType::I16 => i16::MAX as u64,
+        DType::I32 => i32::MAX as u64,
+        DType::U8 => u8::MAX as u64,
+        DType::U16 => u16::MAX as u64,
+        DType::U32 => u32::MAX as u64,
+        DType::I64 => i64::MAX as u64,
+        _ => u64::MAX,
+    };
+    if plane > 0 && (plane - 1) as u64 > largest {
+        return Err(SpecError::new(
+            op,
+            Kind::IndexDtype {
+                plane,
+                dtype: format!("{dtype:?}"),
+            },
+        ));
+    }
+    Ok(())
+}
+
 /// Reject a pool input with an empty channel or spatial dim (`x = (N, C, *spatial)`), as
 /// PyTorch does ("with optional 0 dim batch size"): only the batch may be empty.
 pub fn check_nonempty(op: &'static str, x: &[usize]) -> SpecResult<()> {
@@ -814,5 +840,19 @@ mod tests {
                 assert_covers(&fractional_spans(len, out, kernel, sample, false), &cover);
             }
         }
+    }
+
+    #[test]
+    fn indices_must_fit_the_index_dtype() {
+        assert!(check_index_dtype("max_pool2d", 32_768, DType::I16).is_ok());
+        let error = check_index_dtype("max_pool2d", 256 * 256, DType::I16).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "max_pool2d: indices into a plane of 65536 elements do not fit in the index dtype \
+             I16; use a wider int dtype (PyTorch's indices are int64)"
+        );
+        assert!(check_index_dtype("max_pool3d", (1 << 31) + 1, DType::I32).is_err());
+        assert!(check_index_dtype("max_pool3d", 1 << 31, DType::I32).is_ok());
+        assert!(check_index_dtype("max_pool3d", 1 << 40, DType::I64).is_ok());
     }
 }
