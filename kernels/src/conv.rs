@@ -529,6 +529,34 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     }
 }
 
+/// The weights of tap `tap` for the direct schedule's `block_n` channels from `n0` of group
+/// `group`, against reduced channel `c` (forward: `W[n, c]`, input gradient: `W[c, n]`).
+/// Channels past `n_len` (a partial block) read channel 0 and are not stored.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn load_block_weights<F: Float, A: Float>(
+    rhs: &Tensor<F>,
+    args: &ConvArgs,
+    weights: &mut Array<A>,
+    group: usize,
+    c: usize,
+    n0: usize,
+    n_len: usize,
+    tap: usize,
+    #[comptime] kind: u32,
+    #[comptime] block_n: usize,
+) {
+    #[unroll]
+    for i in 0..block_n {
+        let n = select(n0 + i < n_len, n0 + i, 0);
+        let mut index = weight_index(args, group * args.out_channels + n, c, tap);
+        if comptime![kind == DATA] {
+            index = weight_index(args, group * args.out_channels + c, n, tap);
+        }
+        weights[i] = A::cast_from(rhs[index]);
+    }
+}
+
 /// The direct schedule, for short reductions where a tile would be mostly padding (grouped
 /// and depthwise convs, and their input gradient): a unit computes `block_n` channels of one
 /// group at `block_w` consecutive positions along the last axis, summing all of `k` in
@@ -637,12 +665,18 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                     }
                     #[unroll]
                     for kw in 0..row_taps {
-                        #[unroll]
-                        for i in 0..block_n {
-                            let n = select(n0 + i < gemm.n_len, n0 + i, 0);
-                            let index = weight_index(&args, group * args.out_channels + n, c, tap);
-                            weights[i] = A::cast_from(rhs[index]);
-                        }
+                        load_block_weights::<F, A>(
+                            rhs,
+                            &args,
+                            &mut weights,
+                            group,
+                            c,
+                            n0,
+                            gemm.n_len,
+                            tap,
+                            kind,
+                            block_n,
+                        );
                         #[unroll]
                         for j in 0..block_w {
                             #[unroll]
@@ -654,18 +688,18 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                     }
                 } else {
                     for kw in 0..args.kernel_w {
-                        // Channels past `n_len` (a partial block) read channel 0 and are not
-                        // stored.
-                        #[unroll]
-                        for i in 0..block_n {
-                            let n = select(n0 + i < gemm.n_len, n0 + i, 0);
-                            let mut index =
-                                weight_index(&args, group * args.out_channels + n, c, tap);
-                            if comptime![kind == DATA] {
-                                index = weight_index(&args, group * args.out_channels + c, n, tap);
-                            }
-                            weights[i] = A::cast_from(rhs[index]);
-                        }
+                        load_block_weights::<F, A>(
+                            rhs,
+                            &args,
+                            &mut weights,
+                            group,
+                            c,
+                            n0,
+                            gemm.n_len,
+                            tap,
+                            kind,
+                            block_n,
+                        );
                         #[unroll]
                         for j in 0..block_w {
                             let (rw, w_inside) = tap_along(

@@ -376,6 +376,22 @@ fn with_splits(
     Ok(())
 }
 
+/// How the split and direct weight-gradient schedules cut `k` (batch x output positions):
+/// `(splits, k per split)`, whole output rows per split, enough splits for `units` units
+/// per split to fill the device, none shorter than [`SPLIT_MIN_K`].
+fn row_splits(geometry: &ConvGeometry, k: usize, units: usize) -> (usize, usize) {
+    let row_len = geometry.out_size[2].max(1);
+    let rows = k / row_len;
+    let splits = SPLIT_TARGET_UNITS
+        .div_ceil(units.max(1))
+        .clamp(1, (k / SPLIT_MIN_K).max(1));
+    let rows_per_split = rows.div_ceil(splits).max(1);
+    (
+        rows.div_ceil(rows_per_split).max(1),
+        rows_per_split * row_len,
+    )
+}
+
 /// The split schedule into `out`: whole output rows per split, enough splits to fill the
 /// device. With `ones_rhs`, `x` is unused and this is the bias gradient.
 fn weight_split(
@@ -388,13 +404,7 @@ fn weight_split(
     let dtype = float_type(out)?;
     let (m, n, k) = gemm_sizes(geometry, WEIGHT);
     let outputs = geometry.groups * m * n;
-    let row_len = geometry.out_size[2].max(1);
-    let rows = k / row_len;
-    let splits = SPLIT_TARGET_UNITS
-        .div_ceil(outputs.max(1))
-        .clamp(1, (k / SPLIT_MIN_K).max(1));
-    let rows_per_split = rows.div_ceil(splits).max(1);
-    let splits = rows.div_ceil(rows_per_split).max(1);
+    let (splits, k_per_split) = row_splits(geometry, k, outputs);
     with_splits(out, splits, |target| {
         let (cube_count, cube_dim) = elementwise(target, outputs * splits);
         conv::conv_weight_split::launch(
@@ -406,7 +416,7 @@ fn weight_split(
             x.into_tensor_arg(),
             target.clone().into_tensor_arg(),
             conv_args(geometry),
-            GemmArgsLaunch::new(m, n, k, rows_per_split * row_len, 0),
+            GemmArgsLaunch::new(m, n, k, k_per_split, 0),
             ones_rhs,
             [dtype, accumulator_type(dtype)],
         );
@@ -442,13 +452,7 @@ fn weight_direct(
         * geometry.kernel[0]
         * geometry.kernel[1]
         * m.div_ceil(block_m);
-    let row_len = geometry.out_size[2].max(1);
-    let rows = k / row_len;
-    let splits = SPLIT_TARGET_UNITS
-        .div_ceil(units.max(1))
-        .clamp(1, (k / SPLIT_MIN_K).max(1));
-    let rows_per_split = rows.div_ceil(splits).max(1);
-    let splits = rows.div_ceil(rows_per_split).max(1);
+    let (splits, k_per_split) = row_splits(geometry, k, units);
     with_splits(out, splits, |target| {
         let (cube_count, cube_dim) = elementwise(target, units * splits);
         conv::conv_weight_direct::launch(
@@ -460,7 +464,7 @@ fn weight_direct(
             x.into_tensor_arg(),
             target.clone().into_tensor_arg(),
             conv_args(geometry),
-            GemmArgsLaunch::new(m, n, k, rows_per_split * row_len, 0),
+            GemmArgsLaunch::new(m, n, k, k_per_split, 0),
             block_m,
             geometry.kernel[2],
             [dtype, accumulator_type(dtype)],

@@ -516,10 +516,12 @@ pub fn check_input_rank(op: &'static str, spatial: usize, rank: usize) -> SpecRe
     }
 }
 
-/// Reject a convolution input with an empty spatial dim (PyTorch's kernel-size check fails
-/// on one); an empty batch or channel axis is computed (empty out, or a bias-only output).
-fn check_spatial_nonempty(op: &'static str, x: &[usize]) -> SpecResult<()> {
-    if x[2..].contains(&0) {
+/// Reject an input `x = (N, C, *spatial)` with an empty dim from `first` on: pools take an
+/// empty batch only (`first = 1`); convolutions also an empty channel axis (`first = 2`: an
+/// empty output, or a bias-only one), since PyTorch's kernel-size check fails on an empty
+/// spatial dim.
+pub(super) fn check_nonempty_from(op: &'static str, x: &[usize], first: usize) -> SpecResult<()> {
+    if x[first..].contains(&0) {
         return Err(SpecError::new(op, Kind::EmptyInput { dims: x.to_vec() }));
     }
     Ok(())
@@ -542,7 +544,7 @@ pub fn check_conv<const N: usize>(
     let out_channels = weight[0];
     // PyTorch: "expected weight to be at least 1 at dimension 0".
     check_nonzero(op, "out_channels (weight.shape[0])", &[out_channels])?;
-    check_spatial_nonempty(op, x)?;
+    check_nonempty_from(op, x, 2)?;
     check_divides(op, "in_channels", x[1], groups)?;
     check_divides(op, "out_channels (weight.shape[0])", out_channels, groups)?;
     check_eq(
@@ -596,7 +598,7 @@ pub fn check_conv_transpose<const N: usize>(
     check_nonzero(op, "dilation", &options.dilation)?;
     check_nonzero(op, "groups", &[options.groups])?;
     let groups = options.groups;
-    check_spatial_nonempty(op, x)?;
+    check_nonempty_from(op, x, 2)?;
     check_divides(op, "in_channels", x[1], groups)?;
     check_eq(
         op,

@@ -12,6 +12,7 @@ use burn::tensor::DType;
 use burn::tensor::ops::AvgPoolOptions;
 pub use burn::tensor::ops::MaxPoolOptions;
 
+use super::conv::check_nonempty_from;
 use super::error::{SpecError, SpecErrorKind as Kind, SpecResult};
 use super::window::{inside, kernel_extent, lift, out_len};
 
@@ -486,10 +487,7 @@ pub fn check_index_dtype(op: &'static str, plane: usize, dtype: DType) -> SpecRe
 /// Reject a pool input with an empty channel or spatial dim (`x = (N, C, *spatial)`), as
 /// PyTorch does ("with optional 0 dim batch size"): only the batch may be empty.
 pub fn check_nonempty(op: &'static str, x: &[usize]) -> SpecResult<()> {
-    if x[1..].contains(&0) {
-        return Err(SpecError::new(op, Kind::EmptyInput { dims: x.to_vec() }));
-    }
-    Ok(())
+    check_nonempty_from(op, x, 1)
 }
 
 /// Validate a sliding window over `x = (N, C, *spatial)` and lift it to rank 3. Padding may be
