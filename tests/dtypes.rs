@@ -44,3 +44,35 @@ fn half_precision_and_f64_match_f32() {
     assert_eq!(out.dtype(), DType::F16);
     assert!(max_difference(out, reference) < 2e-2);
 }
+
+/// PyTorch's rule, not a silent cast (issue 13, item 7): the weight, bias and fractional
+/// samples share the input's dtype, and the input is a float dtype the ops compute in.
+#[test]
+fn mixed_and_unsupported_dtypes_are_typed_errors() {
+    use burn::tensor::quantization::QuantScheme;
+    use burn_convpool::{SpecErrorKind, try_conv2d, try_max_pool2d};
+    let device = Device::flex();
+    let x = Tensor::<4>::ones([1, 1, 4, 4], &device);
+    let weight = Tensor::<4>::ones([1, 1, 2, 2], &device);
+    let error = try_conv2d(
+        x.clone(),
+        weight.clone().cast(DType::F64),
+        None,
+        ConvNdOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "conv2d: weight has dtype F64 but the input has F32; cast one of them"
+    );
+    let bias = Tensor::<1>::ones([1], &device).cast(DType::F16);
+    let error = try_conv2d(x.clone(), weight, Some(bias), ConvNdOptions::default()).unwrap_err();
+    assert!(
+        matches!(error.kind, SpecErrorKind::DtypeMismatch { arg: "bias", .. }),
+        "{error}"
+    );
+    let quantized = x.quantize_dynamic(&QuantScheme::default());
+    let error =
+        try_max_pool2d(quantized, burn::tensor::ops::MaxPoolOptions::new([2, 2])).unwrap_err();
+    assert!(matches!(error.kind, SpecErrorKind::Dtype { .. }), "{error}");
+}

@@ -319,3 +319,93 @@ fn empty_batch_in_empty_out_empty_spatial_rejected() {
         "conv2d: out_channels (weight.shape[0]) must be non-zero, got [0]"
     );
 }
+
+/// Sizes near `usize::MAX` never wrap (issue 13, item 3): a parameter past `isize::MAX`, a
+/// padded length or an output count past what memory can address is a typed error.
+#[test]
+fn shape_arithmetic_never_overflows() {
+    let huge = usize::MAX / 2 + 1;
+    let error = try_conv1d(
+        ones([1, 1, 4]),
+        ones([1, 1, 2]),
+        None,
+        ConvNdOptions::default().with_stride([usize::MAX]),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "conv1d: stride 18446744073709551615 is above the largest size 9223372036854775807"
+    );
+    let error = try_conv1d(
+        ones([1, 1, 4]),
+        ones([1, 1, 2]),
+        None,
+        ConvNdOptions::default().with_padding([(huge, huge)]),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.kind,
+        SpecErrorKind::TooLarge {
+            what: "padded length on spatial dim 0".into(),
+            value: 2 * huge as u128 + 4,
+        }
+    );
+    // A dilation whose extent would wrap to a small number.
+    let error = try_conv1d(
+        ones([1, 1, 4]),
+        ones([1, 1, 3]),
+        None,
+        ConvNdOptions::default().with_dilation([huge - 1]),
+    )
+    .unwrap_err();
+    assert!(matches!(error.kind, SpecErrorKind::KernelTooLarge { .. }));
+    // A transposed output whose element count overflows usize.
+    let options = ConvTransposeNdOptions::<3>::default().with_stride([1 << 21; 3]);
+    let error = try_conv_transpose3d(ones([1, 1, 4, 4, 4]), ones([1, 1, 1, 1, 1]), None, options)
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "conv_transpose3d: the output [1, 1, 6291457, 6291457, 6291457] has more elements than \
+         memory can address"
+    );
+    let options = ConvTransposeNdOptions::<1>::default().with_stride([huge]);
+    let error = try_conv_transpose1d(ones([1, 1, 4]), ones([1, 1, 1]), None, options).unwrap_err();
+    assert!(
+        matches!(error.kind, SpecErrorKind::TooLarge { .. }),
+        "{error}"
+    );
+}
+
+/// A huge stride is valid and exact: one window.
+#[test]
+fn huge_stride_gives_one_window() {
+    let x = Tensor::<3>::from_floats([[[1.0, 2.0, 3.0, 4.0]]], &Device::flex());
+    let weight = Tensor::<3>::from_floats([[[1.0, 10.0]]], &Device::flex());
+    let options = ConvNdOptions::default().with_stride([usize::MAX / 2]);
+    let out = conv1d(x, weight, None, options);
+    assert_eq!(out.into_data().try_to_vec::<f32>().unwrap(), [21.0]);
+}
+
+/// An output that fits the address space but not the machine is a typed error on a CPU
+/// device, not an abort in the allocator (issue 13, item 4).
+#[test]
+fn outputs_beyond_memory_are_typed_errors() {
+    let error = try_conv1d(
+        ones([1, 1, 4]),
+        ones([1, 1, 1]),
+        None,
+        ConvNdOptions::default().with_padding([1 << 42]),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error.kind, SpecErrorKind::OutOfMemory { bytes, .. } if bytes > 1 << 44),
+        "{error}"
+    );
+    let options = ConvTransposeNdOptions::<1>::default().with_stride([1 << 42]);
+    let error = try_conv_transpose1d(ones([1, 1, 4]), ones([1, 1, 1]), None, options).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "conv_transpose1d: the output [1, 1, 13194139533313] needs 52776558133252 bytes, more \
+         than this machine can allocate"
+    );
+}

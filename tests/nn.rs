@@ -398,3 +398,56 @@ fn module_gradients_reach_the_parameters() {
         16.0 * weight_sum
     );
 }
+
+/// Bad config fields fail at `init`, naming the module and the field (issue 13, item 6).
+#[test]
+#[should_panic(expected = "Conv2d: kernel_size must be non-zero, got [0, 3]")]
+fn conv_config_rejects_a_zero_kernel() {
+    Conv2dConfig::new([3, 4], [0, 3]).init(&device());
+}
+
+#[test]
+#[should_panic(expected = "ConvTranspose1d: dilation must be non-zero, got [0]")]
+fn conv_transpose_config_rejects_a_zero_dilation() {
+    ConvTranspose1dConfig::new([3, 4], 3)
+        .with_dilation(0)
+        .init(&device());
+}
+
+#[test]
+#[should_panic(expected = "MaxPool2d: stride must be non-zero, got [0, 1]")]
+fn max_pool_config_rejects_a_zero_stride() {
+    MaxPool2dConfig::new([2, 2]).with_strides([0, 1]).init();
+}
+
+#[test]
+#[should_panic(expected = "AvgPool1d: kernel_size must be non-zero, got [0]")]
+fn avg_pool_config_rejects_a_zero_kernel() {
+    AvgPool1dConfig::new(0).init();
+}
+
+/// A module built without `init` (a record, a literal) is validated by the op at forward,
+/// with the op's message rather than Burn's builder assertion.
+#[test]
+#[should_panic(expected = "max_pool2d: kernel_size must be non-zero, got [0, 2]")]
+fn max_pool_module_without_init_is_validated_at_forward() {
+    let pool = MaxPool2d {
+        stride: [1, 1],
+        kernel_size: [0, 2],
+        padding: PaddingConfig2d::Valid,
+        dilation: [1, 1],
+        ceil_mode: false,
+    };
+    pool.forward(random([1, 1, 4, 4]));
+}
+
+/// No input channels, as PyTorch: an empty weight, a zero bias, and a bias-only output.
+#[test]
+fn conv_without_input_channels_outputs_its_bias() {
+    let conv = Conv2dConfig::new([0, 4], [3, 3]).init(&device());
+    assert_eq!(conv.weight.val().dims(), [4, 0, 3, 3]);
+    let out = conv.forward(Tensor::<4>::ones([2, 0, 5, 5], &device()));
+    assert_eq!(out.dims(), [2, 4, 3, 3]);
+    let values: Vec<f32> = out.into_data().try_to_vec().unwrap();
+    assert!(values.iter().all(|&v| v == 0.0));
+}

@@ -357,3 +357,91 @@ fn empty_batch_in_empty_out_other_empty_dims_rejected() {
     .unwrap_err();
     assert!(matches!(error.kind, SpecErrorKind::EmptyInput { .. }));
 }
+
+/// Sizes near `usize::MAX` never wrap (issue 13, item 3).
+#[test]
+fn pool_shape_arithmetic_never_overflows() {
+    // A huge stride leaves one exact window (it wrapped to a wrong 0.0 in release builds).
+    let x = Tensor::<3>::from_floats([[[1.0, 3.0, 5.0, 7.0, 9.0]]], &Device::flex());
+    let options = AvgPoolNdOptions::new([2]).with_stride([usize::MAX / 2]);
+    let out = try_avg_pool1d(x.clone(), options).unwrap();
+    assert_eq!(out.into_data().try_to_vec::<f32>().unwrap(), [2.0]);
+    let options = MaxPoolOptions::new([2])
+        .with_stride([usize::MAX / 2])
+        .with_ceil_mode(true);
+    let out = try_max_pool1d(x.clone(), options).unwrap();
+    assert_eq!(out.into_data().try_to_vec::<f32>().unwrap(), [3.0]);
+    // A kernel of usize::MAX: no inf or NaN, no slice panic.
+    let options = AvgPoolNdOptions::new([usize::MAX]).with_stride([1]);
+    let error = try_avg_pool1d(x.clone(), options).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "avg_pool1d: kernel volume 18446744073709551615 is above the largest size \
+         9223372036854775807"
+    );
+    let options = LpPoolOptions::new(2.0, [usize::MAX]);
+    assert!(matches!(
+        try_lp_pool1d(x.clone(), options).unwrap_err().kind,
+        SpecErrorKind::TooLarge { .. }
+    ));
+    let options = MaxPoolOptions {
+        kernel_size: [usize::MAX / 4],
+        stride: [1],
+        padding: [(0, 0)],
+        dilation: [1],
+        ceil_mode: false,
+    };
+    assert!(matches!(
+        try_max_pool1d(x.clone(), options).unwrap_err().kind,
+        SpecErrorKind::KernelTooLarge { .. }
+    ));
+    // Padding within the kernel/2 rule but past the address space.
+    let options = MaxPoolOptions {
+        kernel_size: [usize::MAX],
+        stride: [1],
+        padding: [(usize::MAX / 2, usize::MAX / 2)],
+        dilation: [1],
+        ceil_mode: false,
+    };
+    assert!(matches!(
+        try_max_pool1d(x.clone(), options).unwrap_err().kind,
+        SpecErrorKind::TooLarge { .. }
+    ));
+    // Fractional output sizes whose sum with the kernel wraps.
+    let options = FractionalMaxPoolOptions::new([2, 2], FractionalOutput::Size([usize::MAX, 4]));
+    let error = try_fractional_max_pool2d(ones([1, 1, 8, 8]), options, None).unwrap_err();
+    assert!(
+        matches!(error.kind, SpecErrorKind::FractionalKernel { .. }),
+        "{error}"
+    );
+    // Max-unpool's default size `(in - 1) * stride + kernel` past usize.
+    let options = MaxUnpoolOptions::new([usize::MAX]);
+    let error = try_max_unpool1d(ones([1, 1, 3]), indices([1, 1, 3], 0), options).unwrap_err();
+    assert!(
+        matches!(error.kind, SpecErrorKind::OutputTooLarge { .. }),
+        "{error}"
+    );
+}
+
+/// Outputs that fit the address space but not the machine are typed errors on a CPU device
+/// (issue 13, item 4): the allocator would abort the process.
+#[test]
+fn pool_outputs_beyond_memory_are_typed_errors() {
+    let error = try_adaptive_avg_pool1d(ones([1, 1, 4]), [1 << 40]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "adaptive_avg_pool1d: the output [1, 1, 1099511627776] needs 4398046511104 bytes, more \
+         than this machine can allocate"
+    );
+    let error = try_adaptive_max_pool2d(ones([1, 1, 4, 4]), [1 << 20, 1 << 20]).unwrap_err();
+    assert!(
+        matches!(error.kind, SpecErrorKind::OutOfMemory { .. }),
+        "{error}"
+    );
+    let options = MaxUnpoolOptions::new([2]).with_stride([1 << 42]);
+    let error = try_max_unpool1d(ones([1, 1, 2]), indices([1, 1, 2], 0), options).unwrap_err();
+    assert!(
+        matches!(error.kind, SpecErrorKind::OutOfMemory { .. }),
+        "{error}"
+    );
+}

@@ -58,7 +58,7 @@ fn column_runs(g: &ConvGeometry) -> Vec<(Range<usize>, usize)> {
     (0..g.kernel[2])
         .map(|kw| {
             let offset = (kw * g.dilation[2]) as isize - g.pad_begin[2] as isize;
-            let columns = inside(offset, s_w, out_w, in_w);
+            let columns = inside(offset as i128, s_w, out_w, in_w);
             let first = (columns.start * s_w) as isize + offset;
             (columns, first.max(0) as usize)
         })

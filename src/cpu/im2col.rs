@@ -66,7 +66,7 @@ fn for_each_run(
             for kh in 0..k_h {
                 for kw in 0..k_w {
                     let offset_w = (kw * d_w) as isize - p_w;
-                    let columns = inside(offset_w, s_w, out_w, in_w);
+                    let columns = inside(offset_w as i128, s_w, out_w, in_w);
                     let (w_lo, w_hi) = (columns.start, columns.end);
                     let (mut od, mut oh) = (first_d, first_h);
                     for tile_row in 0..rows.len() {

@@ -65,6 +65,7 @@ impl ConvPasses for CubeConv {
         bias: Option<CubeTensor>,
     ) -> CubeTensor {
         let device = x.device.clone();
+        expect("conv", &device, fits_u32(geometry));
         let result = tune::execute(Pass::Forward, (*geometry, x, weight, bias));
         expect("conv", &device, result)
     }
@@ -76,15 +77,36 @@ impl ConvPasses for CubeConv {
         bias: Option<CubeTensor>,
     ) -> CubeTensor {
         let device = out_grad.device.clone();
+        expect("conv_x_backward", &device, fits_u32(geometry));
         let result = tune::execute(Pass::Data, (*geometry, weight, out_grad, bias));
         expect("conv_x_backward", &device, result)
     }
 
     fn weight(geometry: &ConvGeometry, x: CubeTensor, out_grad: CubeTensor) -> CubeTensor {
         let device = x.device.clone();
+        expect("conv_weight_backward", &device, fits_u32(geometry));
         let result = tune::execute(Pass::Weight, (*geometry, x, out_grad, None));
         expect("conv_weight_backward", &device, result)
     }
+}
+
+/// Check that every size, stride, dilation and padding fits the kernels' 32-bit arithmetic
+/// (validation allows up to `isize::MAX`, which a 32-bit-address kernel would wrap).
+fn fits_u32(geometry: &ConvGeometry) -> Result<(), LaunchError> {
+    let g = geometry;
+    let scalars = [g.batch, g.groups, g.in_channels, g.out_channels];
+    let axes = [
+        g.in_size,
+        g.out_size,
+        g.kernel,
+        g.stride,
+        g.dilation,
+        g.pad_begin,
+    ];
+    for value in scalars.into_iter().chain(axes.into_iter().flatten()) {
+        entry(value)?;
+    }
+    Ok(())
 }
 
 fn conv_args(geometry: &ConvGeometry) -> ConvArgsLaunch {

@@ -36,7 +36,7 @@ pub enum LaunchError {
         /// The dtype.
         got: DType,
     },
-    /// A window position does not fit the kernel's 32-bit window tables.
+    /// A size, window position or parameter does not fit the kernels' 32-bit arithmetic.
     Table {
         /// The value.
         value: usize,
@@ -60,7 +60,10 @@ impl core::fmt::Display for LaunchError {
                 "dtype {got:?} is not supported on this device (the device does not report it)"
             ),
             Self::Table { value } => {
-                write!(f, "window position {value} does not fit in 32 bits")
+                write!(
+                    f,
+                    "{value} does not fit the kernels' 32-bit sizes and tables"
+                )
             }
         }
     }

@@ -7,11 +7,28 @@ use burn::tensor::Tensor;
 use crate::backend::ConvPoolBackend;
 use crate::spec::{
     ConvNdOptions, ConvTransposeNdOptions, PaddingMode, SpecResult, check_conv,
-    check_conv_transpose, check_input_rank,
+    check_conv_transpose, check_float_dtype, check_input_rank, check_same_dtype, shapes,
 };
 
 use super::lift::{lift_input, lift_weight};
+use super::memory::check_host_memory;
 use super::pad::pad_spatial;
+
+/// The input in a float dtype the ops compute in, and the weight and bias in the same one.
+fn check_dtypes<const D: usize, const W: usize>(
+    op: &'static str,
+    x: &Tensor<D>,
+    weight: &Tensor<W>,
+    bias: Option<&Tensor<1>>,
+) -> SpecResult<()> {
+    let dtype = x.dtype();
+    check_float_dtype(op, dtype)?;
+    check_same_dtype(op, "weight", dtype, weight.dtype())?;
+    match bias {
+        Some(bias) => check_same_dtype(op, "bias", dtype, bias.dtype()),
+        None => Ok(()),
+    }
+}
 
 pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
     op: &'static str,
@@ -21,16 +38,20 @@ pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
     options: ConvNdOptions<N>,
 ) -> SpecResult<Tensor<D>> {
     let batched = check_input_rank(op, N, D)?;
+    check_dtypes(op, &x, &weight, bias.as_ref())?;
     let (x, shape) = lift_input::<N, D>(x, batched);
     let weight_dims = weight.dims();
     let bias_len = bias.as_ref().map(|bias| bias.dims()[0]);
     let mut lifted = check_conv(op, &shape.dims, &weight_dims, bias_len, &options)?;
+    let weight = lift_weight::<N, W>(weight);
+    let out_dims = shape.restored_dims(shapes::conv(&x.dims(), &weight.dims(), &lifted));
+    check_host_memory(op, &x.device(), &out_dims, x.dtype(), None)?;
     let x = match options.padding_mode {
         PaddingMode::Zeros => x,
         mode => pad_spatial(x, core::mem::take(&mut lifted.padding), mode),
     };
     let options = lifted;
-    let weight = lift_weight::<N, W>(weight).into_dispatch();
+    let weight = weight.into_dispatch();
     let out = match bias {
         None => <Dispatch as ConvPoolBackend>::conv(x.into_dispatch(), weight, options),
         Some(bias) => <Dispatch as ConvPoolBackend>::conv_with_bias(
@@ -51,11 +72,15 @@ pub(crate) fn try_conv_transpose<const N: usize, const D: usize, const W: usize>
     options: ConvTransposeNdOptions<N>,
 ) -> SpecResult<Tensor<D>> {
     let batched = check_input_rank(op, N, D)?;
+    check_dtypes(op, &x, &weight, bias.as_ref())?;
     let (x, shape) = lift_input::<N, D>(x, batched);
     let weight_dims = weight.dims();
     let bias_len = bias.as_ref().map(|bias| bias.dims()[0]);
     let options = check_conv_transpose(op, &shape.dims, &weight_dims, bias_len, &options)?;
-    let weight = lift_weight::<N, W>(weight).into_dispatch();
+    let weight = lift_weight::<N, W>(weight);
+    let out_dims = shape.restored_dims(shapes::conv_transpose(&x.dims(), &weight.dims(), &options));
+    check_host_memory(op, &x.device(), &out_dims, x.dtype(), None)?;
+    let weight = weight.into_dispatch();
     let out = match bias {
         None => <Dispatch as ConvPoolBackend>::conv_transpose(x.into_dispatch(), weight, options),
         Some(bias) => <Dispatch as ConvPoolBackend>::conv_transpose_with_bias(

@@ -47,7 +47,8 @@ impl<const D: usize> InputShape<D> {
         reshape_exact_int(out, dims)
     }
 
-    fn restored_dims(&self, [n, c, od, oh, ow]: [usize; 5]) -> [usize; D] {
+    /// The caller's-rank dims of a rank-5 output.
+    pub fn restored_dims(&self, [n, c, od, oh, ow]: [usize; 5]) -> [usize; D] {
         let spatial = self.dims.len() - 2;
         let all = [n, c, od, oh, ow];
         let mut dims = Vec::with_capacity(D);

@@ -2,6 +2,7 @@
 
 pub(crate) mod conv;
 mod lift;
+mod memory;
 mod pad;
 mod pool;
 

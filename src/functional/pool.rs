@@ -7,12 +7,13 @@ use burn::tensor::{Distribution, Int, IntDType, Tensor};
 use crate::backend::ConvPoolBackend;
 use crate::spec::{
     AvgPoolNdOptions, FractionalMaxPoolOptions, LpPoolOptions, MaxPoolOptions, MaxUnpoolOptions,
-    SpecError, SpecErrorKind, SpecResult, check_adaptive, check_avg_pool, check_fractional,
-    check_index_dtype, check_input_rank, check_lp_pool, check_max_unpool, check_nonempty,
-    check_window,
+    SpecError, SpecErrorKind, SpecResult, check_adaptive, check_avg_pool, check_float_dtype,
+    check_fractional, check_index_dtype, check_input_rank, check_lp_pool, check_max_unpool,
+    check_nonempty, check_same_dtype, check_window, shapes,
 };
 
 use super::lift::{InputShape, lift_input, reshape_exact_int, with_batch};
+use super::memory::check_host_memory;
 
 /// An adaptive pool's output size; `None` keeps that input dim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -36,6 +37,7 @@ fn lift_pool_input<const N: usize, const D: usize>(
     x: Tensor<D>,
 ) -> SpecResult<(Tensor<5>, InputShape<D>)> {
     let batched = check_input_rank(op, N, D)?;
+    check_float_dtype(op, x.dtype())?;
     check_nonempty(op, &with_batch(x.dims().to_vec(), batched))?;
     Ok(lift_input::<N, D>(x, batched))
 }
@@ -52,6 +54,19 @@ fn lift_indexed_pool_input<const N: usize, const D: usize>(
     Ok((x, shape, dtype))
 }
 
+/// Check that the host can hold a rank-5 output of `dims` (and its indices) on a CPU device.
+fn admit<const D: usize>(
+    op: &'static str,
+    x: &Tensor<5>,
+    shape: &InputShape<D>,
+    dims: [usize; 5],
+    indices: Option<IntDType>,
+) -> SpecResult<()> {
+    let dims = shape.restored_dims(dims);
+    let index_dtype = indices.map(|dtype| dtype.into());
+    check_host_memory(op, &x.device(), &dims, x.dtype(), index_dtype)
+}
+
 fn try_max_pool_with_indices<const N: usize, const D: usize>(
     op: &'static str,
     x: Tensor<D>,
@@ -59,6 +74,8 @@ fn try_max_pool_with_indices<const N: usize, const D: usize>(
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
     let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let options = check_window(op, &shape.dims, &options)?;
+    let out_dims = shapes::window_pool(&x.dims(), &options);
+    admit(op, &x, &shape, out_dims, Some(dtype))?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::max_pool_with_indices(x.into_dispatch(), options, dtype);
     Ok((
@@ -82,6 +99,7 @@ fn try_avg_pool<const N: usize, const D: usize>(
 ) -> SpecResult<Tensor<D>> {
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_avg_pool(op, &shape.dims, &options)?;
+    admit(op, &x, &shape, shapes::avg_pool(&x.dims(), &options), None)?;
     let out = <Dispatch as ConvPoolBackend>::avg_pool(x.into_dispatch(), options);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -93,6 +111,7 @@ fn try_lp_pool<const N: usize, const D: usize>(
 ) -> SpecResult<Tensor<D>> {
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_lp_pool(op, &shape.dims, &options)?;
+    admit(op, &x, &shape, shapes::lp_pool(&x.dims(), &options), None)?;
     let out = <Dispatch as ConvPoolBackend>::lp_pool(x.into_dispatch(), options);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -104,6 +123,13 @@ fn try_adaptive_avg_pool<const N: usize, const D: usize>(
 ) -> SpecResult<Tensor<D>> {
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
+    admit(
+        op,
+        &x,
+        &shape,
+        shapes::with_spatial(&x.dims(), output_size),
+        None,
+    )?;
     let out = <Dispatch as ConvPoolBackend>::adaptive_avg_pool(x.into_dispatch(), output_size);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -115,6 +141,13 @@ fn try_adaptive_max_pool_with_indices<const N: usize, const D: usize>(
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
     let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
+    admit(
+        op,
+        &x,
+        &shape,
+        shapes::with_spatial(&x.dims(), output_size),
+        Some(dtype),
+    )?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::adaptive_max_pool(x.into_dispatch(), output_size, dtype);
     Ok((
@@ -154,9 +187,18 @@ fn try_fractional_max_pool_with_indices<const N: usize, const D: usize>(
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
     let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let (kernel, output_size) = check_fractional(op, &shape.dims, &options)?;
+    admit(
+        op,
+        &x,
+        &shape,
+        shapes::with_spatial(&x.dims(), output_size),
+        Some(dtype),
+    )?;
     let (n, c) = (shape.dims[0], shape.dims[1]);
     let samples = match samples {
         Some(samples) => {
+            // PyTorch: "Expect _random_samples to have the same dtype as input".
+            check_same_dtype(op, "samples", x.dtype(), samples.dtype())?;
             let expected = vec![n, c, N];
             if samples.dims().to_vec() != expected {
                 return Err(SpecError::new(
@@ -202,10 +244,18 @@ fn try_max_unpool<const N: usize, const D: usize>(
     options: MaxUnpoolOptions<N>,
 ) -> SpecResult<Tensor<D>> {
     let batched = check_input_rank(op, N, D)?;
+    check_float_dtype(op, x.dtype())?;
     let x_dims = with_batch(x.dims().to_vec(), batched);
     let index_dims = with_batch(indices.dims().to_vec(), batched);
     let output_size = check_max_unpool(op, &x_dims, &index_dims, &options)?;
     let (x, shape) = lift_input::<N, D>(x, batched);
+    admit(
+        op,
+        &x,
+        &shape,
+        shapes::with_spatial(&x.dims(), output_size),
+        None,
+    )?;
     let plane: usize = output_size.iter().product();
     // Data-dependent check: the min and max reductions read back together (one blocking
     // device-to-host read), so a bad index is an error, not a write out of bounds (the

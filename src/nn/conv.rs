@@ -6,7 +6,8 @@ use burn::nn::{Initializer, PaddingConfig1d, PaddingConfig2d, PaddingConfig3d};
 use burn::tensor::{Device, Tensor};
 
 use super::dims::{Dims, PaddingConfigNd, spatial_size, weight_shape};
-use crate::spec::{ConvNdOptions, PaddingMode, check_channel_groups};
+use super::validate::{check_groups, check_sizes};
+use crate::spec::{ConvNdOptions, PaddingMode};
 
 /// burn-nn's default conv initializer, `KaimingUniform { gain: 1 / sqrt(3) }`, which gives
 /// PyTorch's `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`.
@@ -15,12 +16,6 @@ pub(crate) fn default_initializer() -> Initializer {
         gain: 1.0 / 3.0f64.sqrt(),
         fan_out_only: false,
     }
-}
-
-/// Panic with the module's name unless `groups` divides both channel counts (as burn-nn does
-/// at `init`, before any input exists).
-pub(crate) fn check_groups(module: &'static str, channels: [usize; 2], groups: usize) {
-    check_channel_groups(module, channels, groups).unwrap_or_else(|error| panic!("{error}"));
 }
 
 /// Weight `(first, second, *kernel)` and optional bias `(bias_len)` drawn from `initializer`.
@@ -35,6 +30,13 @@ pub(crate) fn init_params<const N: usize, const W: usize>(
     fan_out: Option<usize>,
     device: &Device,
 ) -> (Param<Tensor<W>>, Option<Param<Tensor<1>>>) {
+    // PyTorch's rule for a layer without inputs (zero input channels): its weight is empty and
+    // its bias zero (`bound = 0 if fan_in == 0`); Burn's fan-in initializers would divide by 0.
+    let initializer = if fan_in == 0 {
+        &Initializer::Zeros
+    } else {
+        initializer
+    };
     let shape = weight_shape::<N, W>(first, second, kernel);
     let weight = initializer.init_with(shape, Some(fan_in), fan_out, device);
     let bias = bias_len.map(|len| initializer.init_with([len], Some(fan_in), fan_out, device));
@@ -110,10 +112,16 @@ macro_rules! conv_module {
             #[doc = concat!("Initialize a [`", stringify!($module), "`] on `device`.")]
             ///
             /// # Panics
-            /// If `groups` does not divide both channel counts.
+            /// If `groups` does not divide both channel counts, or a kernel size, stride or
+            /// dilation is zero.
             pub fn init(&self, device: &Device) -> $module {
                 let [channels_in, channels_out] = self.channel_pair();
                 check_groups(stringify!($module), [channels_in, channels_out], self.groups);
+                check_sizes(stringify!($module), &[
+                    ("kernel_size", &self.kernel_size.dims()),
+                    ("stride", &self.stride.dims()),
+                    ("dilation", &self.dilation.dims()),
+                ]);
                 let kernel: [usize; $n] = self.kernel_size.dims();
                 let taps: usize = kernel.iter().product();
                 let fan_in = channels_in / self.groups * taps;

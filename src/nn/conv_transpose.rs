@@ -6,8 +6,9 @@ use burn::module::{Module, Param};
 use burn::nn::Initializer;
 use burn::tensor::{Device, Tensor};
 
-use super::conv::{check_groups, default_initializer, init_params};
+use super::conv::{default_initializer, init_params};
 use super::dims::Dims;
+use super::validate::{check_groups, check_sizes};
 use crate::spec::ConvTransposeNdOptions;
 
 macro_rules! conv_transpose_module {
@@ -73,10 +74,16 @@ macro_rules! conv_transpose_module {
             #[doc = concat!("Initialize a [`", stringify!($module), "`] on `device`.")]
             ///
             /// # Panics
-            /// If `groups` does not divide both channel counts.
+            /// If `groups` does not divide both channel counts, or a kernel size, stride or
+            /// dilation is zero.
             pub fn init(&self, device: &Device) -> $module {
                 let [channels_in, channels_out] = self.channels;
                 check_groups(stringify!($module), self.channels, self.groups);
+                check_sizes(stringify!($module), &[
+                    ("kernel_size", &self.kernel_size.dims()),
+                    ("stride", &self.stride.dims()),
+                    ("dilation", &self.dilation.dims()),
+                ]);
                 let kernel: [usize; $n] = self.kernel_size.dims();
                 let taps: usize = kernel.iter().product();
                 let (weight, bias) = init_params::<$n, $w>(

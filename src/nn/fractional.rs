@@ -4,6 +4,7 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::{Int, Tensor};
 
+use super::validate::check_sizes;
 use crate::spec::{FractionalMaxPoolOptions, FractionalOutput};
 
 macro_rules! fractional_module {
@@ -38,8 +39,10 @@ macro_rules! fractional_module {
             #[doc = concat!("Initialize a [`", stringify!($module), "`].")]
             ///
             /// # Panics
-            /// Unless exactly one of `output_size` and `output_ratio` is set (as PyTorch).
+            /// Unless exactly one of `output_size` and `output_ratio` is set (as PyTorch), or
+            /// if a kernel size is zero.
             pub fn init(&self) -> $module {
+                check_sizes(stringify!($module), &[("kernel_size", &self.kernel_size)]);
                 let output = match (self.output_size, self.output_ratio) {
                     (Some(size), None) => FractionalOutput::Size(size),
                     (None, Some(ratio)) => FractionalOutput::Ratio(ratio),

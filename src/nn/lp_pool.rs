@@ -5,6 +5,7 @@ use burn::module::Module;
 use burn::tensor::Tensor;
 
 use super::dims::Dims;
+use super::validate::check_sizes;
 use crate::spec::LpPoolOptions;
 
 macro_rules! lp_pool_module {
@@ -43,7 +44,14 @@ macro_rules! lp_pool_module {
 
         impl $config {
             #[doc = concat!("Initialize an [`", stringify!($module), "`].")]
+            ///
+            /// # Panics
+            /// If a kernel size or stride is zero.
             pub fn init(&self) -> $module {
+                check_sizes(stringify!($module), &[
+                    ("kernel_size", &self.kernel_size.dims()),
+                    ("stride", &self.stride.dims()),
+                ]);
                 $module {
                     norm_type: self.norm_type,
                     kernel_size: self.kernel_size,

@@ -6,6 +6,7 @@ use burn::module::Module;
 use burn::tensor::{Int, Tensor};
 
 use super::dims::Dims;
+use super::validate::check_sizes;
 use crate::spec::MaxUnpoolOptions;
 
 macro_rules! max_unpool_module {
@@ -40,7 +41,14 @@ macro_rules! max_unpool_module {
 
         impl $config {
             #[doc = concat!("Initialize a [`", stringify!($module), "`].")]
+            ///
+            /// # Panics
+            /// If a kernel size or stride is zero.
             pub fn init(&self) -> $module {
+                check_sizes(stringify!($module), &[
+                    ("kernel_size", &self.kernel_size.dims()),
+                    ("stride", &self.stride.dims()),
+                ]);
                 $module {
                     kernel_size: self.kernel_size,
                     stride: self.stride,

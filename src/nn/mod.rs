@@ -35,6 +35,7 @@ mod fractional;
 mod lp_pool;
 mod max_unpool;
 mod pool;
+mod validate;
 
 pub use adaptive::*;
 pub use conv::*;

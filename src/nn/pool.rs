@@ -7,6 +7,7 @@ use burn::nn::{PaddingConfig1d, PaddingConfig2d, PaddingConfig3d};
 use burn::tensor::{Int, Tensor};
 
 use super::dims::{Dims, PaddingConfigNd, spatial_size};
+use super::validate::check_sizes;
 use crate::spec::{AvgPoolNdOptions, MaxPoolOptions};
 
 macro_rules! max_pool_module {
@@ -53,7 +54,15 @@ macro_rules! max_pool_module {
 
         impl $config {
             #[doc = concat!("Initialize a [`", stringify!($module), "`].")]
+            ///
+            /// # Panics
+            /// If a kernel size, stride or dilation is zero.
             pub fn init(&self) -> $module {
+                check_sizes(stringify!($module), &[
+                    ("kernel_size", &self.kernel_size.dims()),
+                    ("stride", &self.$stride.dims()),
+                    ("dilation", &self.dilation.dims()),
+                ]);
                 $module {
                     stride: self.$stride,
                     kernel_size: self.kernel_size,
@@ -71,11 +80,15 @@ macro_rules! max_pool_module {
                     (self.kernel_size.dims(), self.stride.dims(), self.dilation.dims());
                 let padding =
                     self.padding.pairs(spatial_size::<$n, D>(x), kernel, stride, dilation);
-                MaxPoolOptions::new(kernel)
-                    .with_stride(stride)
-                    .with_padding_pairs(padding)
-                    .with_dilation(dilation)
-                    .with_ceil_mode(self.ceil_mode)
+                // A literal, not Burn's builders: they assert, where the op's validation
+                // names the op and the values.
+                MaxPoolOptions {
+                    kernel_size: kernel,
+                    stride,
+                    padding,
+                    dilation,
+                    ceil_mode: self.ceil_mode,
+                }
             }
 
             /// Max over each window of `(batch, channels, *spatial)` or `(channels, *spatial)`.
@@ -197,7 +210,14 @@ macro_rules! avg_pool_module {
 
         impl $config {
             #[doc = concat!("Initialize an [`", stringify!($module), "`].")]
+            ///
+            /// # Panics
+            /// If a kernel size or stride is zero.
             pub fn init(&self) -> $module {
+                check_sizes(stringify!($module), &[
+                    ("kernel_size", &self.kernel_size.dims()),
+                    ("stride", &self.$stride.dims()),
+                ]);
                 $module {
                     stride: self.$stride,
                     kernel_size: self.kernel_size,

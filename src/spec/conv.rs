@@ -8,6 +8,7 @@
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
 use super::error::{SpecError, SpecErrorKind as Kind, SpecResult};
+use super::limits::{MAX_SIZE, check_elements, check_padded_len, check_size};
 use super::window::{kernel_extent, lift, out_len};
 
 /// How a convolution pads its input.
@@ -360,7 +361,8 @@ impl ConvGeometry {
 
 /// Output length of a transposed convolution:
 /// `(len - 1) * stride - 2 * padding + dilation * (kernel - 1) + padding_out + 1`,
-/// or `None` if that is not positive.
+/// or `None` if that is not positive. Exact (128-bit); saturates at `usize::MAX`, which
+/// validation rejects ([`transpose_full_len`] is checked first).
 pub fn transpose_out_len(
     len: usize,
     kernel: usize,
@@ -369,8 +371,26 @@ pub fn transpose_out_len(
     padding_out: usize,
     dilation: usize,
 ) -> Option<usize> {
-    let full = (len.max(1) - 1) * stride + kernel_extent(kernel, dilation) + padding_out;
-    full.checked_sub(2 * padding).filter(|&n| n > 0 && len > 0)
+    let full = transpose_full_len(len, kernel, stride, padding_out, dilation);
+    full.checked_sub(2 * padding as u128)
+        .filter(|&n| n > 0 && len > 0)
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+/// The transposed output before the padding comes off:
+/// `(len - 1) * stride + dilation * (kernel - 1) + padding_out + 1`, the padded length of its
+/// adjoint convolution's input.
+pub fn transpose_full_len(
+    len: usize,
+    kernel: usize,
+    stride: usize,
+    padding_out: usize,
+    dilation: usize,
+) -> u128 {
+    (len.max(1) - 1) as u128 * stride as u128
+        + dilation as u128 * (kernel.max(1) - 1) as u128
+        + 1
+        + padding_out as u128
 }
 
 /// The padding Burn-style options resolve to for a kernel: `"same"` puts
@@ -448,7 +468,22 @@ pub fn check_channel_groups(
     check_divides(op, "out_channels", channels[1], groups)
 }
 
-fn check_nonzero(op: &'static str, param: &'static str, value: &[usize]) -> SpecResult<()> {
+/// Validate the size fields of a module's config, each of which must be non-zero (kernel
+/// sizes, strides, dilations), as a module must at `init`: `module` names it in the error.
+pub fn check_nonzero_fields(
+    module: &'static str,
+    fields: &[(&'static str, &[usize])],
+) -> SpecResult<()> {
+    fields
+        .iter()
+        .try_for_each(|&(field, value)| check_nonzero(module, field, value))
+}
+
+pub(super) fn check_nonzero(
+    op: &'static str,
+    param: &'static str,
+    value: &[usize],
+) -> SpecResult<()> {
     if value.contains(&0) {
         return Err(SpecError::new(
             op,
@@ -550,7 +585,7 @@ pub fn check_conv<const N: usize>(
     check_eq(
         op,
         "in_channels (x.shape[1]) vs weight.shape[1] * groups",
-        weight[1] * groups,
+        weight[1].saturating_mul(groups),
         x[1],
     )?;
     if let Some(bias) = bias {
@@ -558,10 +593,13 @@ pub fn check_conv<const N: usize>(
     }
     let kernel: [usize; N] = core::array::from_fn(|i| weight[2 + i]);
     check_nonzero(op, "kernel_size", &kernel)?;
+    check_size(op, "stride", &options.stride)?;
+    check_size(op, "dilation", &options.dilation)?;
     let padding = resolve_padding(op, options, kernel)?;
+    let mut out = [0; N];
     for dim in 0..N {
         let (begin, end) = padding[dim];
-        let padded_len = x[2 + dim] + begin + end;
+        let padded_len = check_padded_len(op, dim, x[2 + dim], padding[dim])?;
         let extent = kernel_extent(kernel[dim], options.dilation[dim]);
         if extent > padded_len {
             return Err(SpecError::new(
@@ -574,7 +612,18 @@ pub fn check_conv<const N: usize>(
             ));
         }
         check_padding_mode(op, options.padding_mode, dim, x[2 + dim], begin.max(end))?;
+        let (stride, dilation) = (options.stride[dim], options.dilation[dim]);
+        out[dim] = out_len(
+            x[2 + dim],
+            padding[dim],
+            kernel[dim],
+            stride,
+            dilation,
+            false,
+        )
+        .unwrap_or(0);
     }
+    check_elements(op, &[&[x[0], out_channels][..], &out[..]].concat())?;
     Ok(ConvOptions {
         stride: lift(options.stride, 1),
         padding: lift(padding, (0, 0)),
@@ -611,10 +660,27 @@ pub fn check_conv_transpose<const N: usize>(
     }
     let kernel: [usize; N] = core::array::from_fn(|i| weight[2 + i]);
     check_nonzero(op, "kernel_size", &kernel)?;
+    check_size(op, "stride", &options.stride)?;
+    check_size(op, "dilation", &options.dilation)?;
+    check_size(op, "padding", &options.padding)?;
     let mut padding_out = options.padding_out;
+    let mut out = [0; N];
     for dim in 0..N {
         let (stride, dilation) = (options.stride[dim], options.dilation[dim]);
         let len = x[2 + dim];
+        // The adjoint convolution indexes its padded input up to here: keep it in range.
+        // (`output_padding` below `max(stride, dilation)`, as checked next).
+        let largest_out_padding = stride.max(dilation) - 1;
+        let full = transpose_full_len(len, kernel[dim], stride, largest_out_padding, dilation);
+        if full > MAX_SIZE as u128 {
+            return Err(SpecError::new(
+                op,
+                Kind::TooLarge {
+                    what: format!("padded output length on spatial dim {dim}"),
+                    value: full,
+                },
+            ));
+        }
         if let Some(output_size) = options.output_size {
             // PyTorch's `_output_padding`: the size must be reachable with 0 <= pad < stride.
             let min =
@@ -645,7 +711,7 @@ pub fn check_conv_transpose<const N: usize>(
             ));
         }
         let padding = options.padding[dim];
-        transpose_out_len(
+        out[dim] = transpose_out_len(
             len,
             kernel[dim],
             stride,
@@ -655,6 +721,8 @@ pub fn check_conv_transpose<const N: usize>(
         )
         .ok_or(SpecError::new(op, Kind::EmptyOutput { dim }))?;
     }
+    let out_channels = weight[1].saturating_mul(groups);
+    check_elements(op, &[&[x[0], out_channels][..], &out[..]].concat())?;
     Ok(ConvTransposeOptions {
         stride: lift(options.stride, 1),
         padding: lift(options.padding, 0),

@@ -168,10 +168,41 @@ pub enum SpecErrorKind {
         /// The other.
         actual: Vec<usize>,
     },
+    /// An argument whose dtype differs from the input's (PyTorch rejects these too).
+    DtypeMismatch {
+        /// Which argument, e.g. `"weight"`.
+        arg: &'static str,
+        /// The input's dtype.
+        expected: String,
+        /// The argument's.
+        actual: String,
+    },
     /// A dtype the op does not compute in.
     Dtype {
         /// The dtype, as Burn prints it.
         dtype: String,
+    },
+    /// A parameter or derived length above the largest size ([`crate::MAX_SIZE`],
+    /// `isize::MAX`): the shape math would overflow.
+    TooLarge {
+        /// What, e.g. `"stride"` or `"padded length on spatial dim 0"`.
+        what: String,
+        /// Its exact value.
+        value: u128,
+    },
+    /// An output whose elements cannot be addressed: over [`crate::MAX_SIZE`] bytes at 8 bytes
+    /// an element.
+    OutputTooLarge {
+        /// The output dims.
+        dims: Vec<usize>,
+    },
+    /// An output the host cannot allocate now (a CPU device's allocation probe failed); Rust's
+    /// allocator would abort the process.
+    OutOfMemory {
+        /// The output dims.
+        dims: Vec<usize>,
+        /// Its size in bytes.
+        bytes: usize,
     },
     /// Pooling indices (flat in an input plane) that the index dtype cannot hold: they would
     /// wrap.
@@ -252,7 +283,31 @@ impl fmt::Display for SpecErrorKind {
                  [{min}, {max}]"
             ),
             EmptyOutput { dim } => write!(f, "the output would be empty on spatial dim {dim}"),
-            Dtype { dtype } => write!(f, "dtype {dtype} is not supported"),
+            Dtype { dtype } => write!(
+                f,
+                "dtype {dtype} is not supported (the ops compute in F64, F32, F16 and BF16)"
+            ),
+            DtypeMismatch {
+                arg,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "{arg} has dtype {actual} but the input has {expected}; cast one of them"
+            ),
+            TooLarge { what, value } => write!(
+                f,
+                "{what} {value} is above the largest size {}",
+                super::limits::MAX_SIZE
+            ),
+            OutputTooLarge { dims } => write!(
+                f,
+                "the output {dims:?} has more elements than memory can address"
+            ),
+            OutOfMemory { dims, bytes } => write!(
+                f,
+                "the output {dims:?} needs {bytes} bytes, more than this machine can allocate"
+            ),
             IndexDtype { plane, dtype } => write!(
                 f,
                 "indices into a plane of {plane} elements do not fit in the index dtype \

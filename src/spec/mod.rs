@@ -3,12 +3,16 @@
 //! all agree on one formula for each shape.
 
 mod conv;
+mod dtype;
 mod error;
+mod limits;
 mod pool;
 pub mod shapes;
 mod window;
 
 pub use conv::*;
+pub use dtype::*;
 pub use error::*;
+pub use limits::*;
 pub use pool::*;
 pub use window::*;

@@ -8,12 +8,12 @@
 //! the row-major flat offset of the chosen element inside its `(n, c)` plane of the *unpadded*
 //! input, `(t * H + h) * W + w` (`h * W + w` in 2d), as in PyTorch.
 
-use burn::tensor::DType;
 use burn::tensor::ops::AvgPoolOptions;
 pub use burn::tensor::ops::MaxPoolOptions;
 
-use super::conv::check_nonempty_from;
+use super::conv::{check_nonempty_from, check_nonzero};
 use super::error::{SpecError, SpecErrorKind as Kind, SpecResult};
+use super::limits::{check_elements, check_padded_len, check_size, check_volume};
 use super::window::{inside, kernel_extent, lift, out_len};
 
 /// The input taps one output position reads along one axis: `start, start + step, ...`
@@ -86,15 +86,14 @@ pub fn sliding_spans(
 ) -> Vec<Span> {
     (0..out)
         .map(|o| {
-            let first = (o * stride) as isize - pad_begin as isize;
+            // 128-bit: a start deep in the padding, and its end, are exact.
+            let first = o as i128 * stride as i128 - pad_begin as i128;
             let taps = inside(first, dilation, kernel, len);
-            let count = taps.len();
-            let skip = taps.start as isize;
-            let step = dilation as isize;
-            let end = (first + kernel as isize).min((len + pad_end) as isize);
+            let start = first + taps.start as i128 * dilation as i128;
+            let end = (first + kernel as i128).min(len as i128 + pad_end as i128);
             Span {
-                start: (first + skip * step).max(0) as usize,
-                count,
+                start: start.max(0) as usize,
+                count: taps.len(),
                 step: dilation,
                 padded: (end - first).max(0) as usize,
             }
@@ -104,15 +103,17 @@ pub fn sliding_spans(
 
 /// Spans of adaptive pooling: output `i` covers `[floor(i * len / out), ceil((i + 1) * len / out))`.
 pub fn adaptive_spans(len: usize, out: usize) -> Vec<Span> {
+    // 128-bit products: `(o + 1) * len` may pass usize for a huge output size.
+    let (len, out) = (len as u128, out as u128);
     (0..out)
         .map(|o| {
             let start = o * len / out;
             let end = ((o + 1) * len).div_ceil(out);
             Span {
-                start,
-                count: end - start,
+                start: start as usize,
+                count: (end - start) as usize,
                 step: 1,
-                padded: end - start,
+                padded: (end - start) as usize,
             }
         })
         .collect()
@@ -446,44 +447,6 @@ impl<const N: usize> MaxUnpoolOptions<N> {
     }
 }
 
-fn nonzero(op: &'static str, param: &'static str, value: &[usize]) -> SpecResult<()> {
-    if value.contains(&0) {
-        return Err(SpecError::new(
-            op,
-            Kind::Zero {
-                param,
-                value: value.to_vec(),
-            },
-        ));
-    }
-    Ok(())
-}
-
-/// Check that every flat index into an input plane of `plane` elements fits `dtype`, the
-/// device's int dtype that pooling indices are written in: a narrower one must not wrap.
-pub fn check_index_dtype(op: &'static str, plane: usize, dtype: DType) -> SpecResult<()> {
-    let largest: u64 = match dtype {
-        DType::I8 => i8::MAX as u64,
-        DType::I16 => i16::MAX as u64,
-        DType::I32 => i32::MAX as u64,
-        DType::U8 => u8::MAX as u64,
-        DType::U16 => u16::MAX as u64,
-        DType::U32 => u32::MAX as u64,
-        DType::I64 => i64::MAX as u64,
-        _ => u64::MAX,
-    };
-    if plane > 0 && (plane - 1) as u64 > largest {
-        return Err(SpecError::new(
-            op,
-            Kind::IndexDtype {
-                plane,
-                dtype: format!("{dtype:?}"),
-            },
-        ));
-    }
-    Ok(())
-}
-
 /// Reject a pool input with an empty channel or spatial dim (`x = (N, C, *spatial)`), as
 /// PyTorch does ("with optional 0 dim batch size"): only the batch may be empty.
 pub fn check_nonempty(op: &'static str, x: &[usize]) -> SpecResult<()> {
@@ -500,10 +463,14 @@ pub fn check_window<const N: usize>(
     x: &[usize],
     options: &MaxPoolOptions<N>,
 ) -> SpecResult<MaxPoolOptions<3>> {
-    nonzero(op, "kernel_size", &options.kernel_size)?;
-    nonzero(op, "stride", &options.stride)?;
-    nonzero(op, "dilation", &options.dilation)?;
+    check_nonzero(op, "kernel_size", &options.kernel_size)?;
+    check_nonzero(op, "stride", &options.stride)?;
+    check_nonzero(op, "dilation", &options.dilation)?;
+    check_size(op, "stride", &options.stride)?;
+    check_size(op, "dilation", &options.dilation)?;
+    check_volume(op, "kernel volume", &options.kernel_size)?;
     check_nonempty(op, x)?;
+    let mut out = [0; N];
     for dim in 0..N {
         let extent = kernel_extent(options.kernel_size[dim], options.dilation[dim]);
         let (begin, end) = options.padding[dim];
@@ -519,6 +486,7 @@ pub fn check_window<const N: usize>(
             ));
         }
         let len = x[2 + dim];
+        let padded_len = check_padded_len(op, dim, len, options.padding[dim])?;
         let size = out_len(
             len,
             options.padding[dim],
@@ -533,7 +501,7 @@ pub fn check_window<const N: usize>(
                 Kind::KernelTooLarge {
                     dim,
                     kernel_extent: extent,
-                    padded_len: len + begin + end,
+                    padded_len,
                 },
             ));
         };
@@ -550,7 +518,9 @@ pub fn check_window<const N: usize>(
                 return Err(SpecError::new(op, Kind::WindowInPadding { dim, output }));
             }
         }
+        out[dim] = size;
     }
+    check_elements(op, &[&x[..2], &out[..]].concat())?;
     Ok(MaxPoolOptions {
         kernel_size: lift(options.kernel_size, 1),
         stride: lift(options.stride, 1),
@@ -567,7 +537,7 @@ pub fn check_avg_pool<const N: usize>(
     options: &AvgPoolNdOptions<N>,
 ) -> SpecResult<AvgPoolNdOptions<3>> {
     if let Some(divisor) = options.divisor_override {
-        nonzero(op, "divisor_override", &[divisor])?;
+        check_nonzero(op, "divisor_override", &[divisor])?;
     }
     let window = check_window(op, x, &avg_window(options))?;
     Ok(AvgPoolNdOptions {
@@ -622,7 +592,8 @@ pub fn check_adaptive<const N: usize>(
 ) -> SpecResult<[usize; 3]> {
     check_nonempty(op, x)?;
     let resolved: [usize; N] = core::array::from_fn(|i| output_size[i].unwrap_or(x[2 + i]));
-    nonzero(op, "output_size", &resolved)?;
+    check_nonzero(op, "output_size", &resolved)?;
+    check_elements(op, &[&x[..2], &resolved[..]].concat())?;
     Ok(lift(resolved, 1))
 }
 
@@ -632,7 +603,7 @@ pub fn check_fractional<const N: usize>(
     x: &[usize],
     options: &FractionalMaxPoolOptions<N>,
 ) -> SpecResult<([usize; 3], [usize; 3])> {
-    nonzero(op, "kernel_size", &options.kernel_size)?;
+    check_nonzero(op, "kernel_size", &options.kernel_size)?;
     check_nonempty(op, x)?;
     let mut output = [0; N];
     for dim in 0..N {
@@ -649,7 +620,8 @@ pub fn check_fractional<const N: usize>(
             }
         };
         let kernel = options.kernel_size[dim];
-        if output[dim] == 0 || output[dim] + kernel - 1 > len {
+        // `output + kernel - 1 <= len`, without the sum.
+        if output[dim] == 0 || output[dim] > len || kernel - 1 > len - output[dim] {
             return Err(SpecError::new(
                 op,
                 Kind::FractionalKernel {
@@ -661,6 +633,7 @@ pub fn check_fractional<const N: usize>(
             ));
         }
     }
+    check_elements(op, &[&x[..2], &output[..]].concat())?;
     Ok((lift(options.kernel_size, 1), lift(output, 1)))
 }
 
@@ -672,8 +645,8 @@ pub fn check_max_unpool<const N: usize>(
     indices: &[usize],
     options: &MaxUnpoolOptions<N>,
 ) -> SpecResult<[usize; 3]> {
-    nonzero(op, "kernel_size", &options.kernel_size)?;
-    nonzero(op, "stride", &options.stride)?;
+    check_nonzero(op, "kernel_size", &options.kernel_size)?;
+    check_nonzero(op, "stride", &options.stride)?;
     if x != indices {
         return Err(SpecError::new(
             op,
@@ -693,31 +666,34 @@ pub fn check_max_unpool<const N: usize>(
             options.padding[dim],
         );
         // PyTorch's default `(in - 1) * stride - 2 * padding + kernel` may be 0 or negative;
-        // an explicit size in `[default, default + stride)` still works.
-        let default = ((x[2 + dim] - 1) * stride + kernel) as i64 - 2 * padding as i64;
+        // an explicit size in `[default, default + stride)` still works. 128-bit: exact.
+        let default =
+            (x[2 + dim] as i128 - 1) * stride as i128 + kernel as i128 - 2 * padding as i128;
         let size = match options.output_size {
             None => default,
             Some(size) => {
-                let requested = size[dim] as i64;
-                if !(default..default + stride as i64).contains(&requested) {
+                let requested = size[dim] as i128;
+                if !(default..default + stride as i128).contains(&requested) {
+                    let clamp = |n: i128| n.clamp(0, usize::MAX as i128) as usize;
                     return Err(SpecError::new(
                         op,
                         Kind::OutputSize {
                             dim,
                             requested: size[dim],
-                            min: default.max(0) as usize,
-                            max: (default + stride as i64 - 1).max(0) as usize,
+                            min: clamp(default),
+                            max: clamp(default + stride as i128 - 1),
                         },
                     ));
                 }
                 requested
             }
         };
-        output[dim] = usize::try_from(size)
-            .ok()
-            .filter(|&size| size > 0)
-            .ok_or(SpecError::new(op, Kind::EmptyOutput { dim }))?;
+        if size <= 0 {
+            return Err(SpecError::new(op, Kind::EmptyOutput { dim }));
+        }
+        output[dim] = usize::try_from(size).unwrap_or(usize::MAX);
     }
+    check_elements(op, &[&x[..2], &output[..]].concat())?;
     Ok(lift(output, 1))
 }
 
@@ -838,19 +814,5 @@ mod tests {
                 assert_covers(&fractional_spans(len, out, kernel, sample, false), &cover);
             }
         }
-    }
-
-    #[test]
-    fn indices_must_fit_the_index_dtype() {
-        assert!(check_index_dtype("max_pool2d", 32_768, DType::I16).is_ok());
-        let error = check_index_dtype("max_pool2d", 256 * 256, DType::I16).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "max_pool2d: indices into a plane of 65536 elements do not fit in the index dtype \
-             I16; use a wider int dtype (PyTorch's indices are int64)"
-        );
-        assert!(check_index_dtype("max_pool3d", (1 << 31) + 1, DType::I32).is_err());
-        assert!(check_index_dtype("max_pool3d", 1 << 31, DType::I32).is_ok());
-        assert!(check_index_dtype("max_pool3d", 1 << 40, DType::I64).is_ok());
     }
 }

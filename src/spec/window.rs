@@ -1,16 +1,18 @@
 //! Sliding-window arithmetic shared by every convolution and pooling op, and the lift of
 //! rank-N parameters to the rank-3 form that every backend primitive works in.
 
-/// Effective extent of a dilated kernel: `dilation * (kernel - 1) + 1`.
+/// Effective extent of a dilated kernel: `dilation * (kernel - 1) + 1`, saturating at
+/// `usize::MAX`, which is above every padded length validation accepts
+/// ([`super::MAX_SIZE`]), so a saturated extent never fits.
 pub fn kernel_extent(kernel: usize, dilation: usize) -> usize {
-    dilation * (kernel.max(1) - 1) + 1
+    dilation.saturating_mul(kernel.max(1) - 1).saturating_add(1)
 }
 
 /// Number of windows along one axis, or `None` if the kernel does not fit in the padded input.
 ///
 /// `(len + pad_begin + pad_end - extent) / stride + 1`, floored, or with `ceil_mode` rounded up
 /// under PyTorch's rule: a last window that would start in the right padding is dropped
-/// (`Pool.h`, `pooling_output_shape_pad_lr`).
+/// (`Pool.h`, `pooling_output_shape_pad_lr`). Exact for any inputs (computed in 128 bits).
 pub fn out_len(
     len: usize,
     (pad_begin, pad_end): (usize, usize),
@@ -19,35 +21,39 @@ pub fn out_len(
     dilation: usize,
     ceil_mode: bool,
 ) -> Option<usize> {
-    let span = (len + pad_begin + pad_end) as i64 - kernel_extent(kernel, dilation) as i64;
-    let stride = stride as i64;
+    let padded = len as u128 + pad_begin as u128 + pad_end as u128;
+    let extent = dilation as u128 * (kernel.max(1) - 1) as u128 + 1;
+    let stride = stride.max(1) as u128;
     // In ceil mode PyTorch rounds a negative span up too: a kernel may overhang the padded
     // input by less than a stride.
-    let numerator = if ceil_mode { span + stride - 1 } else { span };
-    let mut out = numerator.div_euclid(stride) + 1;
-    if ceil_mode && out > 1 && (out - 1) * stride >= (len + pad_begin) as i64 {
+    let slack = if ceil_mode { stride - 1 } else { 0 };
+    let reach = (padded + slack).checked_sub(extent)?;
+    let mut out = reach / stride + 1;
+    if ceil_mode && out > 1 && (out - 1) * stride >= len as u128 + pad_begin as u128 {
         out -= 1;
     }
-    usize::try_from(out).ok().filter(|&out| out > 0)
+    usize::try_from(out).ok()
 }
 
 /// The `k` in `0..n` for which `first + k * step` lies in `0..len`: the taps of a window that
-/// fall inside the input, or the output positions at which one kernel tap does.
-pub fn inside(first: isize, step: usize, n: usize, len: usize) -> core::ops::Range<usize> {
-    let step = step as isize;
+/// fall inside the input, or the output positions at which one kernel tap does. `first` is
+/// 128-bit so that a window start far in the padding is exact.
+pub fn inside(first: i128, step: usize, n: usize, len: usize) -> core::ops::Range<usize> {
+    let step = step.max(1) as i128;
     let lo = if first >= 0 {
         0
     } else {
         (-first + step - 1) / step
     };
-    let room = len as isize - first;
+    let room = len as i128 - first;
     let hi = if room <= 0 {
         0
     } else {
         (room + step - 1) / step
     };
-    let lo = (lo as usize).min(n);
-    lo..(hi as usize).clamp(lo, n)
+    let clamp = |k: i128| k.min(n as i128) as usize;
+    let lo = clamp(lo);
+    lo..clamp(hi).max(lo)
 }
 
 /// Lift a rank-N per-axis parameter to rank 3 by prepending `fill` (unit axes of size 1).
@@ -78,6 +84,22 @@ mod tests {
         // Ceil mode lets the dilated kernel overhang by less than a stride.
         assert_eq!(out_len(4, (0, 0), 3, 3, 2, true), Some(1));
         assert_eq!(out_len(4, (0, 0), 3, 3, 2, false), None);
+    }
+
+    #[test]
+    fn lengths_are_exact_at_the_extremes() {
+        let max = usize::MAX;
+        // A huge stride leaves one window; the sum and the product do not wrap.
+        assert_eq!(out_len(5, (0, 0), 2, max / 2, 1, false), Some(1));
+        assert_eq!(out_len(5, (0, 0), 2, max / 2, 1, true), Some(1));
+        // A huge kernel or dilation never fits a small input.
+        assert_eq!(out_len(4, (0, 0), max, 1, 1, false), None);
+        assert_eq!(out_len(4, (1, 1), 3, 1, max, true), None);
+        assert_eq!(kernel_extent(3, max), max);
+        // Huge padding: the exact count, or None past usize.
+        assert_eq!(out_len(4, (max / 2, 0), 1, max, 1, false), Some(1));
+        assert_eq!(out_len(4, (max, max), 1, 1, 1, false), None);
+        assert_eq!(inside(-(1 << 100), 1, 3, 2), 3..3);
     }
 
     #[test]
