@@ -112,14 +112,17 @@ struct Run {
 fn regular_run(spans: &[Span]) -> Option<Run> {
     let full = spans.iter().map(|s| s.count).max()?;
     let lo = spans.iter().position(|s| s.count == full)?;
+    // Windows move forward, except where a dilated window's first tap inside the input lies
+    // behind its predecessor's (at the padding): no run there.
     let stride = spans
         .get(lo + 1)
-        .map_or(0, |next| next.start.wrapping_sub(spans[lo].start));
+        .and_then(|next| next.start.checked_sub(spans[lo].start))
+        .unwrap_or(0);
     let mut hi = lo + 1;
     while hi < spans.len()
         && spans[hi].count == full
         && spans[hi].step == spans[lo].step
-        && spans[hi].start == spans[hi - 1].start.wrapping_add(stride)
+        && Some(spans[hi].start) == spans[hi - 1].start.checked_add(stride)
     {
         hi += 1;
     }

@@ -21,7 +21,7 @@ use crate::spec::ConvGeometry;
 
 use super::tensor::{
     LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, contiguous, dims5, elementwise,
-    empty, entry, expect, float_type, grid, table,
+    empty, entry, expect, float_type, grid, table, zeros,
 };
 use super::tune::{self, Pass};
 
@@ -65,8 +65,8 @@ impl ConvPasses for CubeConv {
         bias: Option<CubeTensor>,
     ) -> CubeTensor {
         let device = x.device.clone();
-        expect("conv", &device, fits_u32(geometry));
-        let result = tune::execute(Pass::Forward, (*geometry, x, weight, bias));
+        let geometry = expect("conv", &device, launch_geometry(geometry));
+        let result = tune::execute(Pass::Forward, (geometry, x, weight, bias));
         expect("conv", &device, result)
     }
 
@@ -77,23 +77,33 @@ impl ConvPasses for CubeConv {
         bias: Option<CubeTensor>,
     ) -> CubeTensor {
         let device = out_grad.device.clone();
-        expect("conv_x_backward", &device, fits_u32(geometry));
-        let result = tune::execute(Pass::Data, (*geometry, weight, out_grad, bias));
+        let geometry = expect("conv_x_backward", &device, launch_geometry(geometry));
+        let result = tune::execute(Pass::Data, (geometry, weight, out_grad, bias));
         expect("conv_x_backward", &device, result)
     }
 
     fn weight(geometry: &ConvGeometry, x: CubeTensor, out_grad: CubeTensor) -> CubeTensor {
         let device = x.device.clone();
-        expect("conv_weight_backward", &device, fits_u32(geometry));
-        let result = tune::execute(Pass::Weight, (*geometry, x, out_grad, None));
+        let geometry = expect("conv_weight_backward", &device, launch_geometry(geometry));
+        let result = tune::execute(Pass::Weight, (geometry, x, out_grad, None));
         expect("conv_weight_backward", &device, result)
     }
 }
 
-/// Check that every size, stride, dilation and padding fits the kernels' 32-bit arithmetic
-/// (validation allows up to `isize::MAX`, which a 32-bit-address kernel would wrap).
-fn fits_u32(geometry: &ConvGeometry) -> Result<(), LaunchError> {
-    let g = geometry;
+/// The geometry the kernels run: a stride where one output is all there is, and a dilation
+/// where the kernel has one tap, never multiply anything, so they become 1 (validation allows
+/// either up to `isize::MAX`). Then every size, stride, dilation and padding must fit the
+/// kernels' 32-bit arithmetic, which would otherwise wrap.
+fn launch_geometry(geometry: &ConvGeometry) -> Result<ConvGeometry, LaunchError> {
+    let mut g = *geometry;
+    for axis in 0..3 {
+        if g.out_size[axis] == 1 {
+            g.stride[axis] = 1;
+        }
+        if g.kernel[axis] == 1 {
+            g.dilation[axis] = 1;
+        }
+    }
     let scalars = [g.batch, g.groups, g.in_channels, g.out_channels];
     let axes = [
         g.in_size,
@@ -106,7 +116,7 @@ fn fits_u32(geometry: &ConvGeometry) -> Result<(), LaunchError> {
     for value in scalars.into_iter().chain(axes.into_iter().flatten()) {
         entry(value)?;
     }
-    Ok(())
+    Ok(g)
 }
 
 fn conv_args(geometry: &ConvGeometry) -> ConvArgsLaunch {
@@ -264,8 +274,11 @@ pub fn weight_gemm(
     float_type(&x)?;
     float_type(&out_grad)?;
     let (out_grad, x) = (contiguous(out_grad), contiguous(x));
+    let (m, n, k) = gemm_sizes(geometry, WEIGHT);
+    if k == 0 {
+        return Ok(zeros(&x, &geometry.weight_shape(), x.dtype));
+    }
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
-    let (m, n, _) = gemm_sizes(geometry, WEIGHT);
     if m * n <= SPLIT_MAX_OUTPUTS {
         if geometry.kernel[2] <= DIRECT_KERNEL_W {
             weight_direct(geometry, out_grad, x, &out)?;
@@ -500,6 +513,9 @@ pub fn bias_backward(out_grad: CubeTensor) -> Result<CubeTensor, LaunchError> {
     float_type(&out_grad)?;
     let out_grad = contiguous(out_grad);
     let [batch, channels, d, h, w] = dims5(&out_grad);
+    if batch * d * h * w == 0 {
+        return Ok(zeros(&out_grad, &[channels], out_grad.dtype));
+    }
     let out = empty(&out_grad, &[channels], out_grad.dtype);
     // The bias gradient is a weight gradient with one group, 1x1 kernel, one input channel
     // and B = 1.

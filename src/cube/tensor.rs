@@ -6,7 +6,7 @@ use burn::tensor::{DType, Shape};
 use burn_cubecl::{
     CubeDevice,
     kernel::{into_contiguous, untile},
-    ops::numeric::empty_device_contiguous_dtype,
+    ops::numeric::{empty_device_contiguous_dtype, zeros_client},
     tensor::CubeTensor,
 };
 use cubecl::ir::{AddressType, ElemType, FloatKind};
@@ -95,6 +95,17 @@ pub fn strided(tensor: CubeTensor) -> CubeTensor {
 /// A new contiguous tensor on `like`'s device.
 pub fn empty(like: &CubeTensor, dims: &[usize], dtype: DType) -> CubeTensor {
     empty_device_contiguous_dtype(
+        like.client.clone(),
+        like.device.clone(),
+        Shape::from(dims.to_vec()),
+        dtype,
+    )
+}
+
+/// A new tensor of zeros on `like`'s device: a reduction over nothing (a weight or bias
+/// gradient of an empty batch), which no kernel unit writes.
+pub fn zeros(like: &CubeTensor, dims: &[usize], dtype: DType) -> CubeTensor {
+    zeros_client(
         like.client.clone(),
         like.device.clone(),
         Shape::from(dims.to_vec()),

@@ -13,7 +13,7 @@ use crate::spec::{
 };
 
 use super::lift::{InputShape, lift_input, reshape_exact_int, with_batch};
-use super::memory::check_host_memory;
+use super::memory::check_device_memory;
 
 /// An adaptive pool's output size; `None` keeps that input dim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,7 +64,7 @@ fn admit<const D: usize>(
 ) -> SpecResult<()> {
     let dims = shape.restored_dims(dims);
     let index_dtype = indices.map(|dtype| dtype.into());
-    check_host_memory(op, &x.device(), &dims, x.dtype(), index_dtype)
+    check_device_memory(op, &x.device(), &dims, x.dtype(), index_dtype)
 }
 
 fn try_max_pool_with_indices<const N: usize, const D: usize>(

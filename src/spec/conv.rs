@@ -668,25 +668,12 @@ pub fn check_conv_transpose<const N: usize>(
     for dim in 0..N {
         let (stride, dilation) = (options.stride[dim], options.dilation[dim]);
         let len = x[2 + dim];
-        // The adjoint convolution indexes its padded input up to here: keep it in range.
-        // (`output_padding` below `max(stride, dilation)`, as checked next).
-        let largest_out_padding = stride.max(dilation) - 1;
-        let full = transpose_full_len(len, kernel[dim], stride, largest_out_padding, dilation);
-        if full > MAX_SIZE as u128 {
-            return Err(SpecError::new(
-                op,
-                Kind::TooLarge {
-                    what: format!("padded output length on spatial dim {dim}"),
-                    value: full,
-                },
-            ));
-        }
         if let Some(output_size) = options.output_size {
             // PyTorch's `_output_padding`: the size must be reachable with 0 <= pad < stride.
             let min =
                 transpose_out_len(len, kernel[dim], stride, options.padding[dim], 0, dilation)
                     .ok_or(SpecError::new(op, Kind::EmptyOutput { dim }))?;
-            let max = min + stride - 1;
+            let max = min.saturating_add(stride - 1);
             let requested = output_size[dim];
             if !(min..=max).contains(&requested) {
                 return Err(SpecError::new(
@@ -707,6 +694,17 @@ pub fn check_conv_transpose<const N: usize>(
                     dim,
                     output_padding: padding_out[dim],
                     limit: stride.max(dilation),
+                },
+            ));
+        }
+        // The adjoint convolution indexes its padded input up to here: keep it in range.
+        let full = transpose_full_len(len, kernel[dim], stride, padding_out[dim], dilation);
+        if full > MAX_SIZE as u128 {
+            return Err(SpecError::new(
+                op,
+                Kind::TooLarge {
+                    what: format!("padded output length on spatial dim {dim}"),
+                    value: full,
                 },
             ));
         }

@@ -94,7 +94,9 @@ pub fn sliding_spans(
             Span {
                 start: start.max(0) as usize,
                 count: taps.len(),
-                step: dilation,
+                // One tap has no step: 1 keeps a huge, unused dilation out of the kernels'
+                // 32-bit tables.
+                step: if taps.len() > 1 { dilation } else { 1 },
                 padded: (end - first).max(0) as usize,
             }
         })

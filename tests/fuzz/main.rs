@@ -1,0 +1,783 @@
+//! Property-based fuzzing of the `try_` twins (issue 13): random ranks, shapes (0 and 1
+//! included), strides, dilations, paddings, groups, ceil modes, output sizes and pool kinds,
+//! some parameters near `usize::MAX`. Every call must return a typed error exactly when the
+//! independent reference (`reference.rs`: PyTorch's definitions as direct f64 loops) rejects
+//! the input, and otherwise the reference's output, indices and gradients. A panic fails the
+//! case, so does a wrong shape.
+//!
+//! `FUZZ_CASES` sets the cases per property on Flex (1024 by default, a quarter on NdArray; thousands for a longer
+//! run, e.g. `FUZZ_CASES=20000 cargo test --release --test fuzz`); in a build with `wgpu` or
+//! `vulkan`, `FUZZ_GPU_CASES` the cases on the CubeCL kernels (24 by default: lavapipe
+//! compiles a kernel for each new shape).
+
+mod reference;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn_convpool::*;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use reference::{Expected, Sliding, Window};
+
+/// Cases per property from `var`, else `default`.
+fn cases(var: &str, default: u32) -> u32 {
+    std::env::var(var)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Run `property` over `strategy`, with no failure files written; the property returns
+/// whether the case was valid, and the counts are printed (`--nocapture` shows them).
+fn fuzz<S: Strategy>(
+    name: &str,
+    cases: u32,
+    strategy: S,
+    property: impl Fn(S::Value) -> Result<bool, TestCaseError>,
+) {
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let valid = std::sync::atomic::AtomicUsize::new(0);
+    let rejected = std::sync::atomic::AtomicUsize::new(0);
+    let mut runner = TestRunner::new(config);
+    let result = runner.run(&strategy, |case| {
+        let counter = if property(case)? { &valid } else { &rejected };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{name}: {failure}");
+    }
+    println!(
+        "{name}: {} cases computed and matched the reference, {} rejected as the reference does",
+        valid.into_inner(),
+        rejected.into_inner()
+    );
+}
+
+/// A size parameter: mostly in `1..=most`, sometimes 0 or huge (the overflow paths).
+fn size_param(most: usize) -> impl Strategy<Value = usize> {
+    prop_oneof![
+        240 => 1..=most,
+        3 => Just(0),
+        1 => Just(usize::MAX / 2),
+        1 => Just(usize::MAX),
+        1 => Just(1usize << 40),
+    ]
+}
+
+/// A length or channel count: mostly `1..=most`, sometimes 0.
+fn len_param(most: usize) -> impl Strategy<Value = usize> {
+    prop_oneof![30 => 1..=most, 1 => Just(0)]
+}
+
+/// Values in `[-1, 1)`, rounded to f32 (the reference computes on the same numbers).
+fn data(seed: u64, len: usize) -> Vec<f64> {
+    let mut state = seed.wrapping_mul(6364136223846793005) | 1;
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let unit = (state >> 11) as f64 / (1u64 << 53) as f64;
+            (unit * 2.0 - 1.0) as f32 as f64
+        })
+        .collect()
+}
+
+/// The output gradient for output dims, from a seed.
+fn out_grad(seed: u64) -> impl Fn([usize; 5]) -> Vec<f64> {
+    move |dims| data(seed ^ 0x9e37, dims.iter().product())
+}
+
+/// A tensor of `values` with the caller's dims.
+fn tensor<const D: usize>(values: &[f64], dims: &[usize], device: &Device) -> Tensor<D> {
+    let values: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+    Tensor::from_data(TensorData::new(values, dims.to_vec()), device)
+}
+
+fn floats<const D: usize>(tensor: Tensor<D>) -> Vec<f64> {
+    let data = tensor.into_data().convert::<f64>();
+    data.try_to_vec::<f64>().expect("f64 data")
+}
+
+/// Dims of rank `2 + n` from lifted rank-5 dims (the leading unit axes dropped).
+fn user_dims(dims: [usize; 5], n: usize) -> Vec<usize> {
+    [&dims[..2], &dims[5 - n..]].concat()
+}
+
+/// What an op call gave: output, indices (max pools), gradients of `sum(out * g)`.
+struct Got {
+    out: Vec<f64>,
+    dims: Vec<usize>,
+    indices: Option<Vec<i64>>,
+    grads: Vec<Vec<f64>>,
+}
+
+/// Compare a call with the reference: the same verdict, then the same numbers.
+fn check(
+    what: &str,
+    got: std::thread::Result<Result<Got, SpecError>>,
+    expected: Option<Expected>,
+    n: usize,
+) -> Result<bool, TestCaseError> {
+    let got = match got {
+        Ok(got) => got,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            return Err(TestCaseError::fail(format!("{what}: panicked: {message}")));
+        }
+    };
+    let (got, expected) = match (got, expected) {
+        (Err(_), None) => return Ok(false),
+        (Err(error), Some(_)) => {
+            return Err(TestCaseError::fail(format!(
+                "{what}: rejected a valid input: {error}"
+            )));
+        }
+        (Ok(got), None) => {
+            return Err(TestCaseError::fail(format!(
+                "{what}: accepted an input PyTorch rejects, output dims {:?}",
+                got.dims
+            )));
+        }
+        (Ok(got), Some(expected)) => (got, expected),
+    };
+    prop_assert_eq!(&got.dims, &user_dims(expected.dims, n), "{}: dims", what);
+    let close = |label: &str, a: &[f64], b: &[f64]| -> Result<(), TestCaseError> {
+        prop_assert_eq!(a.len(), b.len(), "{}: {} length", what, label);
+        for (i, (&a, &b)) in a.iter().zip(b).enumerate() {
+            let same = (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-4 + 1e-4 * b.abs();
+            prop_assert!(same, "{}: {}[{}] is {}, expected {}", what, label, i, a, b);
+        }
+        Ok(())
+    };
+    close("out", &got.out, &expected.out)?;
+    if let (Some(got), Some(expected)) = (&got.indices, &expected.indices) {
+        prop_assert_eq!(got, expected, "{}: indices", what);
+    }
+    prop_assert_eq!(got.grads.len(), expected.grads.len(), "{}: gradients", what);
+    for (i, (got, expected)) in got.grads.iter().zip(&expected.grads).enumerate() {
+        close(&format!("grad {i}"), got, expected)?;
+    }
+    Ok(true)
+}
+
+/// Parameters of one convolution or transposed convolution.
+#[derive(Debug, Clone)]
+struct ConvCase {
+    rank: usize,
+    batch: usize,
+    /// Input channels, and output channels per group.
+    channels: (usize, usize),
+    groups: usize,
+    size: [usize; 3],
+    kernel: [usize; 3],
+    stride: [usize; 3],
+    dilation: [usize; 3],
+    padding: [(usize, usize); 3],
+    bias: bool,
+    transpose: bool,
+    output_padding: [usize; 3],
+    output_size: Option<[usize; 3]>,
+    seed: u64,
+}
+
+fn conv_case() -> impl Strategy<Value = ConvCase> {
+    let axes = |s: std::ops::RangeInclusive<usize>| proptest::array::uniform3(s);
+    (
+        (
+            1usize..=3,
+            len_param(2),
+            len_param(4),
+            len_param(3),
+            prop_oneof![3 => Just(1), 1 => len_param(3)],
+        ),
+        (
+            proptest::array::uniform3(len_param(5)),
+            proptest::array::uniform3(len_param(3)),
+        ),
+        (
+            proptest::array::uniform3(size_param(3)),
+            proptest::array::uniform3(size_param(3)),
+            proptest::array::uniform3((0usize..=2, 0usize..=2)),
+        ),
+        (any::<bool>(), any::<bool>(), axes(0..=2)),
+        (proptest::option::weighted(0.2, axes(0..=9)), any::<u64>()),
+    )
+        .prop_map(
+            |(
+                (rank, batch, c_in, per_out, groups),
+                (size, kernel),
+                (stride, dilation, padding),
+                (bias, transpose, output_padding),
+                (output_size, seed),
+            )| {
+                // Unit axes below the rank, as the crate lifts them.
+                let lift = |values: [usize; 3], unit: usize| {
+                    core::array::from_fn(|a| if a < 3 - rank { unit } else { values[a] })
+                };
+                ConvCase {
+                    rank,
+                    batch,
+                    channels: (c_in, per_out),
+                    groups,
+                    size: lift(size, 1),
+                    kernel: lift(kernel, 1),
+                    stride: lift(stride, 1),
+                    dilation: lift(dilation, 1),
+                    padding: core::array::from_fn(
+                        |a| {
+                            if a < 3 - rank { (0, 0) } else { padding[a] }
+                        },
+                    ),
+                    bias,
+                    transpose,
+                    output_padding: lift(output_padding, 0),
+                    output_size: output_size.map(|size| lift(size, 1)),
+                    seed,
+                }
+            },
+        )
+}
+
+impl ConvCase {
+    fn x_dims(&self) -> [usize; 5] {
+        let [d, h, w] = self.size;
+        [self.batch, self.channels.0, d, h, w]
+    }
+
+    /// `(C_out, C_in / groups, *k)`, or `(C_in, C_out / groups, *k)` when transposed; a groups
+    /// count that does not divide the channels gives the floor (the op must reject it).
+    fn w_dims(&self) -> [usize; 5] {
+        let [d, h, w] = self.kernel;
+        let (c_in, per_out) = self.channels;
+        let groups = self.groups.max(1);
+        if self.transpose {
+            [c_in, per_out, d, h, w]
+        } else {
+            [per_out * groups, c_in / groups, d, h, w]
+        }
+    }
+
+    fn bias_len(&self) -> usize {
+        self.channels.1 * self.groups.max(1)
+    }
+
+    fn window(&self) -> Window {
+        Window {
+            kernel: self.kernel,
+            stride: self.stride,
+            dilation: self.dilation,
+            padding: if self.transpose {
+                self.padding.map(|(p, _)| (p, p))
+            } else {
+                self.padding
+            },
+        }
+    }
+
+    fn expected(&self, x: &[f64], w: &[f64], b: Option<&[f64]>) -> Option<Expected> {
+        let g = out_grad(self.seed);
+        if self.transpose {
+            reference::conv_transpose(
+                x,
+                self.x_dims(),
+                w,
+                self.w_dims(),
+                b,
+                &self.window(),
+                self.output_padding,
+                self.output_size,
+                self.groups,
+                g,
+            )
+        } else {
+            let w_dims = self.w_dims();
+            reference::conv(
+                x,
+                self.x_dims(),
+                w,
+                w_dims,
+                b,
+                &self.window(),
+                self.groups,
+                g,
+            )
+        }
+    }
+}
+
+/// A rank-N conv or transposed conv of the crate.
+type ConvFn<const N: usize, const D: usize, O> =
+    fn(Tensor<D>, Tensor<D>, Option<Tensor<1>>, O) -> Result<Tensor<D>, SpecError>;
+
+/// Call the crate's conv or conv_transpose of the case's rank on `device`.
+fn run_conv(case: &ConvCase, device: &Device) -> Result<Got, SpecError> {
+    match case.rank {
+        1 => run_conv_n::<1, 3>(case, device, try_conv1d, try_conv_transpose1d),
+        2 => run_conv_n::<2, 4>(case, device, try_conv2d, try_conv_transpose2d),
+        _ => run_conv_n::<3, 5>(case, device, try_conv3d, try_conv_transpose3d),
+    }
+}
+
+/// The case's inputs: `x`, `weight` and the optional bias.
+fn inputs(case: &ConvCase) -> (Vec<f64>, Vec<f64>, Option<Vec<f64>>) {
+    let volume = |dims: [usize; 5]| dims.iter().product();
+    let x = data(case.seed, volume(case.x_dims()));
+    let w = data(case.seed ^ 1, volume(case.w_dims()));
+    let b = case.bias.then(|| data(case.seed ^ 2, case.bias_len()));
+    (x, w, b)
+}
+
+/// The last `N` of three per-axis values.
+fn tail<T: Copy, const N: usize>(values: [T; 3]) -> [T; N] {
+    core::array::from_fn(|i| values[3 - N + i])
+}
+
+/// A gradient's values, zeros when autodiff has none (an input no output depends on).
+fn grad_values<const D: usize>(grad: Option<Tensor<D>>, len: usize) -> Vec<f64> {
+    grad.map_or_else(|| vec![0.0; len], floats)
+}
+
+fn run_conv_n<const N: usize, const D: usize>(
+    case: &ConvCase,
+    device: &Device,
+    conv: ConvFn<N, D, ConvNdOptions<N>>,
+    conv_transpose: ConvFn<N, D, ConvTransposeNdOptions<N>>,
+) -> Result<Got, SpecError> {
+    let (x_dims, w_dims) = (user_dims(case.x_dims(), N), user_dims(case.w_dims(), N));
+    let (x, w, b) = inputs(case);
+    let x_t: Tensor<D> = tensor(&x, &x_dims, device).require_grad();
+    let w_t: Tensor<D> = tensor(&w, &w_dims, device).require_grad();
+    let b_t = b
+        .as_ref()
+        .map(|b| tensor::<1>(b, &[b.len()], device).require_grad());
+    let out = if case.transpose {
+        let mut options = ConvTransposeNdOptions::<N>::default()
+            .with_stride(tail(case.stride))
+            .with_dilation(tail(case.dilation))
+            .with_padding(tail(case.padding.map(|(p, _)| p)))
+            .with_padding_out(tail(case.output_padding))
+            .with_groups(case.groups);
+        if let Some(size) = case.output_size {
+            options = options.with_output_size(tail(size));
+        }
+        conv_transpose(x_t.clone(), w_t.clone(), b_t.clone(), options)?
+    } else {
+        let options = ConvNdOptions::<N>::default()
+            .with_stride(tail(case.stride))
+            .with_dilation(tail(case.dilation))
+            .with_padding(tail::<_, N>(case.padding))
+            .with_groups(case.groups);
+        conv(x_t.clone(), w_t.clone(), b_t.clone(), options)?
+    };
+    let dims = out.dims().to_vec();
+    let g = out_grad(case.seed)(lifted(&dims, N));
+    let grads = (out.clone() * tensor::<D>(&g, &dims, device))
+        .sum()
+        .backward();
+    let mut leaf_grads = vec![
+        grad_values(x_t.grad(&grads), x.len()),
+        grad_values(w_t.grad(&grads), w.len()),
+    ];
+    if let (Some(b_t), Some(b)) = (&b_t, &b) {
+        leaf_grads.push(grad_values(b_t.grad(&grads), b.len()));
+    }
+    Ok(Got {
+        out: floats(out),
+        dims,
+        indices: None,
+        grads: leaf_grads,
+    })
+}
+
+/// Rank-5 dims from the caller's rank-`2 + n` dims.
+fn lifted(dims: &[usize], n: usize) -> [usize; 5] {
+    let mut five = [1; 5];
+    five[..2].copy_from_slice(&dims[..2]);
+    five[5 - n..].copy_from_slice(&dims[2..]);
+    five
+}
+
+/// The conv property on `device`.
+fn fuzz_conv(name: &str, device: Device, cases: u32) {
+    fuzz(name, cases, conv_case(), |case| {
+        let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, &device)));
+        let (x, w, b) = inputs(&case);
+        let expected = case.expected(&x, &w, b.as_deref());
+        check(&format!("{case:?}"), got, expected, case.rank)
+    });
+}
+
+#[test]
+fn conv_and_conv_transpose_match_the_reference() {
+    fuzz_conv(
+        "conv on flex",
+        Device::flex().autodiff(),
+        cases("FUZZ_CASES", 1024),
+    );
+}
+
+/// Which pool a case runs.
+#[derive(Debug, Clone, Copy)]
+enum PoolKind {
+    Sliding(Sliding),
+    Adaptive { max: bool },
+}
+
+/// Parameters of one pooling call.
+#[derive(Debug, Clone)]
+struct PoolCase {
+    rank: usize,
+    batch: usize,
+    channels: usize,
+    size: [usize; 3],
+    kind: PoolKind,
+    window: Window,
+    ceil: bool,
+    output_size: [usize; 3],
+    seed: u64,
+}
+
+fn pool_kind() -> impl Strategy<Value = PoolKind> {
+    prop_oneof![
+        3 => Just(PoolKind::Sliding(Sliding::Max)),
+        3 => (any::<bool>(), proptest::option::weighted(0.2, 0usize..=5)).prop_map(
+            |(count_include_pad, divisor_override)| {
+                PoolKind::Sliding(Sliding::Avg { count_include_pad, divisor_override })
+            }
+        ),
+        1 => prop_oneof![Just(1.0), Just(2.0), Just(3.0), Just(0.0)]
+            .prop_map(|norm_type| PoolKind::Sliding(Sliding::Lp { norm_type })),
+        2 => any::<bool>().prop_map(|max| PoolKind::Adaptive { max }),
+    ]
+}
+
+fn pool_case() -> impl Strategy<Value = PoolCase> {
+    (
+        (
+            1usize..=3,
+            len_param(2),
+            len_param(3),
+            proptest::array::uniform3(len_param(6)),
+            pool_kind(),
+        ),
+        (
+            proptest::array::uniform3(size_param(4)),
+            proptest::array::uniform3(size_param(3)),
+            proptest::array::uniform3(size_param(2)),
+            proptest::array::uniform3(
+                prop_oneof![4 => (0usize..=1, 0usize..=1), 1 => (0usize..=2, 0usize..=2)],
+            ),
+        ),
+        (
+            any::<bool>(),
+            proptest::array::uniform3(len_param(7)),
+            any::<u64>(),
+        ),
+    )
+        .prop_map(
+            |(
+                (rank, batch, channels, size, kind),
+                (kernel, stride, dilation, padding),
+                (ceil, output_size, seed),
+            )| {
+                let unit = |a: usize| a < 3 - rank;
+                let lift = |values: [usize; 3], one: usize| {
+                    core::array::from_fn(|a| if unit(a) { one } else { values[a] })
+                };
+                // Average and LP pools have no dilation, LP no padding.
+                let (dilation, padding) = match kind {
+                    PoolKind::Sliding(Sliding::Max) => (dilation, padding),
+                    PoolKind::Sliding(Sliding::Avg { .. }) => ([1; 3], padding),
+                    _ => ([1; 3], [(0, 0); 3]),
+                };
+                PoolCase {
+                    rank,
+                    batch,
+                    channels,
+                    size: lift(size, 1),
+                    kind,
+                    window: Window {
+                        kernel: lift(kernel, 1),
+                        stride: lift(stride, 1),
+                        dilation: lift(dilation, 1),
+                        padding: core::array::from_fn(
+                            |a| if unit(a) { (0, 0) } else { padding[a] },
+                        ),
+                    },
+                    ceil,
+                    output_size: lift(output_size, 1),
+                    seed,
+                }
+            },
+        )
+}
+
+impl PoolCase {
+    fn x_dims(&self) -> [usize; 5] {
+        let [d, h, w] = self.size;
+        [self.batch, self.channels, d, h, w]
+    }
+
+    fn expected(&self, x: &[f64]) -> Option<Expected> {
+        let g = out_grad(self.seed);
+        match self.kind {
+            PoolKind::Sliding(kind) => {
+                reference::sliding_pool(x, self.x_dims(), &self.window, self.ceil, kind, g)
+            }
+            PoolKind::Adaptive { max } => {
+                reference::adaptive_pool(x, self.x_dims(), self.output_size, max, g)
+            }
+        }
+    }
+}
+
+/// A pool's output and indices.
+type WithIndices<const D: usize> = Result<(Tensor<D>, Tensor<D, Int>), SpecError>;
+
+/// The crate's pools of one rank: (max with indices, avg, lp, adaptive avg, adaptive max).
+struct PoolFns<const N: usize, const D: usize> {
+    max: fn(Tensor<D>, MaxPoolOptions<N>) -> WithIndices<D>,
+    avg: fn(Tensor<D>, AvgPoolNdOptions<N>) -> Result<Tensor<D>, SpecError>,
+    lp: fn(Tensor<D>, LpPoolOptions<N>) -> Result<Tensor<D>, SpecError>,
+    adaptive_avg: fn(Tensor<D>, [usize; N]) -> Result<Tensor<D>, SpecError>,
+    adaptive_max: fn(Tensor<D>, [usize; N]) -> WithIndices<D>,
+}
+
+fn run_pool(case: &PoolCase, device: &Device) -> Result<Got, SpecError> {
+    match case.rank {
+        1 => run_pool_n(
+            case,
+            device,
+            PoolFns::<1, 3> {
+                max: try_max_pool1d_with_indices,
+                avg: try_avg_pool1d,
+                lp: try_lp_pool1d,
+                adaptive_avg: try_adaptive_avg_pool1d,
+                adaptive_max: try_adaptive_max_pool1d_with_indices,
+            },
+        ),
+        2 => run_pool_n(
+            case,
+            device,
+            PoolFns::<2, 4> {
+                max: try_max_pool2d_with_indices,
+                avg: try_avg_pool2d,
+                lp: try_lp_pool2d,
+                adaptive_avg: try_adaptive_avg_pool2d,
+                adaptive_max: try_adaptive_max_pool2d_with_indices,
+            },
+        ),
+        _ => run_pool_n(
+            case,
+            device,
+            PoolFns::<3, 5> {
+                max: try_max_pool3d_with_indices,
+                avg: try_avg_pool3d,
+                lp: try_lp_pool3d,
+                adaptive_avg: try_adaptive_avg_pool3d,
+                adaptive_max: try_adaptive_max_pool3d_with_indices,
+            },
+        ),
+    }
+}
+
+fn run_pool_n<const N: usize, const D: usize>(
+    case: &PoolCase,
+    device: &Device,
+    fns: PoolFns<N, D>,
+) -> Result<Got, SpecError> {
+    let x_dims = user_dims(case.x_dims(), N);
+    let x = data(case.seed, x_dims.iter().product());
+    let x_t: Tensor<D> = tensor(&x, &x_dims, device).require_grad();
+    let window = &case.window;
+    let (kernel, stride) = (tail(window.kernel), tail(window.stride));
+    let (out, indices) = match case.kind {
+        PoolKind::Sliding(Sliding::Max) => {
+            let options = MaxPoolOptions {
+                kernel_size: kernel,
+                stride,
+                padding: tail(window.padding),
+                dilation: tail(window.dilation),
+                ceil_mode: case.ceil,
+            };
+            let (out, indices) = (fns.max)(x_t.clone(), options)?;
+            (out, Some(indices))
+        }
+        PoolKind::Sliding(Sliding::Avg {
+            count_include_pad,
+            divisor_override,
+        }) => {
+            let mut options = AvgPoolNdOptions::new(kernel)
+                .with_stride(stride)
+                .with_padding_pairs(tail(window.padding))
+                .with_count_include_pad(count_include_pad)
+                .with_ceil_mode(case.ceil);
+            options.divisor_override = divisor_override;
+            ((fns.avg)(x_t.clone(), options)?, None)
+        }
+        PoolKind::Sliding(Sliding::Lp { norm_type }) => {
+            let options = LpPoolOptions::new(norm_type, kernel)
+                .with_stride(stride)
+                .with_ceil_mode(case.ceil);
+            ((fns.lp)(x_t.clone(), options)?, None)
+        }
+        PoolKind::Adaptive { max: false } => (
+            (fns.adaptive_avg)(x_t.clone(), tail(case.output_size))?,
+            None,
+        ),
+        PoolKind::Adaptive { max: true } => {
+            let (out, indices) = (fns.adaptive_max)(x_t.clone(), tail(case.output_size))?;
+            (out, Some(indices))
+        }
+    };
+    let dims = out.dims().to_vec();
+    let grads = match case.kind {
+        // The reference has no LP gradient (the finite-difference tests cover it).
+        PoolKind::Sliding(Sliding::Lp { .. }) => vec![],
+        _ => {
+            let g = out_grad(case.seed)(lifted(&dims, N));
+            let grads = (out.clone() * tensor::<D>(&g, &dims, device))
+                .sum()
+                .backward();
+            vec![grad_values(x_t.grad(&grads), x.len())]
+        }
+    };
+    let indices = indices.map(|indices| {
+        let data = indices.into_data().convert::<i64>();
+        data.try_to_vec::<i64>().expect("i64 indices")
+    });
+    Ok(Got {
+        out: floats(out),
+        dims,
+        indices,
+        grads,
+    })
+}
+
+/// The pool property on `device`.
+fn fuzz_pool(name: &str, device: Device, cases: u32) {
+    fuzz(name, cases, pool_case(), |case| {
+        let got = catch_unwind(AssertUnwindSafe(|| run_pool(&case, &device)));
+        let x = data(case.seed, case.x_dims().iter().product());
+        check(&format!("{case:?}"), got, case.expected(&x), case.rank)
+    });
+}
+
+#[test]
+fn pools_match_the_reference() {
+    fuzz_pool(
+        "pool on flex",
+        Device::flex().autodiff(),
+        cases("FUZZ_CASES", 1024),
+    );
+}
+
+/// NdArray shares the CPU kernels; its own host conversions are what this checks.
+#[cfg(feature = "ndarray")]
+#[test]
+#[allow(deprecated)]
+fn ndarray_matches_the_reference() {
+    let device = Device::ndarray().autodiff();
+    fuzz_conv(
+        "conv on ndarray",
+        device.clone(),
+        cases("FUZZ_CASES", 1024) / 4,
+    );
+    fuzz_pool("pool on ndarray", device, cases("FUZZ_CASES", 1024) / 4);
+}
+
+/// The CubeCL kernels (wgpu: lavapipe in CI; Vulkan on a GPU), with fewer cases: each new
+/// shape compiles kernels.
+#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+#[test]
+fn cubecl_kernels_match_the_reference() {
+    #[cfg(feature = "wgpu")]
+    let device = Device::wgpu(Default::default());
+    #[cfg(not(feature = "wgpu"))]
+    let device = Device::vulkan(Default::default());
+    let cases = cases("FUZZ_GPU_CASES", 24);
+    fuzz_conv("conv on cubecl", device.clone().autodiff(), cases);
+    fuzz_pool("pool on cubecl", device.autodiff(), cases);
+}
+
+/// The cases this suite found, kept as regressions.
+fn found_max_pool() -> PoolCase {
+    // A dilated window at the padding whose first tap lies behind its predecessor's: the CPU's
+    // run detection took the step as a stride of -1 (wrapping), an overflow panic in debug
+    // builds and an out-of-bounds slice in release.
+    PoolCase {
+        rank: 1,
+        batch: 1,
+        channels: 1,
+        size: [1, 1, 2],
+        kind: PoolKind::Sliding(Sliding::Max),
+        window: Window {
+            kernel: [1, 1, 2],
+            stride: [1, 1, 1],
+            dilation: [1, 1, 2],
+            padding: [(0, 0), (0, 0), (1, 1)],
+        },
+        ceil: false,
+        output_size: [1, 1, 1],
+        seed: 0,
+    }
+}
+
+fn found_empty_batch_conv() -> ConvCase {
+    // An empty batch: the weight gradient is a sum over nothing. The CubeCL direct schedule
+    // launched no unit for it and returned whatever its buffer held.
+    ConvCase {
+        rank: 1,
+        batch: 0,
+        channels: (1, 1),
+        groups: 1,
+        size: [1, 1, 1],
+        kernel: [1, 1, 1],
+        stride: [1, 1, 1],
+        dilation: [1, 1, 3],
+        padding: [(0, 0); 3],
+        bias: true,
+        transpose: false,
+        output_padding: [0; 3],
+        output_size: None,
+        seed: 0,
+    }
+}
+
+fn check_found(device: &Device) {
+    let case = found_max_pool();
+    let got = catch_unwind(AssertUnwindSafe(|| run_pool(&case, device)));
+    let x = data(case.seed, case.x_dims().iter().product());
+    let verdict = check("dilated max pool", got, case.expected(&x), 1);
+    assert!(matches!(verdict, Ok(true)), "{verdict:?}");
+    // Dirty the device's memory pool first, so an unwritten gradient shows.
+    let dirty = ConvCase {
+        batch: 2,
+        ..found_empty_batch_conv()
+    };
+    let _ = run_conv(&dirty, device);
+    let case = found_empty_batch_conv();
+    let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, device)));
+    let (x, w, b) = inputs(&case);
+    let expected = case.expected(&x, &w, b.as_deref());
+    let verdict = check("empty-batch conv", got, expected, 1);
+    assert!(matches!(verdict, Ok(true)), "{verdict:?}");
+}
+
+#[test]
+fn cases_found_by_fuzzing_stay_fixed() {
+    check_found(&Device::flex().autodiff());
+    #[cfg(feature = "wgpu")]
+    check_found(&Device::wgpu(Default::default()).autodiff());
+}

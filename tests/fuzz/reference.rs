@@ -1,0 +1,555 @@
+//! The independent reference: PyTorch's definitions as direct f64 loops over the lifted
+//! `(N, C, D, H, W)` form, with PyTorch's validity rules (and the crate's documented stricter
+//! ones, noted where they differ). Every length is computed in `i128`, so a huge parameter is
+//! exact here whatever the crate does with it. Nothing here calls the crate.
+
+/// A reference result: output values and dims, and the gradients of `sum(out * g)` with
+/// respect to each differentiable input, in argument order.
+pub struct Expected {
+    pub out: Vec<f64>,
+    pub dims: [usize; 5],
+    /// Flat indices of the maxima, for max pools.
+    pub indices: Option<Vec<i64>>,
+    pub grads: Vec<Vec<f64>>,
+}
+
+/// Row-major offset in a rank-5 tensor.
+fn at(dims: [usize; 5], [a, b, c, d, e]: [usize; 5]) -> usize {
+    (((a * dims[1] + b) * dims[2] + c) * dims[3] + d) * dims[4] + e
+}
+
+fn volume(dims: [usize; 5]) -> usize {
+    dims.iter().product()
+}
+
+/// Outputs above this many elements come only from the huge parameters (2^40 elements and
+/// more): no machine holds them, so the op must reject them (typed), and the reference treats
+/// them as invalid.
+const MOST_ELEMENTS: u128 = 1 << 24;
+
+/// Whether an output is too big to hold. An empty one is fine unless its strides (the
+/// products of its other dims) pass the crate's limit, `isize::MAX` bytes at 8 bytes an
+/// element.
+fn too_big(dims: [usize; 5]) -> bool {
+    let product = |of: &dyn Fn(usize) -> usize| {
+        dims.iter()
+            .try_fold(1u128, |product, &d| product.checked_mul(of(d) as u128))
+    };
+    if dims.contains(&0) {
+        return product(&|d| d.max(1)).is_none_or(|strides| strides > (i64::MAX / 8) as u128);
+    }
+    product(&|d| d).is_none_or(|elements| elements > MOST_ELEMENTS)
+}
+
+/// The crate's documented size limit, PyTorch's int64: every parameter, padded length and
+/// window volume at most `i64::MAX` (PyTorch cannot even express more).
+const LARGEST: i128 = i64::MAX as i128;
+
+fn within(values: &[usize]) -> bool {
+    values.iter().all(|&v| v as i128 <= LARGEST)
+}
+
+/// Every index of a rank-5 box, row-major.
+fn each(dims: [usize; 5]) -> impl Iterator<Item = [usize; 5]> {
+    let total = volume(dims);
+    (0..total).map(move |mut flat| {
+        let mut index = [0; 5];
+        for axis in (0..5).rev() {
+            index[axis] = flat % dims[axis];
+            flat /= dims[axis];
+        }
+        index
+    })
+}
+
+/// Geometry of a sliding window on the three lifted axes.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    pub kernel: [usize; 3],
+    pub stride: [usize; 3],
+    pub dilation: [usize; 3],
+    pub padding: [(usize, usize); 3],
+}
+
+/// Convolution output length, `None` if the dilated kernel does not fit the padded input.
+fn conv_len(
+    len: usize,
+    (begin, end): (usize, usize),
+    k: usize,
+    s: usize,
+    d: usize,
+) -> Option<usize> {
+    let padded = len as i128 + begin as i128 + end as i128;
+    let extent = (d as i128).checked_mul(k as i128 - 1)? + 1;
+    (extent <= padded).then(|| ((padded - extent) / s as i128 + 1) as usize)
+}
+
+/// `conv(x, w, b)` with `x = (N, C_in, *)`, `w = (C_out, C_in / groups, *kernel)`.
+#[allow(clippy::too_many_arguments)]
+pub fn conv(
+    x: &[f64],
+    x_dims: [usize; 5],
+    w: &[f64],
+    w_dims: [usize; 5],
+    bias: Option<&[f64]>,
+    window: &Window,
+    groups: usize,
+    g: impl Fn([usize; 5]) -> Vec<f64>,
+) -> Option<Expected> {
+    let Window {
+        kernel,
+        stride,
+        dilation,
+        padding,
+    } = *window;
+    let [batch, c_in, ..] = x_dims;
+    let c_out = w_dims[0];
+    if stride.contains(&0) || dilation.contains(&0) || kernel.contains(&0) || groups == 0 {
+        return None;
+    }
+    // PyTorch: non-empty spatial dims and output channels, groups dividing both counts.
+    if x_dims[2..].contains(&0)
+        || c_out == 0
+        || !c_in.is_multiple_of(groups)
+        || !c_out.is_multiple_of(groups)
+    {
+        return None;
+    }
+    if w_dims[1] * groups != c_in || !within(&stride) || !within(&dilation) {
+        return None;
+    }
+    let mut size = [0; 3];
+    for a in 0..3 {
+        let (begin, end) = padding[a];
+        if x_dims[2 + a] as i128 + begin as i128 + end as i128 > LARGEST {
+            return None;
+        }
+        size[a] = conv_len(x_dims[2 + a], padding[a], kernel[a], stride[a], dilation[a])?;
+    }
+    let dims = [batch, c_out, size[0], size[1], size[2]];
+    if too_big(dims) {
+        return None;
+    }
+    let g = g(dims);
+    let (per_in, per_out) = (c_in / groups, c_out / groups);
+    let mut out = vec![0.0; volume(dims)];
+    let mut gx = vec![0.0; x.len()];
+    let mut gw = vec![0.0; w.len()];
+    let mut gb = vec![0.0; c_out];
+    for o in each(dims) {
+        let [n, co, ..] = o;
+        let group = co / per_out;
+        let mut sum = bias.map_or(0.0, |b| b[co]);
+        for ci in 0..per_in {
+            for k in each([1, 1, kernel[0], kernel[1], kernel[2]]) {
+                let mut position = [n, group * per_in + ci, 0, 0, 0];
+                let mut inside = true;
+                for a in 0..3 {
+                    let p = o[2 + a] as i128 * stride[a] as i128
+                        + k[2 + a] as i128 * dilation[a] as i128
+                        - padding[a].0 as i128;
+                    inside &= (0..x_dims[2 + a] as i128).contains(&p);
+                    position[2 + a] = p.max(0) as usize;
+                }
+                if inside {
+                    let xi = at(x_dims, position);
+                    let wi = at(w_dims, [co, ci, k[2], k[3], k[4]]);
+                    sum += x[xi] * w[wi];
+                    gx[xi] += g[at(dims, o)] * w[wi];
+                    gw[wi] += g[at(dims, o)] * x[xi];
+                }
+            }
+        }
+        gb[co] += g[at(dims, o)];
+        out[at(dims, o)] = sum;
+    }
+    let mut grads = vec![gx, gw];
+    if bias.is_some() {
+        grads.push(gb);
+    }
+    Some(Expected {
+        out,
+        dims,
+        indices: None,
+        grads,
+    })
+}
+
+/// `conv_transpose(x, w, b)` with `x = (N, C_in, *)`, `w = (C_in, C_out / groups, *kernel)`;
+/// `output_size` (PyTorch's) replaces `output_padding` when given.
+#[allow(clippy::too_many_arguments)]
+pub fn conv_transpose(
+    x: &[f64],
+    x_dims: [usize; 5],
+    w: &[f64],
+    w_dims: [usize; 5],
+    bias: Option<&[f64]>,
+    window: &Window,
+    output_padding: [usize; 3],
+    output_size: Option<[usize; 3]>,
+    groups: usize,
+    g: impl Fn([usize; 5]) -> Vec<f64>,
+) -> Option<Expected> {
+    let Window {
+        kernel,
+        stride,
+        dilation,
+        padding,
+    } = *window;
+    let [batch, c_in, ..] = x_dims;
+    if stride.contains(&0) || dilation.contains(&0) || kernel.contains(&0) || groups == 0 {
+        return None;
+    }
+    if x_dims[2..].contains(&0) || !c_in.is_multiple_of(groups) || w_dims[0] != c_in {
+        return None;
+    }
+    let pads = padding.map(|(p, _)| p);
+    if !within(&stride) || !within(&dilation) || !within(&pads) {
+        return None;
+    }
+    let c_out = w_dims[1] * groups;
+    let mut size = [0; 3];
+    for a in 0..3 {
+        let (s, d) = (stride[a] as i128, dilation[a] as i128);
+        let min = (x_dims[2 + a] as i128 - 1) * s - 2 * padding[a].0 as i128
+            + d * (kernel[a] as i128 - 1)
+            + 1;
+        let len = match output_size {
+            // PyTorch's `_output_padding`: reachable with 0 <= output_padding < stride.
+            Some(requested) => {
+                let requested = requested[a] as i128;
+                if min <= 0 || requested < min || requested > min + s - 1 {
+                    return None;
+                }
+                requested
+            }
+            None => {
+                if output_padding[a] as i128 >= s.max(d) {
+                    return None;
+                }
+                min + output_padding[a] as i128
+            }
+        };
+        // The output before its padding comes off must fit too.
+        if len <= 0 || len + 2 * padding[a].0 as i128 > LARGEST {
+            return None;
+        }
+        size[a] = len as usize;
+    }
+    let dims = [batch, c_out, size[0], size[1], size[2]];
+    if too_big(dims) {
+        return None;
+    }
+    let g = g(dims);
+    let (per_in, per_out) = (c_in / groups, c_out / groups);
+    let mut out = vec![0.0; volume(dims)];
+    for o in each(dims) {
+        out[at(dims, o)] = bias.map_or(0.0, |b| b[o[1]]);
+    }
+    let mut gx = vec![0.0; x.len()];
+    let mut gw = vec![0.0; w.len()];
+    let mut gb = vec![0.0; c_out];
+    for o in each(dims) {
+        gb[o[1]] += g[at(dims, o)];
+    }
+    for i in each(x_dims) {
+        let [n, ci, ..] = i;
+        let group = ci / per_in;
+        for co in 0..per_out {
+            for k in each([1, 1, kernel[0], kernel[1], kernel[2]]) {
+                let mut position = [n, group * per_out + co, 0, 0, 0];
+                let mut inside = true;
+                for a in 0..3 {
+                    let p = i[2 + a] as i128 * stride[a] as i128
+                        + k[2 + a] as i128 * dilation[a] as i128
+                        - padding[a].0 as i128;
+                    inside &= (0..size[a] as i128).contains(&p);
+                    position[2 + a] = p.max(0) as usize;
+                }
+                if inside {
+                    let (xi, oi) = (at(x_dims, i), at(dims, position));
+                    let wi = at(w_dims, [ci, co, k[2], k[3], k[4]]);
+                    out[oi] += x[xi] * w[wi];
+                    gx[xi] += g[oi] * w[wi];
+                    gw[wi] += g[oi] * x[xi];
+                }
+            }
+        }
+    }
+    let mut grads = vec![gx, gw];
+    if bias.is_some() {
+        grads.push(gb);
+    }
+    Some(Expected {
+        out,
+        dims,
+        indices: None,
+        grads,
+    })
+}
+
+/// Pooling output length with PyTorch's ceil rule (`pooling_output_shape_pad_lr`): floor
+/// division rounding toward -inf, and in ceil mode a last window starting in the right
+/// padding dropped. `None` below 1.
+fn pool_len(
+    len: usize,
+    (begin, end): (usize, usize),
+    k: usize,
+    s: usize,
+    d: usize,
+    ceil: bool,
+) -> Option<usize> {
+    let (s, begin) = (s as i128, begin as i128);
+    let extent = (d as i128).checked_mul(k as i128 - 1)? + 1;
+    let numerator = len as i128 + begin + end as i128 - extent + if ceil { s - 1 } else { 0 };
+    let mut out = numerator.div_euclid(s) + 1;
+    if ceil && (out - 1) * s >= len as i128 + begin {
+        out -= 1;
+    }
+    (out >= 1).then_some(out as usize)
+}
+
+/// The kind of a sliding-window pool.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sliding {
+    Max,
+    Avg {
+        count_include_pad: bool,
+        divisor_override: Option<usize>,
+    },
+    /// PyTorch's `lp_pool`: `(sign(s) * relu(|s|) * K)^(1/p)` of the average `s` of `x^p`
+    /// over a window clipped to the input (no padding).
+    Lp {
+        norm_type: f64,
+    },
+}
+
+/// A window along one axis: its first position (maybe in the padding) and its taps inside.
+type Placed = (i128, Vec<usize>);
+
+/// The windows of a sliding pool per axis: `(first, taps inside)` of each output; `None`
+/// when PyTorch rejects the options.
+fn sliding_windows(x_dims: [usize; 5], window: &Window, ceil: bool) -> Option<[Vec<Placed>; 3]> {
+    let Window {
+        kernel,
+        stride,
+        dilation,
+        padding,
+    } = *window;
+    if stride.contains(&0) || dilation.contains(&0) || kernel.contains(&0) {
+        return None;
+    }
+    // Only the batch may be empty.
+    if x_dims[1..].contains(&0) || !within(&stride) || !within(&dilation) {
+        return None;
+    }
+    let kernel_volume = kernel
+        .iter()
+        .map(|&k| k as i128)
+        .try_fold(1i128, i128::checked_mul);
+    if kernel_volume.is_none_or(|volume| volume > LARGEST) {
+        return None;
+    }
+    let mut windows: [Vec<Placed>; 3] = Default::default();
+    for a in 0..3 {
+        // "pad should be at most half of kernel size", whatever the dilation.
+        if padding[a].0.max(padding[a].1) > kernel[a] / 2 {
+            return None;
+        }
+        let len = x_dims[2 + a];
+        if len as i128 + padding[a].0 as i128 + padding[a].1 as i128 > LARGEST {
+            return None;
+        }
+        let out = pool_len(len, padding[a], kernel[a], stride[a], dilation[a], ceil)?;
+        for o in 0..out {
+            let first = o as i128 * stride[a] as i128 - padding[a].0 as i128;
+            // The input positions `first + k * dilation` with `k < kernel` (the kernel may be
+            // huge, the input is small).
+            let step = dilation[a] as i128;
+            let taps: Vec<usize> = (0..len)
+                .filter(|&p| {
+                    let offset = p as i128 - first;
+                    offset >= 0 && offset % step == 0 && offset / step < kernel[a] as i128
+                })
+                .collect();
+            // The crate's stricter rule: a window of padding only has no maximum (PyTorch
+            // returns -inf with an index outside the plane), so it is an error.
+            if taps.is_empty() {
+                return None;
+            }
+            windows[a].push((first, taps));
+        }
+    }
+    Some(windows)
+}
+
+/// A sliding-window pool of `x = (N, C, *)`.
+pub fn sliding_pool(
+    x: &[f64],
+    x_dims: [usize; 5],
+    window: &Window,
+    ceil: bool,
+    kind: Sliding,
+    g: impl Fn([usize; 5]) -> Vec<f64>,
+) -> Option<Expected> {
+    if let Sliding::Lp { norm_type } = kind
+        && (norm_type.is_nan()
+            || norm_type <= 0.0
+            || window.padding != [(0, 0); 3]
+            || window.dilation != [1; 3])
+    {
+        return None;
+    }
+    if let Sliding::Avg {
+        divisor_override: Some(0),
+        ..
+    } = kind
+    {
+        return None;
+    }
+    let windows = sliding_windows(x_dims, window, ceil)?;
+    let [n, c, ..] = x_dims;
+    let dims = [n, c, windows[0].len(), windows[1].len(), windows[2].len()];
+    let g = g(dims);
+    let mut out = vec![0.0; volume(dims)];
+    let mut indices = vec![0i64; volume(dims)];
+    let mut gx = vec![0.0; x.len()];
+    for o in each(dims) {
+        let axes: [&Placed; 3] = core::array::from_fn(|a| &windows[a][o[2 + a]]);
+        let taps: Vec<[usize; 5]> = each([1, 1, axes[0].1.len(), axes[1].1.len(), axes[2].1.len()])
+            .map(|t| {
+                [
+                    o[0],
+                    o[1],
+                    axes[0].1[t[2]],
+                    axes[1].1[t[3]],
+                    axes[2].1[t[4]],
+                ]
+            })
+            .collect();
+        let oi = at(dims, o);
+        match kind {
+            Sliding::Max => {
+                // First maximum in window order; NaN wins.
+                let mut best = taps[0];
+                for &tap in &taps[1..] {
+                    let (v, b) = (x[at(x_dims, tap)], x[at(x_dims, best)]);
+                    if v > b || (v.is_nan() && !b.is_nan()) {
+                        best = tap;
+                    }
+                }
+                out[oi] = x[at(x_dims, best)];
+                indices[oi] = ((best[2] * x_dims[3] + best[3]) * x_dims[4] + best[4]) as i64;
+                gx[at(x_dims, best)] += g[oi];
+            }
+            Sliding::Avg {
+                count_include_pad,
+                divisor_override,
+            } => {
+                // PyTorch: the window clipped to the padded input, then to the input.
+                let padded: i128 = (0..3)
+                    .map(|a| {
+                        let first = axes[a].0;
+                        let end = (first + window.kernel[a] as i128)
+                            .min(x_dims[2 + a] as i128 + window.padding[a].1 as i128);
+                        end - first
+                    })
+                    .product();
+                let divisor = match divisor_override {
+                    Some(divisor) => divisor as f64,
+                    None if count_include_pad => padded as f64,
+                    None => taps.len() as f64,
+                };
+                let sum: f64 = taps.iter().map(|&t| x[at(x_dims, t)]).sum();
+                out[oi] = sum / divisor;
+                for &t in &taps {
+                    gx[at(x_dims, t)] += g[oi] / divisor;
+                }
+            }
+            Sliding::Lp { norm_type } => {
+                let average = taps
+                    .iter()
+                    .map(|&t| x[at(x_dims, t)].powf(norm_type))
+                    .sum::<f64>()
+                    / taps.len() as f64;
+                let kernel_volume: usize = window.kernel.iter().product();
+                let signed = average.signum() * average.abs().max(0.0);
+                out[oi] = (signed * kernel_volume as f64).powf(1.0 / norm_type);
+            }
+        }
+    }
+    let is_max = kind == Sliding::Max;
+    Some(Expected {
+        out,
+        dims,
+        indices: is_max.then_some(indices),
+        grads: if matches!(kind, Sliding::Lp { .. }) {
+            vec![]
+        } else {
+            vec![gx]
+        },
+    })
+}
+
+/// Adaptive average (or max) pooling of `x = (N, C, *)` to `size`: output `i` covers
+/// `[floor(i * len / out), ceil((i + 1) * len / out))`.
+pub fn adaptive_pool(
+    x: &[f64],
+    x_dims: [usize; 5],
+    size: [usize; 3],
+    max: bool,
+    g: impl Fn([usize; 5]) -> Vec<f64>,
+) -> Option<Expected> {
+    if x_dims[1..].contains(&0) || size.contains(&0) {
+        return None;
+    }
+    let [n, c, ..] = x_dims;
+    let dims = [n, c, size[0], size[1], size[2]];
+    let g = g(dims);
+    let mut out = vec![0.0; volume(dims)];
+    let mut indices = vec![0i64; volume(dims)];
+    let mut gx = vec![0.0; x.len()];
+    for o in each(dims) {
+        let range = |a: usize| {
+            let (i, len, out) = (o[2 + a], x_dims[2 + a], size[a]);
+            (i * len / out)..((i + 1) * len).div_ceil(out)
+        };
+        let (r0, r1, r2) = (range(0), range(1), range(2));
+        let taps: Vec<[usize; 5]> = each([1, 1, r0.len(), r1.len(), r2.len()])
+            .map(|t| {
+                [
+                    o[0],
+                    o[1],
+                    r0.start + t[2],
+                    r1.start + t[3],
+                    r2.start + t[4],
+                ]
+            })
+            .collect();
+        let oi = at(dims, o);
+        if max {
+            let mut best = taps[0];
+            for &tap in &taps[1..] {
+                let (v, b) = (x[at(x_dims, tap)], x[at(x_dims, best)]);
+                if v > b || (v.is_nan() && !b.is_nan()) {
+                    best = tap;
+                }
+            }
+            out[oi] = x[at(x_dims, best)];
+            indices[oi] = ((best[2] * x_dims[3] + best[3]) * x_dims[4] + best[4]) as i64;
+            gx[at(x_dims, best)] += g[oi];
+        } else {
+            let sum: f64 = taps.iter().map(|&t| x[at(x_dims, t)]).sum();
+            out[oi] = sum / taps.len() as f64;
+            for &t in &taps {
+                gx[at(x_dims, t)] += g[oi] / taps.len() as f64;
+            }
+        }
+    }
+    Some(Expected {
+        out,
+        dims,
+        indices: max.then_some(indices),
+        grads: vec![gx],
+    })
+}
