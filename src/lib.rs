@@ -38,7 +38,7 @@ pub use backend::ConvPoolBackend;
 pub use functional::*;
 pub use spec::{
     AvgPoolNdOptions, ConvNdOptions, ConvTransposeNdOptions, FractionalMaxPoolOptions,
-    FractionalOutput, LpPoolOptions, MaxPoolOptions, MaxUnpoolOptions, Padding, PaddingMode,
-    SpecError, SpecErrorKind,
+    FractionalOutput, LpPoolOptions, MAX_SIZE, MaxPoolOptions, MaxUnpoolOptions, Padding,
+    PaddingMode, SpecError, SpecErrorKind,
 };
 pub mod nn;

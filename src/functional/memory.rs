@@ -13,9 +13,13 @@ use burn::tensor::{DType, Device};
 
 use crate::spec::{SpecError, SpecErrorKind, SpecResult};
 
+/// Outputs up to this many bytes are not checked: every runtime allows a buffer that large
+/// (WebGPU's smallest allowed `maxBufferSize` is 256 MiB), and checking costs more.
+const ALWAYS_FITS: usize = 1 << 28;
+
+/// Host allocations below this many bytes are not probed: they cost more to probe than to
+/// allocate, and an allocation that small failing is a machine out of memory already.
 #[cfg(any(feature = "flex", feature = "ndarray"))]
-/// Host allocations below this many bytes are not probed: they cost more to probe than to allocate,
-/// and an allocation that small failing is a machine out of memory already.
 const PROBE_BYTES: usize = 1 << 30;
 
 /// Check that `device` can allocate an output of `dims` in `dtype` (plus an index tensor of
@@ -31,7 +35,7 @@ pub fn check_device_memory(
     let element_bytes = dtype.size() + index_dtype.map_or(0, |dtype| dtype.size());
     // Validation bounds `elements` by `isize::MAX / 8`, so this cannot overflow.
     let bytes = elements.saturating_mul(element_bytes);
-    if fits(device, bytes) {
+    if bytes <= ALWAYS_FITS || fits(device, bytes) {
         return Ok(());
     }
     Err(SpecError::new(
