@@ -11,7 +11,7 @@ use crate::spec::{
 };
 
 use super::lift::{lift_input, lift_weight};
-use super::memory::check_device_memory;
+use super::memory::check_output_memory;
 use super::pad::pad_spatial;
 
 /// The input in a float dtype the ops compute in, and the weight and bias in the same one.
@@ -44,8 +44,8 @@ pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
     let bias_len = bias.as_ref().map(|bias| bias.dims()[0]);
     let mut lifted = check_conv(op, &shape.dims, &weight_dims, bias_len, &options)?;
     let weight = lift_weight::<N, W>(weight);
-    let out_dims = shape.restored_dims(shapes::conv(&x.dims(), &weight.dims(), &lifted));
-    check_device_memory(op, &x.device(), &out_dims, x.dtype(), None)?;
+    let out_dims = shapes::conv(&x.dims(), &weight.dims(), &lifted);
+    check_output_memory(op, &x, &shape, out_dims, None)?;
     let x = match options.padding_mode {
         PaddingMode::Zeros => x,
         mode => pad_spatial(x, core::mem::take(&mut lifted.padding), mode),
@@ -78,8 +78,8 @@ pub(crate) fn try_conv_transpose<const N: usize, const D: usize, const W: usize>
     let bias_len = bias.as_ref().map(|bias| bias.dims()[0]);
     let options = check_conv_transpose(op, &shape.dims, &weight_dims, bias_len, &options)?;
     let weight = lift_weight::<N, W>(weight);
-    let out_dims = shape.restored_dims(shapes::conv_transpose(&x.dims(), &weight.dims(), &options));
-    check_device_memory(op, &x.device(), &out_dims, x.dtype(), None)?;
+    let out_dims = shapes::conv_transpose(&x.dims(), &weight.dims(), &options);
+    check_output_memory(op, &x, &shape, out_dims, None)?;
     let weight = weight.into_dispatch();
     let out = match bias {
         None => <Dispatch as ConvPoolBackend>::conv_transpose(x.into_dispatch(), weight, options),

@@ -9,8 +9,9 @@
 //! largest single allocation (its `max_page_size`); what fits that but not the free memory
 //! is the runtime's to report.
 
-use burn::tensor::{DType, Device};
+use burn::tensor::{DType, Device, IntDType, Tensor};
 
+use super::lift::InputShape;
 use crate::spec::{SpecError, SpecErrorKind, SpecResult};
 
 /// Outputs up to this many bytes are not checked: every runtime allows a buffer that large
@@ -22,20 +23,23 @@ const ALWAYS_FITS: usize = 1 << 28;
 #[cfg(any(feature = "flex", feature = "ndarray"))]
 const PROBE_BYTES: usize = 1 << 30;
 
-/// Check that `device` can allocate an output of `dims` in `dtype` (plus an index tensor of
-/// `index_dtype` when the op returns one).
-pub fn check_device_memory(
+/// Check that the device of `x` (an input lifted by `shape`) can allocate a rank-5 output of
+/// `dims` in the input's dtype, plus an index tensor of `index_dtype` when the op returns one.
+/// The error names the dims at the caller's rank.
+pub fn check_output_memory<const D: usize>(
     op: &'static str,
-    device: &Device,
-    dims: &[usize],
-    dtype: DType,
-    index_dtype: Option<DType>,
+    x: &Tensor<5>,
+    shape: &InputShape<D>,
+    dims: [usize; 5],
+    index_dtype: Option<IntDType>,
 ) -> SpecResult<()> {
+    let dims = shape.restored_dims(dims);
     let elements: usize = dims.iter().product();
-    let element_bytes = dtype.size() + index_dtype.map_or(0, |dtype| dtype.size());
+    let index_bytes = index_dtype.map_or(0, |dtype| DType::from(dtype).size());
+    let element_bytes = x.dtype().size() + index_bytes;
     // Validation bounds `elements` by `isize::MAX / 8`, so this cannot overflow.
     let bytes = elements.saturating_mul(element_bytes);
-    if bytes <= ALWAYS_FITS || fits(device, bytes) {
+    if bytes <= ALWAYS_FITS || fits(&x.device(), bytes) {
         return Ok(());
     }
     Err(SpecError::new(

@@ -13,7 +13,7 @@ use crate::spec::{
 };
 
 use super::lift::{InputShape, lift_input, reshape_exact_int, with_batch};
-use super::memory::check_device_memory;
+use super::memory::check_output_memory;
 
 /// An adaptive pool's output size; `None` keeps that input dim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,19 +54,6 @@ fn lift_indexed_pool_input<const N: usize, const D: usize>(
     Ok((x, shape, dtype))
 }
 
-/// Check that the host can hold a rank-5 output of `dims` (and its indices) on a CPU device.
-fn admit<const D: usize>(
-    op: &'static str,
-    x: &Tensor<5>,
-    shape: &InputShape<D>,
-    dims: [usize; 5],
-    indices: Option<IntDType>,
-) -> SpecResult<()> {
-    let dims = shape.restored_dims(dims);
-    let index_dtype = indices.map(|dtype| dtype.into());
-    check_device_memory(op, &x.device(), &dims, x.dtype(), index_dtype)
-}
-
 fn try_max_pool_with_indices<const N: usize, const D: usize>(
     op: &'static str,
     x: Tensor<D>,
@@ -75,7 +62,7 @@ fn try_max_pool_with_indices<const N: usize, const D: usize>(
     let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let options = check_window(op, &shape.dims, &options)?;
     let out_dims = shapes::window_pool(&x.dims(), &options);
-    admit(op, &x, &shape, out_dims, Some(dtype))?;
+    check_output_memory(op, &x, &shape, out_dims, Some(dtype))?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::max_pool_with_indices(x.into_dispatch(), options, dtype);
     Ok((
@@ -99,7 +86,7 @@ fn try_avg_pool<const N: usize, const D: usize>(
 ) -> SpecResult<Tensor<D>> {
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_avg_pool(op, &shape.dims, &options)?;
-    admit(op, &x, &shape, shapes::avg_pool(&x.dims(), &options), None)?;
+    check_output_memory(op, &x, &shape, shapes::avg_pool(&x.dims(), &options), None)?;
     let out = <Dispatch as ConvPoolBackend>::avg_pool(x.into_dispatch(), options);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -111,7 +98,7 @@ fn try_lp_pool<const N: usize, const D: usize>(
 ) -> SpecResult<Tensor<D>> {
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_lp_pool(op, &shape.dims, &options)?;
-    admit(op, &x, &shape, shapes::lp_pool(&x.dims(), &options), None)?;
+    check_output_memory(op, &x, &shape, shapes::lp_pool(&x.dims(), &options), None)?;
     let out = <Dispatch as ConvPoolBackend>::lp_pool(x.into_dispatch(), options);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -123,7 +110,7 @@ fn try_adaptive_avg_pool<const N: usize, const D: usize>(
 ) -> SpecResult<Tensor<D>> {
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
-    admit(
+    check_output_memory(
         op,
         &x,
         &shape,
@@ -141,7 +128,7 @@ fn try_adaptive_max_pool_with_indices<const N: usize, const D: usize>(
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
     let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
-    admit(
+    check_output_memory(
         op,
         &x,
         &shape,
@@ -187,7 +174,7 @@ fn try_fractional_max_pool_with_indices<const N: usize, const D: usize>(
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
     let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let (kernel, output_size) = check_fractional(op, &shape.dims, &options)?;
-    admit(
+    check_output_memory(
         op,
         &x,
         &shape,
@@ -249,7 +236,7 @@ fn try_max_unpool<const N: usize, const D: usize>(
     let index_dims = with_batch(indices.dims().to_vec(), batched);
     let output_size = check_max_unpool(op, &x_dims, &index_dims, &options)?;
     let (x, shape) = lift_input::<N, D>(x, batched);
-    admit(
+    check_output_memory(
         op,
         &x,
         &shape,

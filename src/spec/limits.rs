@@ -29,23 +29,15 @@ pub fn check_padded_len(
     (pad_begin, pad_end): (usize, usize),
 ) -> SpecResult<usize> {
     let padded = len as u128 + pad_begin as u128 + pad_end as u128;
-    usize::try_from(padded)
-        .ok()
-        .filter(|&padded| padded <= MAX_SIZE)
+    at_most_max_size(padded)
         .ok_or_else(|| too_large(op, format!("padded length on spatial dim {dim}"), padded))
 }
 
 /// The product of `values` (a kernel's volume, say), rejected above [`MAX_SIZE`]: a pool's
 /// divisor, the window volume, is then a plain `usize` product.
 pub fn check_volume(op: &'static str, what: &'static str, values: &[usize]) -> SpecResult<usize> {
-    let volume = values
-        .iter()
-        .try_fold(1u128, |product, &value| product.checked_mul(value as u128))
-        .unwrap_or(u128::MAX);
-    usize::try_from(volume)
-        .ok()
-        .filter(|&volume| volume <= MAX_SIZE)
-        .ok_or_else(|| too_large(op, what.to_string(), volume))
+    let volume = product(values.iter().copied()).unwrap_or(u128::MAX);
+    at_most_max_size(volume).ok_or_else(|| too_large(op, what.to_string(), volume))
 }
 
 /// Reject an output of `dims` whose elements would not fit in [`MAX_SIZE`] bytes at
@@ -53,9 +45,7 @@ pub fn check_volume(op: &'static str, what: &'static str, values: &[usize]) -> S
 /// rather than fail when asked. An empty output's other dims must fit too, since its strides
 /// are their products. Returns the element count.
 pub fn check_elements(op: &'static str, dims: &[usize]) -> SpecResult<usize> {
-    let strides = dims.iter().try_fold(1u128, |product, &dim| {
-        product.checked_mul(dim.max(1) as u128)
-    });
+    let strides = product(dims.iter().map(|&dim| dim.max(1)));
     let limit = (MAX_SIZE / MAX_ELEMENT_BYTES) as u128;
     match strides {
         Some(strides) if strides <= limit => Ok(dims.iter().product()),
@@ -66,6 +56,18 @@ pub fn check_elements(op: &'static str, dims: &[usize]) -> SpecResult<usize> {
             },
         )),
     }
+}
+
+/// The exact product, `None` past `u128`.
+fn product(mut values: impl Iterator<Item = usize>) -> Option<u128> {
+    values.try_fold(1u128, |product, value| product.checked_mul(value as u128))
+}
+
+/// `value` as a `usize` if it is at most [`MAX_SIZE`].
+fn at_most_max_size(value: u128) -> Option<usize> {
+    usize::try_from(value)
+        .ok()
+        .filter(|&value| value <= MAX_SIZE)
 }
 
 fn too_large(op: &'static str, what: String, value: u128) -> SpecError {

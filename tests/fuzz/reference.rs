@@ -71,6 +71,83 @@ pub struct Window {
     pub padding: [(usize, usize); 3],
 }
 
+/// Where tap `k` of the window at output `o` lands, `o * stride + k * dilation - pad_begin` per
+/// axis, if inside `bound` (the input of a conv, the output of a transposed conv).
+fn tap(o: [usize; 5], k: [usize; 5], window: &Window, bound: [usize; 3]) -> Option<[usize; 3]> {
+    let mut position = [0; 3];
+    for a in 0..3 {
+        let p = o[2 + a] as i128 * window.stride[a] as i128
+            + k[2 + a] as i128 * window.dilation[a] as i128
+            - window.padding[a].0 as i128;
+        if !(0..bound[a] as i128).contains(&p) {
+            return None;
+        }
+        position[a] = p as usize;
+    }
+    Some(position)
+}
+
+/// A pool's output, indices and input gradient, filled one window at a time.
+struct Reduction<'a> {
+    x: &'a [f64],
+    x_dims: [usize; 5],
+    g: Vec<f64>,
+    out: Vec<f64>,
+    indices: Vec<i64>,
+    gx: Vec<f64>,
+}
+
+impl<'a> Reduction<'a> {
+    fn new(x: &'a [f64], x_dims: [usize; 5], dims: [usize; 5], g: Vec<f64>) -> Self {
+        Self {
+            x,
+            x_dims,
+            g,
+            out: vec![0.0; volume(dims)],
+            indices: vec![0; volume(dims)],
+            gx: vec![0.0; x.len()],
+        }
+    }
+
+    /// The output, indices (for max pools) and gradients (but for LP pools).
+    fn expected(self, dims: [usize; 5], max: bool, lp: bool) -> Expected {
+        Expected {
+            out: self.out,
+            dims,
+            indices: max.then_some(self.indices),
+            grads: if lp { vec![] } else { vec![self.gx] },
+        }
+    }
+
+    fn value(&self, tap: [usize; 5]) -> f64 {
+        self.x[at(self.x_dims, tap)]
+    }
+
+    /// Output `oi` is the first maximum of `taps` in window order (NaN wins), its index the
+    /// flat offset in the input plane; the gradient goes to it.
+    fn max(&mut self, oi: usize, taps: &[[usize; 5]]) {
+        let mut best = taps[0];
+        for &tap in &taps[1..] {
+            let (v, b) = (self.value(tap), self.value(best));
+            if v > b || (v.is_nan() && !b.is_nan()) {
+                best = tap;
+            }
+        }
+        let [.., h, w] = self.x_dims;
+        self.out[oi] = self.value(best);
+        self.indices[oi] = ((best[2] * h + best[3]) * w + best[4]) as i64;
+        self.gx[at(self.x_dims, best)] += self.g[oi];
+    }
+
+    /// Output `oi` is the sum of `taps` over `divisor`; the gradient spreads back evenly.
+    fn mean(&mut self, oi: usize, taps: &[[usize; 5]], divisor: f64) {
+        self.out[oi] = taps.iter().map(|&t| self.value(t)).sum::<f64>() / divisor;
+        for &t in taps {
+            self.gx[at(self.x_dims, t)] += self.g[oi] / divisor;
+        }
+    }
+}
+
 /// Convolution output length, `None` if the dilated kernel does not fit the padded input.
 fn conv_len(
     len: usize,
@@ -142,17 +219,9 @@ pub fn conv(
         let mut sum = bias.map_or(0.0, |b| b[co]);
         for ci in 0..per_in {
             for k in each([1, 1, kernel[0], kernel[1], kernel[2]]) {
-                let mut position = [n, group * per_in + ci, 0, 0, 0];
-                let mut inside = true;
-                for a in 0..3 {
-                    let p = o[2 + a] as i128 * stride[a] as i128
-                        + k[2 + a] as i128 * dilation[a] as i128
-                        - padding[a].0 as i128;
-                    inside &= (0..x_dims[2 + a] as i128).contains(&p);
-                    position[2 + a] = p.max(0) as usize;
-                }
-                if inside {
-                    let xi = at(x_dims, position);
+                let bound = [x_dims[2], x_dims[3], x_dims[4]];
+                if let Some([pd, ph, pw]) = tap(o, k, window, bound) {
+                    let xi = at(x_dims, [n, group * per_in + ci, pd, ph, pw]);
                     let wi = at(w_dims, [co, ci, k[2], k[3], k[4]]);
                     sum += x[xi] * w[wi];
                     gx[xi] += g[at(dims, o)] * w[wi];
@@ -257,17 +326,11 @@ pub fn conv_transpose(
         let group = ci / per_in;
         for co in 0..per_out {
             for k in each([1, 1, kernel[0], kernel[1], kernel[2]]) {
-                let mut position = [n, group * per_out + co, 0, 0, 0];
-                let mut inside = true;
-                for a in 0..3 {
-                    let p = i[2 + a] as i128 * stride[a] as i128
-                        + k[2 + a] as i128 * dilation[a] as i128
-                        - padding[a].0 as i128;
-                    inside &= (0..size[a] as i128).contains(&p);
-                    position[2 + a] = p.max(0) as usize;
-                }
-                if inside {
-                    let (xi, oi) = (at(x_dims, i), at(dims, position));
+                if let Some([pd, ph, pw]) = tap(i, k, window, size) {
+                    let (xi, oi) = (
+                        at(x_dims, i),
+                        at(dims, [n, group * per_out + co, pd, ph, pw]),
+                    );
                     let wi = at(w_dims, [ci, co, k[2], k[3], k[4]]);
                     out[oi] += x[xi] * w[wi];
                     gx[xi] += g[oi] * w[wi];
@@ -410,10 +473,7 @@ pub fn sliding_pool(
     let windows = sliding_windows(x_dims, window, ceil)?;
     let [n, c, ..] = x_dims;
     let dims = [n, c, windows[0].len(), windows[1].len(), windows[2].len()];
-    let g = g(dims);
-    let mut out = vec![0.0; volume(dims)];
-    let mut indices = vec![0i64; volume(dims)];
-    let mut gx = vec![0.0; x.len()];
+    let mut reduction = Reduction::new(x, x_dims, dims, g(dims));
     for o in each(dims) {
         let axes: [&Placed; 3] = core::array::from_fn(|a| &windows[a][o[2 + a]]);
         let taps: Vec<[usize; 5]> = each([1, 1, axes[0].1.len(), axes[1].1.len(), axes[2].1.len()])
@@ -429,19 +489,7 @@ pub fn sliding_pool(
             .collect();
         let oi = at(dims, o);
         match kind {
-            Sliding::Max => {
-                // First maximum in window order; NaN wins.
-                let mut best = taps[0];
-                for &tap in &taps[1..] {
-                    let (v, b) = (x[at(x_dims, tap)], x[at(x_dims, best)]);
-                    if v > b || (v.is_nan() && !b.is_nan()) {
-                        best = tap;
-                    }
-                }
-                out[oi] = x[at(x_dims, best)];
-                indices[oi] = ((best[2] * x_dims[3] + best[3]) * x_dims[4] + best[4]) as i64;
-                gx[at(x_dims, best)] += g[oi];
-            }
+            Sliding::Max => reduction.max(oi, &taps),
             Sliding::Avg {
                 count_include_pad,
                 divisor_override,
@@ -460,11 +508,7 @@ pub fn sliding_pool(
                     None if count_include_pad => padded as f64,
                     None => taps.len() as f64,
                 };
-                let sum: f64 = taps.iter().map(|&t| x[at(x_dims, t)]).sum();
-                out[oi] = sum / divisor;
-                for &t in &taps {
-                    gx[at(x_dims, t)] += g[oi] / divisor;
-                }
+                reduction.mean(oi, &taps, divisor);
             }
             Sliding::Lp { norm_type } => {
                 let average = taps
@@ -474,21 +518,12 @@ pub fn sliding_pool(
                     / taps.len() as f64;
                 let kernel_volume: usize = window.kernel.iter().product();
                 let signed = average.signum() * average.abs().max(0.0);
-                out[oi] = (signed * kernel_volume as f64).powf(1.0 / norm_type);
+                reduction.out[oi] = (signed * kernel_volume as f64).powf(1.0 / norm_type);
             }
         }
     }
-    let is_max = kind == Sliding::Max;
-    Some(Expected {
-        out,
-        dims,
-        indices: is_max.then_some(indices),
-        grads: if matches!(kind, Sliding::Lp { .. }) {
-            vec![]
-        } else {
-            vec![gx]
-        },
-    })
+    let lp = matches!(kind, Sliding::Lp { .. });
+    Some(reduction.expected(dims, kind == Sliding::Max, lp))
 }
 
 /// Adaptive average (or max) pooling of `x = (N, C, *)` to `size`: output `i` covers
@@ -505,10 +540,7 @@ pub fn adaptive_pool(
     }
     let [n, c, ..] = x_dims;
     let dims = [n, c, size[0], size[1], size[2]];
-    let g = g(dims);
-    let mut out = vec![0.0; volume(dims)];
-    let mut indices = vec![0i64; volume(dims)];
-    let mut gx = vec![0.0; x.len()];
+    let mut reduction = Reduction::new(x, x_dims, dims, g(dims));
     for o in each(dims) {
         let range = |a: usize| {
             let (i, len, out) = (o[2 + a], x_dims[2 + a], size[a]);
@@ -528,28 +560,10 @@ pub fn adaptive_pool(
             .collect();
         let oi = at(dims, o);
         if max {
-            let mut best = taps[0];
-            for &tap in &taps[1..] {
-                let (v, b) = (x[at(x_dims, tap)], x[at(x_dims, best)]);
-                if v > b || (v.is_nan() && !b.is_nan()) {
-                    best = tap;
-                }
-            }
-            out[oi] = x[at(x_dims, best)];
-            indices[oi] = ((best[2] * x_dims[3] + best[3]) * x_dims[4] + best[4]) as i64;
-            gx[at(x_dims, best)] += g[oi];
+            reduction.max(oi, &taps);
         } else {
-            let sum: f64 = taps.iter().map(|&t| x[at(x_dims, t)]).sum();
-            out[oi] = sum / taps.len() as f64;
-            for &t in &taps {
-                gx[at(x_dims, t)] += g[oi] / taps.len() as f64;
-            }
+            reduction.mean(oi, &taps, taps.len() as f64);
         }
     }
-    Some(Expected {
-        out,
-        dims,
-        indices: max.then_some(indices),
-        grads: vec![gx],
-    })
+    Some(reduction.expected(dims, max, false))
 }
