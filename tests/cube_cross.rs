@@ -610,6 +610,46 @@ fn empty_batch_runs_on_wgpu() {
     assert!(weight_grad.into_data().iter::<f32>().all(|v| v == 0.0));
 }
 
+/// Values above the kernels' 32 bits are a typed error on a CubeCL device, where the launch
+/// would panic inside Fusion; the CPU computes them, as PyTorch does.
+#[test]
+fn values_above_32_bits_are_a_typed_error_on_cubecl() {
+    let big = 1usize << 32;
+    let call = |device: &Device| {
+        let x = Tensor::<3>::from_floats([[[1.0, 2.0, 3.0, 4.0]]], device);
+        let weight = Tensor::<3>::ones([1, 1, 1], device);
+        // Two outputs: one in the padding, one at x[2].
+        let options = ConvNdOptions::default()
+            .with_stride([big + 2])
+            .with_padding([big]);
+        let conv = try_conv1d(x.clone(), weight, None, options);
+        // Five windows of 2^33 taps, mostly padding.
+        let pooled = try_avg_pool1d(
+            x,
+            AvgPoolNdOptions::new([2 * big])
+                .with_stride([1])
+                .with_padding([big]),
+        );
+        (conv, pooled)
+    };
+    let (conv, pooled) = call(&Device::flex());
+    let conv = conv.expect("the CPU computes it").into_data();
+    assert_eq!(conv.try_to_vec::<f32>().unwrap(), [0.0, 3.0]);
+    assert_eq!(pooled.expect("the CPU computes it").dims(), [1, 1, 5]);
+    let (conv, pooled) = call(&wgpu());
+    let conv = conv.unwrap_err();
+    assert_eq!(conv.op, "conv1d");
+    assert!(
+        matches!(conv.kind, SpecErrorKind::DeviceLimit { what: "stride", value, .. } if value == big + 2),
+        "{conv}"
+    );
+    let pooled = pooled.unwrap_err();
+    assert!(
+        matches!(pooled.kind, SpecErrorKind::DeviceLimit { what: "kernel size", value, .. } if value == 2 * big),
+        "{pooled}"
+    );
+}
+
 /// Pooling indices are written in the device's int dtype; one too narrow for the input plane
 /// is a typed error, not indices that wrap (256 x 256 = 65,536 elements overflow I16).
 #[cfg(feature = "ndarray")]

@@ -90,30 +90,11 @@ impl ConvPasses for CubeConv {
     }
 }
 
-/// The geometry the kernels run: a stride where one output is all there is, and a dilation
-/// where the kernel has one tap, never multiply anything, so they become 1 (validation allows
-/// either up to `isize::MAX`). Then every size, stride, dilation and padding must fit the
-/// kernels' 32-bit arithmetic, which would otherwise wrap.
+/// The geometry the kernels run ([`ConvGeometry::normalised`]), every value of which must fit
+/// the kernels' 32-bit arithmetic, which would otherwise wrap.
 fn launch_geometry(geometry: &ConvGeometry) -> Result<ConvGeometry, LaunchError> {
-    let mut g = *geometry;
-    for axis in 0..3 {
-        if g.out_size[axis] == 1 {
-            g.stride[axis] = 1;
-        }
-        if g.kernel[axis] == 1 {
-            g.dilation[axis] = 1;
-        }
-    }
-    let scalars = [g.batch, g.groups, g.in_channels, g.out_channels];
-    let axes = [
-        g.in_size,
-        g.out_size,
-        g.kernel,
-        g.stride,
-        g.dilation,
-        g.pad_begin,
-    ];
-    for value in scalars.into_iter().chain(axes.into_iter().flatten()) {
+    let g = geometry.normalised();
+    for (_, value) in g.named_values() {
         entry(value)?;
     }
     Ok(g)

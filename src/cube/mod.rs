@@ -23,6 +23,7 @@ use crate::spec::{
 
 use conv::CubeConv;
 use pool::{AVG, BackwardInputs, LP, LP_SHARE, MAX, Params, Windows};
+pub(crate) use tensor::MAX_KERNEL_VALUE;
 use tensor::{dims5, expect};
 
 fn max_params() -> Params {

@@ -151,9 +151,15 @@ pub fn table(like: &CubeTensor, values: &[u32]) -> CubeTensor {
 /// Tables per device the cache of [`table`] holds (a network has a few per layer).
 pub const TABLE_CACHE_ENTRIES: usize = 1024;
 
+/// The largest size, table entry or parameter the kernels hold: they compute in 32 bits.
+pub const MAX_KERNEL_VALUE: usize = u32::MAX as usize;
+
 /// `value` as a table entry.
 pub fn entry(value: usize) -> Result<u32, LaunchError> {
-    u32::try_from(value).map_err(|_| LaunchError::Table { value })
+    match value {
+        0..=MAX_KERNEL_VALUE => Ok(value as u32),
+        _ => Err(LaunchError::Table { value }),
+    }
 }
 
 /// Address width that indexes every tensor of a launch.

@@ -6,12 +6,12 @@ use burn::tensor::Tensor;
 
 use crate::backend::ConvPoolBackend;
 use crate::spec::{
-    ConvNdOptions, ConvTransposeNdOptions, PaddingMode, SpecResult, check_conv,
+    ConvGeometry, ConvNdOptions, ConvTransposeNdOptions, PaddingMode, SpecResult, check_conv,
     check_conv_transpose, check_float_dtype, check_input_rank, check_same_dtype, shapes,
 };
 
+use super::device::{check_kernel_values, check_output_memory};
 use super::lift::{lift_input, lift_weight};
-use super::memory::check_output_memory;
 use super::pad::pad_spatial;
 
 /// The input in a float dtype the ops compute in, and the weight and bias in the same one.
@@ -51,6 +51,8 @@ pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
         mode => pad_spatial(x, core::mem::take(&mut lifted.padding), mode),
     };
     let options = lifted;
+    let geometry = ConvGeometry::conv(&x.dims(), &weight.dims(), &options);
+    check_kernel_values(op, &x, geometry.normalised().named_values())?;
     let weight = weight.into_dispatch();
     let out = match bias {
         None => <Dispatch as ConvPoolBackend>::conv(x.into_dispatch(), weight, options),
@@ -80,6 +82,8 @@ pub(crate) fn try_conv_transpose<const N: usize, const D: usize, const W: usize>
     let weight = lift_weight::<N, W>(weight);
     let out_dims = shapes::conv_transpose(&x.dims(), &weight.dims(), &options);
     check_output_memory(op, &x, &shape, out_dims, None)?;
+    let geometry = ConvGeometry::transpose(&x.dims(), &weight.dims(), &options);
+    check_kernel_values(op, &x, geometry.normalised().named_values())?;
     let weight = weight.into_dispatch();
     let out = match bias {
         None => <Dispatch as ConvPoolBackend>::conv_transpose(x.into_dispatch(), weight, options),

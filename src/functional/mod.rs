@@ -1,8 +1,8 @@
 //! The tensor API: per-rank functions over `burn::Tensor`, each with a `try_` twin.
 
 pub(crate) mod conv;
+mod device;
 mod lift;
-mod memory;
 mod pad;
 mod pool;
 

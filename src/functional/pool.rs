@@ -9,11 +9,11 @@ use crate::spec::{
     AvgPoolNdOptions, FractionalMaxPoolOptions, LpPoolOptions, MaxPoolOptions, MaxUnpoolOptions,
     SpecError, SpecErrorKind, SpecResult, check_adaptive, check_avg_pool, check_float_dtype,
     check_fractional, check_index_dtype, check_input_rank, check_lp_pool, check_max_unpool,
-    check_nonempty, check_same_dtype, check_window, shapes,
+    check_nonempty, check_same_dtype, check_window, shapes, spatial, used_step,
 };
 
+use super::device::{check_kernel_values, check_output_memory};
 use super::lift::{InputShape, lift_input, reshape_exact_int, with_batch};
-use super::memory::check_output_memory;
 
 /// An adaptive pool's output size; `None` keeps that input dim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,6 +29,41 @@ impl<const N: usize> From<[Option<usize>; N]> for AdaptiveSize<N> {
     fn from(size: [Option<usize>; N]) -> Self {
         Self(size)
     }
+}
+
+/// The values a pool's kernels hold (see [`check_kernel_values`]): the input and output
+/// spatial sizes, bounding every window table entry, and `params`.
+fn kernel_values(
+    x: &[usize],
+    out: &[usize],
+    params: impl IntoIterator<Item = (&'static str, usize)>,
+) -> impl Iterator<Item = (&'static str, usize)> {
+    let sizes = x[2..].iter().map(|&size| ("input size", size));
+    let out_sizes = out[2..].iter().map(|&size| ("output size", size));
+    let params: Vec<_> = params.into_iter().collect();
+    sizes.chain(out_sizes).chain(params)
+}
+
+/// A sliding window's parameters, strides and dilations as computations read them.
+fn window_params(
+    out: &[usize],
+    kernel: [usize; 3],
+    stride: [usize; 3],
+    dilation: [usize; 3],
+    padding: [(usize, usize); 3],
+) -> Vec<(&'static str, usize)> {
+    let out = spatial(out);
+    (0..3)
+        .flat_map(|i| {
+            [
+                ("kernel size", kernel[i]),
+                ("stride", used_step(stride[i], out[i])),
+                ("dilation", used_step(dilation[i], kernel[i])),
+                ("padding", padding[i].0),
+                ("padding", padding[i].1),
+            ]
+        })
+        .collect()
 }
 
 /// Check the rank and emptiness of a pooling input, then lift it to rank 5.
@@ -63,6 +98,14 @@ fn try_max_pool_with_indices<const N: usize, const D: usize>(
     let options = check_window(op, &shape.dims, &options)?;
     let out_dims = shapes::window_pool(&x.dims(), &options);
     check_output_memory(op, &x, &shape, out_dims, Some(dtype))?;
+    let params = window_params(
+        &out_dims,
+        options.kernel_size,
+        options.stride,
+        options.dilation,
+        options.padding,
+    );
+    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, params))?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::max_pool_with_indices(x.into_dispatch(), options, dtype);
     Ok((
@@ -86,7 +129,17 @@ fn try_avg_pool<const N: usize, const D: usize>(
 ) -> SpecResult<Tensor<D>> {
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_avg_pool(op, &shape.dims, &options)?;
-    check_output_memory(op, &x, &shape, shapes::avg_pool(&x.dims(), &options), None)?;
+    let out_dims = shapes::avg_pool(&x.dims(), &options);
+    check_output_memory(op, &x, &shape, out_dims, None)?;
+    let mut params = window_params(
+        &out_dims,
+        options.kernel_size,
+        options.stride,
+        [1; 3],
+        options.padding,
+    );
+    params.push(("divisor_override", options.divisor_override.unwrap_or(0)));
+    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, params))?;
     let out = <Dispatch as ConvPoolBackend>::avg_pool(x.into_dispatch(), options);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -98,7 +151,17 @@ fn try_lp_pool<const N: usize, const D: usize>(
 ) -> SpecResult<Tensor<D>> {
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_lp_pool(op, &shape.dims, &options)?;
-    check_output_memory(op, &x, &shape, shapes::lp_pool(&x.dims(), &options), None)?;
+    let out_dims = shapes::lp_pool(&x.dims(), &options);
+    check_output_memory(op, &x, &shape, out_dims, None)?;
+    let mut params = window_params(
+        &out_dims,
+        options.kernel_size,
+        options.stride,
+        [1; 3],
+        [(0, 0); 3],
+    );
+    params.push(("kernel volume", options.kernel_size.iter().product()));
+    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, params))?;
     let out = <Dispatch as ConvPoolBackend>::lp_pool(x.into_dispatch(), options);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -110,13 +173,9 @@ fn try_adaptive_avg_pool<const N: usize, const D: usize>(
 ) -> SpecResult<Tensor<D>> {
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
-    check_output_memory(
-        op,
-        &x,
-        &shape,
-        shapes::with_spatial(&x.dims(), output_size),
-        None,
-    )?;
+    let out_dims = shapes::with_spatial(&x.dims(), output_size);
+    check_output_memory(op, &x, &shape, out_dims, None)?;
+    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, []))?;
     let out = <Dispatch as ConvPoolBackend>::adaptive_avg_pool(x.into_dispatch(), output_size);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -128,13 +187,9 @@ fn try_adaptive_max_pool_with_indices<const N: usize, const D: usize>(
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
     let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
-    check_output_memory(
-        op,
-        &x,
-        &shape,
-        shapes::with_spatial(&x.dims(), output_size),
-        Some(dtype),
-    )?;
+    let out_dims = shapes::with_spatial(&x.dims(), output_size);
+    check_output_memory(op, &x, &shape, out_dims, Some(dtype))?;
+    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, []))?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::adaptive_max_pool(x.into_dispatch(), output_size, dtype);
     Ok((
@@ -174,12 +229,16 @@ fn try_fractional_max_pool_with_indices<const N: usize, const D: usize>(
 ) -> SpecResult<(Tensor<D>, Tensor<D, Int>)> {
     let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let (kernel, output_size) = check_fractional(op, &shape.dims, &options)?;
-    check_output_memory(
+    let out_dims = shapes::with_spatial(&x.dims(), output_size);
+    check_output_memory(op, &x, &shape, out_dims, Some(dtype))?;
+    check_kernel_values(
         op,
         &x,
-        &shape,
-        shapes::with_spatial(&x.dims(), output_size),
-        Some(dtype),
+        kernel_values(
+            &x.dims(),
+            &out_dims,
+            kernel.map(|size| ("kernel size", size)),
+        ),
     )?;
     let (n, c) = (shape.dims[0], shape.dims[1]);
     let samples = match samples {
@@ -236,13 +295,9 @@ fn try_max_unpool<const N: usize, const D: usize>(
     let index_dims = with_batch(indices.dims().to_vec(), batched);
     let output_size = check_max_unpool(op, &x_dims, &index_dims, &options)?;
     let (x, shape) = lift_input::<N, D>(x, batched);
-    check_output_memory(
-        op,
-        &x,
-        &shape,
-        shapes::with_spatial(&x.dims(), output_size),
-        None,
-    )?;
+    let out_dims = shapes::with_spatial(&x.dims(), output_size);
+    check_output_memory(op, &x, &shape, out_dims, None)?;
+    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, []))?;
     let plane: usize = output_size.iter().product();
     // Data-dependent check: the min and max reductions read back together (one blocking
     // device-to-host read), so a bad index is an error, not a write out of bounds (the

@@ -9,7 +9,7 @@ use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
 use super::error::{SpecError, SpecErrorKind as Kind, SpecResult};
 use super::limits::{MAX_SIZE, check_elements, check_padded_len, check_size};
-use super::window::{kernel_extent, lift, out_len};
+use super::window::{kernel_extent, lift, out_len, used_step};
 
 /// How a convolution pads its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -356,6 +356,38 @@ impl ConvGeometry {
     /// Spatial elements of the output side.
     pub fn out_volume(&self) -> usize {
         self.out_size.iter().product()
+    }
+
+    /// The geometry as a computation reads it: strides and dilations through [`used_step`].
+    pub fn normalised(&self) -> Self {
+        Self {
+            stride: core::array::from_fn(|i| used_step(self.stride[i], self.out_size[i])),
+            dilation: core::array::from_fn(|i| used_step(self.dilation[i], self.kernel[i])),
+            ..*self
+        }
+    }
+
+    /// Every size and parameter, named: what a kernel with narrow integer arithmetic must be
+    /// able to hold.
+    pub fn named_values(&self) -> impl Iterator<Item = (&'static str, usize)> {
+        let scalars = [
+            ("batch", self.batch),
+            ("groups", self.groups),
+            ("input-side channels", self.in_channels),
+            ("output-side channels", self.out_channels),
+        ];
+        let axes = [
+            ("input-side size", self.in_size),
+            ("output-side size", self.out_size),
+            ("kernel size", self.kernel),
+            ("stride", self.stride),
+            ("dilation", self.dilation),
+            ("padding", self.pad_begin),
+        ];
+        let per_axis = axes
+            .into_iter()
+            .flat_map(|(name, values)| values.into_iter().map(move |value| (name, value)));
+        scalars.into_iter().chain(per_axis)
     }
 }
 

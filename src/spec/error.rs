@@ -204,6 +204,16 @@ pub enum SpecErrorKind {
         /// Its size in bytes.
         bytes: usize,
     },
+    /// A size or parameter above what the device's kernels address: the CubeCL kernels keep
+    /// sizes, window tables and parameters in 32 bits.
+    DeviceLimit {
+        /// What, e.g. `"padding"` or `"divisor_override"`.
+        what: &'static str,
+        /// Its value.
+        value: usize,
+        /// The largest the device's kernels hold.
+        limit: usize,
+    },
     /// Pooling indices (flat in an input plane) that the index dtype cannot hold: they would
     /// wrap.
     IndexDtype {
@@ -307,6 +317,10 @@ impl fmt::Display for SpecErrorKind {
             OutOfMemory { dims, bytes } => write!(
                 f,
                 "the output {dims:?} needs {bytes} bytes, more than this machine can allocate"
+            ),
+            DeviceLimit { what, value, limit } => write!(
+                f,
+                "{what} {value} is above {limit}, the largest value this device's kernels hold"
             ),
             IndexDtype { plane, dtype } => write!(
                 f,

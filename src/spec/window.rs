@@ -69,6 +69,13 @@ pub fn spatial(dims: &[usize]) -> [usize; 3] {
     [dims[2], dims[3], dims[4]]
 }
 
+/// `step` as a computation reads it: a stride over `count == 1` output positions, or a
+/// dilation between the taps of a one-tap kernel, multiplies nothing, so it is 1 (validation
+/// allows either up to [`MAX_SIZE`](crate::MAX_SIZE), more than narrow kernels can hold).
+pub fn used_step(step: usize, count: usize) -> usize {
+    if count == 1 { 1 } else { step }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -138,6 +138,10 @@ fn check(
     };
     let (got, expected) = match (got, expected) {
         (Err(_), None) => return Ok(false),
+        // A CubeCL device's documented limit (32-bit kernel arithmetic), not a wrong verdict.
+        (Err(error), Some(_)) if matches!(error.kind, SpecErrorKind::DeviceLimit { .. }) => {
+            return Ok(false);
+        }
         (Err(error), Some(_)) => {
             return Err(TestCaseError::fail(format!(
                 "{what}: rejected a valid input: {error}"

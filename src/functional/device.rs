@@ -1,13 +1,19 @@
-//! A typed error, not a process abort, for an output the host cannot allocate.
+//! What the device can hold, checked before the call, so that `try_` returns a typed error
+//! where the kernels would panic and the runtime would abort.
 //!
-//! Validation bounds every output by what memory can address (`spec::check_elements`), but an
-//! output below that can still exceed the machine: Rust's global allocator then aborts the
-//! process ("memory allocation of N bytes failed"), where PyTorch raises a catchable error.
-//! On a CPU device a large output is first reserved without being touched (the operating
-//! system refuses a reservation it cannot back) and released again, so such a call returns
-//! [`SpecErrorKind::OutOfMemory`]. On a CubeCL device the output must fit the runtime's
-//! largest single allocation (its `max_page_size`); what fits that but not the free memory
-//! is the runtime's to report.
+//! **Memory.** Validation bounds every output by what memory can address
+//! (`spec::check_elements`), but an output below that can still exceed the machine: Rust's
+//! global allocator then aborts the process ("memory allocation of N bytes failed"), where
+//! PyTorch raises a catchable error. On a CPU device a large output is first reserved without
+//! being touched (the operating system refuses a reservation it cannot back) and released
+//! again, so such a call returns [`SpecErrorKind::OutOfMemory`]. On a CubeCL device the output
+//! must fit the runtime's largest single allocation (its `max_page_size`); what fits that but
+//! not the free memory is the runtime's to report.
+//!
+//! **Kernel arithmetic.** The CubeCL kernels keep sizes, window tables and parameters in 32
+//! bits. A value above that (a 2^33 padding, a 2^40 pool kernel) is
+//! [`SpecErrorKind::DeviceLimit`] on a CubeCL device; the launch would otherwise panic inside
+//! Fusion, where no `try_` can catch it.
 
 use burn::tensor::{DType, Device, IntDType, Tensor};
 
@@ -17,6 +23,9 @@ use crate::spec::{SpecError, SpecErrorKind, SpecResult};
 /// Outputs up to this many bytes are not checked: every runtime allows a buffer that large
 /// (WebGPU's smallest allowed `maxBufferSize` is 256 MiB), and checking costs more.
 const ALWAYS_FITS: usize = 1 << 28;
+
+/// Values every device's kernels hold (32 bits), checked without looking up the device.
+const ALWAYS_HELD: usize = u32::MAX as usize;
 
 /// Host allocations below this many bytes are not probed: they cost more to probe than to
 /// allocate, and an allocation that small failing is a machine out of memory already.
@@ -72,4 +81,40 @@ fn fits(device: &Device, bytes: usize) -> bool {
 #[cfg(any(feature = "flex", feature = "ndarray"))]
 fn host_can_reserve(bytes: usize) -> bool {
     bytes < PROBE_BYTES || Vec::<u8>::new().try_reserve_exact(bytes).is_ok()
+}
+
+/// Check that the device of `x` can hold every one of `values` (named sizes and parameters of
+/// the call) in its kernels' arithmetic: on a CubeCL device, at most 32 bits.
+pub fn check_kernel_values(
+    op: &'static str,
+    x: &Tensor<5>,
+    values: impl IntoIterator<Item = (&'static str, usize)>,
+) -> SpecResult<()> {
+    let Some((what, value)) = values.into_iter().max_by_key(|&(_, value)| value) else {
+        return Ok(());
+    };
+    if value <= ALWAYS_HELD {
+        return Ok(());
+    }
+    match kernel_value_limit(&x.device()) {
+        Some(limit) if value > limit => Err(SpecError::new(
+            op,
+            SpecErrorKind::DeviceLimit { what, value, limit },
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The largest value the device's kernels hold, where there is one below `usize::MAX`.
+#[cfg(feature = "cube")]
+fn kernel_value_limit(device: &Device) -> Option<usize> {
+    use burn::backend::DispatchDevice;
+    let device = device.clone().without_autodiff();
+    matches!(device.as_dispatch(), DispatchDevice::Cube(_)).then_some(crate::cube::MAX_KERNEL_VALUE)
+}
+
+/// No device without CubeCL has a kernel limit below `usize::MAX`.
+#[cfg(not(feature = "cube"))]
+fn kernel_value_limit(_: &Device) -> Option<usize> {
+    None
 }
