@@ -395,6 +395,31 @@ mod tests {
         );
     }
 
+    /// The depthwise stencil on rows of 3, 5, 7 and 4 taps, on inputs narrower and wider than
+    /// the kernel, and dilated.
+    #[test]
+    fn depthwise_rows_of_every_width() {
+        for (k_w, pad_w) in [(3, 1), (5, 2), (7, 3), (4, 1), (5, 0)] {
+            for in_w in [3, 9, 17] {
+                if in_w + 2 * pad_w < k_w {
+                    continue;
+                }
+                check(
+                    [2, 3, 1, 4, in_w],
+                    3,
+                    [1, 2, k_w],
+                    ConvOptions::new([1; 3], [0, 1, pad_w], [1; 3], 3),
+                );
+            }
+        }
+        check(
+            [1, 2, 1, 5, 12],
+            2,
+            [1, 3, 3],
+            ConvOptions::new([1; 3], [0, 1, 2], [1, 1, 2], 2),
+        );
+    }
+
     /// Depthwise (the stencil) and channel multipliers (still the GEMM) side by side.
     #[test]
     fn depthwise_and_channel_multipliers() {
