@@ -207,6 +207,56 @@ fn max_of_box<T: Element>(
     (best, best_index)
 }
 
+/// Planes one task of a global pool reduces: enough that a task is not a few dozen additions.
+const PLANES_PER_TASK: usize = 64;
+
+/// Partial sums of a global pool: one per vector lane, so the additions vectorize.
+const LANES: usize = 16;
+
+/// The box of a pool with one window covering the whole plane (a global average), if it is one.
+fn whole_plane(in_size: [usize; 3], spans: &Spans) -> Option<[&Span; 3]> {
+    let boxed = [&spans[0], &spans[1], &spans[2]].map(|spans| match spans.as_slice() {
+        [span] => Some(span),
+        _ => None,
+    });
+    let boxed = [boxed[0]?, boxed[1]?, boxed[2]?];
+    let covers =
+        |(span, len): (&Span, usize)| span.start == 0 && span.count == len && span.step == 1;
+    boxed
+        .iter()
+        .copied()
+        .zip(in_size)
+        .all(covers)
+        .then_some(boxed)
+}
+
+/// Each plane's sum divided by `divisor`: a row reduction at memory speed. The sum runs in
+/// [`LANES`] interleaved partial sums, added in lane order, then the remainder.
+fn global_avg_pool<T: Element>(x: &[T], in_volume: usize, divisor: T, out: &mut [T]) {
+    out.par_chunks_mut(PLANES_PER_TASK)
+        .enumerate()
+        .for_each(|(task, out_task)| {
+            let x_task = &x[task * PLANES_PER_TASK * in_volume..][..out_task.len() * in_volume];
+            for (out, plane) in out_task.iter_mut().zip(x_task.chunks_exact(in_volume)) {
+                *out = lane_sum(plane).div(divisor);
+            }
+        });
+}
+
+/// The sum of `values` in [`LANES`] partial sums.
+fn lane_sum<T: Element>(values: &[T]) -> T {
+    let mut lanes = [T::ZERO; LANES];
+    let blocks = values.chunks_exact(LANES);
+    let rest = blocks.remainder();
+    for block in blocks {
+        for (lane, value) in lanes.iter_mut().zip(block) {
+            *lane += *value;
+        }
+    }
+    let total = lanes.into_iter().fold(T::ZERO, |sum, lane| sum + lane);
+    rest.iter().fold(total, |sum, value| sum + *value)
+}
+
 /// Sum over each box divided by `divisor(box)`: average and adaptive-average pooling.
 pub fn avg_pool<T: Element>(
     x: &[T],
@@ -218,6 +268,11 @@ pub fn avg_pool<T: Element>(
     let out_volume: usize = spans.iter().map(Vec::len).product();
     let planes = x.len().checked_div(in_volume).unwrap_or(0);
     let mut out = vec![T::ZERO; planes * out_volume];
+    if let Some(boxed) = whole_plane(in_size, spans) {
+        let divisor = T::from_f64(divisor(boxed) as f64);
+        global_avg_pool(x, in_volume, divisor, &mut out);
+        return out;
+    }
     per_plane(&mut out, out_volume, |p, out_plane| {
         let x_plane = &x[p * in_volume..][..in_volume];
         for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
@@ -240,6 +295,14 @@ pub fn avg_pool_backward<T: Element>(
     let out_volume: usize = spans.iter().map(Vec::len).product();
     let planes = out_grad.len().checked_div(out_volume).unwrap_or(0);
     let mut x_grad = vec![T::ZERO; planes * in_volume];
+    if let Some(boxed) = whole_plane(in_size, spans) {
+        // One share per plane, everywhere in it (what adding it to zero at each tap gives).
+        let divisor = T::from_f64(divisor(boxed) as f64);
+        per_plane(&mut x_grad, in_volume, |p, x_grad_plane| {
+            x_grad_plane.fill(out_grad[p].div(divisor));
+        });
+        return x_grad;
+    }
     per_plane(&mut x_grad, in_volume, |p, x_grad_plane| {
         let grad_plane = &out_grad[p * out_volume..][..out_volume];
         for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
@@ -409,4 +472,45 @@ fn checked_index(op: &str, index: i64, plane: usize) -> usize {
         .unwrap_or_else(|| {
             panic!("{op}: index {index} is out of range for a plane of {plane} elements")
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::adaptive_spans3;
+
+    /// The global average (one window over the whole plane, summed in lanes) against a plain
+    /// sum in f64, for plane counts that fill tasks unevenly and planes shorter and longer than
+    /// the lanes; its gradient is the same share everywhere.
+    #[test]
+    fn global_average_of_every_plane() {
+        for (in_size, planes) in [
+            ([1, 7, 5], 1),
+            ([1, 7, 5], 65),
+            ([2, 3, 2], 200),
+            ([1, 1, 3], 9),
+        ] {
+            let volume: usize = in_size.iter().product();
+            let x: Vec<f32> = (0..planes * volume)
+                .map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 37.0)
+                .collect();
+            let spans = adaptive_spans3(in_size, [1, 1, 1]);
+            assert!(whole_plane(in_size, &spans).is_some());
+            let out = avg_pool(&x, in_size, &spans, tap_count);
+            let expected = x
+                .chunks(volume)
+                .map(|plane| plane.iter().map(|&v| v as f64).sum::<f64>() / volume as f64);
+            for (got, expected) in out.iter().zip(expected) {
+                assert!((*got as f64 - expected).abs() < 1e-5, "{got} vs {expected}");
+            }
+            assert_eq!(out.len(), planes);
+            let grad = avg_pool_backward(&out, in_size, &spans, tap_count);
+            for (plane, share) in grad.chunks(volume).zip(&out) {
+                assert!(plane.iter().all(|v| *v == share / volume as f32));
+            }
+        }
+        // A window short of the plane takes the general walk.
+        let in_size = [1, 4, 4];
+        assert!(whole_plane(in_size, &adaptive_spans3(in_size, [1, 2, 1])).is_none());
+    }
 }
