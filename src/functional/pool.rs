@@ -7,9 +7,9 @@ use burn::tensor::{Distribution, Int, IntDType, Tensor};
 use crate::backend::ConvPoolBackend;
 use crate::spec::{
     AvgPoolNdOptions, FractionalMaxPoolOptions, LpPoolOptions, MaxPoolOptions, MaxUnpoolOptions,
-    SpecError, SpecErrorKind, SpecResult, check_adaptive, check_avg_pool, check_float_dtype,
-    check_fractional, check_index_dtype, check_input_rank, check_lp_pool, check_max_unpool,
-    check_nonempty, check_same_dtype, check_window, shapes, spatial, used_step,
+    SpecError, SpecErrorKind, SpecResult, avg_window, check_adaptive, check_avg_pool,
+    check_float_dtype, check_fractional, check_index_dtype, check_input_rank, check_lp_pool,
+    check_max_unpool, check_nonempty, check_same_dtype, check_window, shapes, spatial, used_step,
 };
 
 use super::device::{check_kernel_values, check_output_memory};
@@ -31,36 +31,38 @@ impl<const N: usize> From<[Option<usize>; N]> for AdaptiveSize<N> {
     }
 }
 
-/// The values a pool's kernels hold (see [`check_kernel_values`]): the input and output
-/// spatial sizes, bounding every window table entry, and `params`.
-fn kernel_values(
-    x: &[usize],
-    out: &[usize],
-    params: impl IntoIterator<Item = (&'static str, usize)>,
-) -> impl Iterator<Item = (&'static str, usize)> {
-    let sizes = x[2..].iter().map(|&size| ("input size", size));
-    let out_sizes = out[2..].iter().map(|&size| ("output size", size));
-    let params: Vec<_> = params.into_iter().collect();
-    sizes.chain(out_sizes).chain(params)
+/// Check that the device of `x` can hold the pool's output (and its indices, when
+/// `index_dtype` is given) and every value its kernels read: the input and output spatial
+/// sizes, which bound every window table entry, and `params`.
+fn check_pool_device<const D: usize>(
+    op: &'static str,
+    x: &Tensor<5>,
+    shape: &InputShape<D>,
+    out_dims: [usize; 5],
+    index_dtype: Option<IntDType>,
+    params: Vec<(&'static str, usize)>,
+) -> SpecResult<()> {
+    check_output_memory(op, x, shape, out_dims, index_dtype)?;
+    let sizes = spatial(&x.dims()).map(|size| ("input size", size));
+    let out_sizes = spatial(&out_dims).map(|size| ("output size", size));
+    check_kernel_values(op, x, sizes.into_iter().chain(out_sizes).chain(params))
 }
 
-/// A sliding window's parameters, strides and dilations as computations read them.
-fn window_params(
-    out: &[usize],
-    kernel: [usize; 3],
-    stride: [usize; 3],
-    dilation: [usize; 3],
-    padding: [(usize, usize); 3],
-) -> Vec<(&'static str, usize)> {
-    let out = spatial(out);
+/// A sliding window's parameters (as the backends build it: `avg_window`, `LpPoolOptions::window`),
+/// strides and dilations as computations read them.
+fn window_params(out_dims: &[usize], window: &MaxPoolOptions<3>) -> Vec<(&'static str, usize)> {
+    let out = spatial(out_dims);
     (0..3)
         .flat_map(|i| {
             [
-                ("kernel size", kernel[i]),
-                ("stride", used_step(stride[i], out[i])),
-                ("dilation", used_step(dilation[i], kernel[i])),
-                ("padding", padding[i].0),
-                ("padding", padding[i].1),
+                ("kernel size", window.kernel_size[i]),
+                ("stride", used_step(window.stride[i], out[i])),
+                (
+                    "dilation",
+                    used_step(window.dilation[i], window.kernel_size[i]),
+                ),
+                ("padding", window.padding[i].0),
+                ("padding", window.padding[i].1),
             ]
         })
         .collect()
@@ -97,15 +99,8 @@ fn try_max_pool_with_indices<const N: usize, const D: usize>(
     let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let options = check_window(op, &shape.dims, &options)?;
     let out_dims = shapes::window_pool(&x.dims(), &options);
-    check_output_memory(op, &x, &shape, out_dims, Some(dtype))?;
-    let params = window_params(
-        &out_dims,
-        options.kernel_size,
-        options.stride,
-        options.dilation,
-        options.padding,
-    );
-    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, params))?;
+    let params = window_params(&out_dims, &options);
+    check_pool_device(op, &x, &shape, out_dims, Some(dtype), params)?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::max_pool_with_indices(x.into_dispatch(), options, dtype);
     Ok((
@@ -130,16 +125,9 @@ fn try_avg_pool<const N: usize, const D: usize>(
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_avg_pool(op, &shape.dims, &options)?;
     let out_dims = shapes::avg_pool(&x.dims(), &options);
-    check_output_memory(op, &x, &shape, out_dims, None)?;
-    let mut params = window_params(
-        &out_dims,
-        options.kernel_size,
-        options.stride,
-        [1; 3],
-        options.padding,
-    );
+    let mut params = window_params(&out_dims, &avg_window(&options));
     params.push(("divisor_override", options.divisor_override.unwrap_or(0)));
-    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, params))?;
+    check_pool_device(op, &x, &shape, out_dims, None, params)?;
     let out = <Dispatch as ConvPoolBackend>::avg_pool(x.into_dispatch(), options);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -152,16 +140,9 @@ fn try_lp_pool<const N: usize, const D: usize>(
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_lp_pool(op, &shape.dims, &options)?;
     let out_dims = shapes::lp_pool(&x.dims(), &options);
-    check_output_memory(op, &x, &shape, out_dims, None)?;
-    let mut params = window_params(
-        &out_dims,
-        options.kernel_size,
-        options.stride,
-        [1; 3],
-        [(0, 0); 3],
-    );
+    let mut params = window_params(&out_dims, &options.window());
     params.push(("kernel volume", options.kernel_size.iter().product()));
-    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, params))?;
+    check_pool_device(op, &x, &shape, out_dims, None, params)?;
     let out = <Dispatch as ConvPoolBackend>::lp_pool(x.into_dispatch(), options);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -174,8 +155,7 @@ fn try_adaptive_avg_pool<const N: usize, const D: usize>(
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
     let out_dims = shapes::with_spatial(&x.dims(), output_size);
-    check_output_memory(op, &x, &shape, out_dims, None)?;
-    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, []))?;
+    check_pool_device(op, &x, &shape, out_dims, None, Vec::new())?;
     let out = <Dispatch as ConvPoolBackend>::adaptive_avg_pool(x.into_dispatch(), output_size);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -188,8 +168,7 @@ fn try_adaptive_max_pool_with_indices<const N: usize, const D: usize>(
     let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
     let out_dims = shapes::with_spatial(&x.dims(), output_size);
-    check_output_memory(op, &x, &shape, out_dims, Some(dtype))?;
-    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, []))?;
+    check_pool_device(op, &x, &shape, out_dims, Some(dtype), Vec::new())?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::adaptive_max_pool(x.into_dispatch(), output_size, dtype);
     Ok((
@@ -230,16 +209,8 @@ fn try_fractional_max_pool_with_indices<const N: usize, const D: usize>(
     let (x, shape, dtype) = lift_indexed_pool_input::<N, D>(op, x)?;
     let (kernel, output_size) = check_fractional(op, &shape.dims, &options)?;
     let out_dims = shapes::with_spatial(&x.dims(), output_size);
-    check_output_memory(op, &x, &shape, out_dims, Some(dtype))?;
-    check_kernel_values(
-        op,
-        &x,
-        kernel_values(
-            &x.dims(),
-            &out_dims,
-            kernel.map(|size| ("kernel size", size)),
-        ),
-    )?;
+    let params = kernel.map(|size| ("kernel size", size)).to_vec();
+    check_pool_device(op, &x, &shape, out_dims, Some(dtype), params)?;
     let (n, c) = (shape.dims[0], shape.dims[1]);
     let samples = match samples {
         Some(samples) => {
@@ -296,8 +267,7 @@ fn try_max_unpool<const N: usize, const D: usize>(
     let output_size = check_max_unpool(op, &x_dims, &index_dims, &options)?;
     let (x, shape) = lift_input::<N, D>(x, batched);
     let out_dims = shapes::with_spatial(&x.dims(), output_size);
-    check_output_memory(op, &x, &shape, out_dims, None)?;
-    check_kernel_values(op, &x, kernel_values(&x.dims(), &out_dims, []))?;
+    check_pool_device(op, &x, &shape, out_dims, None, Vec::new())?;
     let plane: usize = output_size.iter().product();
     // Data-dependent check: the min and max reductions read back together (one blocking
     // device-to-host read), so a bad index is an error, not a write out of bounds (the
