@@ -8,6 +8,8 @@
 //!   few outputs (weight gradients of depthwise and grouped convs, the bias gradient).
 //! - [`pool`]: one window kernel with pluggable reductions (max with indices, average with every
 //!   divisor rule, LP), reading NCHW through strides, and its gather-form backward.
+//! - [`sliding_max`]: max pooling over a sliding window of at most 7 taps per axis, its
+//!   positions computed in the kernel and its taps unrolled (the common max pools).
 //! - [`unpool`]: max-unpool's bounds-checked scatter and its gather backward.
 //!
 //! Every kernel takes `address_type = "dynamic"`: the launcher picks 32- or 64-bit addressing
@@ -15,4 +17,5 @@
 
 pub mod conv;
 pub mod pool;
+pub mod sliding_max;
 pub mod unpool;

@@ -51,7 +51,7 @@ pub struct PoolArgs {
 /// -inf and NaN from their bits: WGSL has no literals for them, and a NaN passed as a launch
 /// scalar does not survive on every runtime.
 #[cube]
-fn neg_infinity<F: Float>() -> F {
+pub(crate) fn neg_infinity<F: Float>() -> F {
     F::cast_from(f32::reinterpret(0xff80_0000u32))
 }
 
@@ -252,7 +252,7 @@ fn write_sum<F: Float, A: Float>(
 /// PyTorch). NaN is tested explicitly: float comparisons with NaN are not ordered the same way
 /// on every runtime.
 #[cube]
-fn beats<F: Float>(value: F, best: F) -> bool {
+pub(crate) fn beats<F: Float>(value: F, best: F) -> bool {
     let value_is_nan = f32::is_nan(f32::cast_from(value));
     value_is_nan || (!f32::is_nan(f32::cast_from(best)) && value > best)
 }

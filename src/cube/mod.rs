@@ -163,9 +163,12 @@ impl ConvPoolBackend for CubeBackend {
         indices_dtype: IntDType,
     ) -> (CubeTensor, CubeTensor) {
         let in_size = spatial(&dims5(&x));
-        let spans = window_spans(in_size, &options);
         let out_size = window_out_size(in_size, &options);
-        let windows = Windows::Table(spans);
+        if let Some(result) = pool::sliding_max(&x, &options, out_size, indices_dtype.into()) {
+            let device = x.device.clone();
+            return expect("max_pool", &device, result);
+        }
+        let windows = Windows::Table(window_spans(in_size, &options));
         max_pool(
             "max_pool",
             x,

@@ -4,10 +4,12 @@
 
 use burn::tensor::DType;
 use burn_convpool_kernels::pool::{self as kernels, PoolArgsLaunch};
+use burn_convpool_kernels::sliding_max as sliding;
 use burn_convpool_kernels::unpool;
 use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::SequenceArg;
 
-use crate::spec::{Spans, shapes, span_cover, spatial};
+use crate::spec::{MaxPoolOptions, Spans, shapes, span_cover, spatial};
 
 use super::tensor::{
     LaunchError, accumulator_type, address_type, contiguous, dims5, elementwise, empty, entry,
@@ -171,6 +173,72 @@ pub fn forward(
         params.count_include_pad,
         block_w,
         [dtype, index_type, accumulator_type(dtype)],
+    );
+    Ok((out, indices))
+}
+
+/// Largest kernel side the sliding max kernel unrolls.
+const SLIDING_MAX_KERNEL: usize = 7;
+
+/// Max pool with indices over a sliding window of up to 7 taps per axis, window positions
+/// computed in the kernel; `None` for a larger window, which the table-driven kernel runs.
+pub fn sliding_max(
+    x: &CubeTensor,
+    options: &MaxPoolOptions<3>,
+    out_size: [usize; 3],
+    indices_dtype: DType,
+) -> Option<Result<(CubeTensor, CubeTensor), LaunchError>> {
+    let small = options.kernel_size.iter().all(|&k| k <= SLIDING_MAX_KERNEL);
+    small.then(|| sliding_max_launch(x.clone(), options, out_size, indices_dtype))
+}
+
+fn sliding_max_launch(
+    x: CubeTensor,
+    options: &MaxPoolOptions<3>,
+    out_size: [usize; 3],
+    indices_dtype: DType,
+) -> Result<(CubeTensor, CubeTensor), LaunchError> {
+    let dtype = float_type(&x)?;
+    let x = strided(x);
+    let dims = dims5(&x);
+    let out_dims = shapes::with_spatial(&dims, out_size);
+    let out = empty(&x, &out_dims, x.dtype);
+    let indices = empty(&x, &out_dims, indices_dtype);
+    let index_type = int_type(&indices)?;
+    if out.meta.num_elements() == 0 {
+        return Ok((out, indices));
+    }
+    let block_w = out_size[2].min(BLOCK_W);
+    let units = out.meta.num_elements() / out_size[2] * out_size[2].div_ceil(block_w);
+    let (cube_count, cube_dim) = elementwise(&out, units);
+    let address = address_type(&[&x, &out]);
+    let axes = |values: [usize; 3]| -> Result<SequenceArg<usize>, LaunchError> {
+        let mut sequence = SequenceArg::new();
+        for value in values {
+            sequence.push(entry(value)? as usize);
+        }
+        Ok(sequence)
+    };
+    let args = sliding::SlidingArgsLaunch::new(
+        dims[1],
+        axes(spatial(&dims))?,
+        axes(out_size)?,
+        axes(options.stride)?,
+        axes(options.padding.map(|(begin, _)| begin))?,
+        axes(options.dilation)?,
+    );
+    sliding::max_pool_sliding::launch(
+        &out.client.clone(),
+        cube_count,
+        cube_dim,
+        address,
+        x.into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        indices.clone().into_tensor_arg(),
+        args,
+        options.kernel_size,
+        block_w,
+        [dtype, index_type],
     );
     Ok((out, indices))
 }
