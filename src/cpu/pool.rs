@@ -2,6 +2,9 @@
 //! `spec::pool`), one `(n, c)` plane per rayon task, with the reduction as a closure.
 //! Backward passes scatter within a plane, sequentially, so results are deterministic.
 
+use core::mem::MaybeUninit;
+
+use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 
 use crate::spec::{AvgPoolNdOptions, Span, Spans};
@@ -62,6 +65,7 @@ pub fn max_pool<'a, T: Element>(
     if out_volume == 0 {
         return (out, indices);
     }
+    let arch = pulp::Arch::new();
     out.par_chunks_mut(out_volume)
         .zip(indices.par_chunks_mut(out_volume))
         .enumerate()
@@ -69,7 +73,14 @@ pub fn max_pool<'a, T: Element>(
             let x_plane = &x[p * in_volume..][..in_volume];
             let spans = spans_of(p);
             let row_len = spans[2].len();
-            let run = regular_run(&spans[2]);
+            // Tap numbers of a run are u32: a box of 2^32 taps takes the per-box scan.
+            let run = regular_run(&spans[2]).filter(|run| {
+                let taps = spans[0].iter().map(|s| s.count).max().unwrap_or(0)
+                    * spans[1].iter().map(|s| s.count).max().unwrap_or(0)
+                    * spans[2][run.lo].count;
+                u32::try_from(taps).is_ok()
+            });
+            let mut scratch = RunScratch::default();
             let (lo, hi) = run.map_or((0, 0), |run| (run.lo, run.hi));
             let rows = out_plane
                 .chunks_mut(row_len)
@@ -84,16 +95,17 @@ pub fn max_pool<'a, T: Element>(
                     index_row[o] = index as i64;
                 }
                 if let Some(run) = run {
-                    max_of_run(
+                    arch.dispatch(RowMax {
                         x_plane,
                         in_size,
-                        [sd, sh],
-                        &spans[2],
+                        boxed: [sd, sh],
+                        w_spans: &spans[2],
                         run,
-                        &mut out_row[lo..hi],
-                        &mut index_row[lo..hi],
-                        &map,
-                    );
+                        best: &mut out_row[lo..hi],
+                        best_index: &mut index_row[lo..hi],
+                        map: &map,
+                        scratch: &mut scratch,
+                    });
                 }
             }
         });
@@ -129,9 +141,26 @@ fn regular_run(spans: &[Span]) -> Option<Run> {
     (hi - lo > 1 && stride > 0).then_some(Run { lo, hi, stride })
 }
 
-/// [`max_of_box`] for the columns of a [`Run`] at once: taps in the same row-major order per
-/// output, with a select instead of a branch, so random data does not mispredict.
+/// Reusable buffers of [`max_of_run`].
+#[derive(Default)]
+struct RunScratch<T> {
+    /// One tap row split by phase modulo the stride: `phases[p * len + i]` is the row's input
+    /// `p + i * stride` (from the run's first window start), so every tap reads a contiguous
+    /// slice, whatever the stride.
+    phases: Vec<T>,
+    /// Per output, the number of the tap holding its maximum.
+    winner: Vec<u32>,
+    /// Per tap, its flat input index for the run's first output.
+    tap_index: Vec<usize>,
+}
+
+/// [`max_of_box`] for the columns of a [`Run`] at once, vectorized across the outputs: each tap
+/// is a contiguous slice of the row (split by phase when the stride is above 1), compared
+/// against the running maxima with selects, the winning tap's number kept per output and
+/// turned into an index at the end. Taps are visited in the same row-major order per output,
+/// so the first-max and NaN rules are those of [`max_of_box`].
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn max_of_run<T: Element>(
     x_plane: &[T],
     [_, h_len, w_len]: [usize; 3],
@@ -141,32 +170,106 @@ fn max_of_run<T: Element>(
     best: &mut [T],
     best_index: &mut [i64],
     map: &impl Fn(T) -> T,
+    scratch: &mut RunScratch<T>,
 ) {
     let first = &w_spans[run.lo];
-    let origin = (sd.start * h_len + sh.start) * w_len + first.start;
+    let (n, stride) = (best.len(), run.stride);
+    let span_len = (first.count - 1) * first.step + (n - 1) * stride + 1;
+    let phase_len = span_len.div_ceil(stride);
     best.fill(T::NEG_INFINITY);
-    for (j, index) in best_index.iter_mut().enumerate() {
-        *index = (origin + j * run.stride) as i64;
+    scratch.winner.clear();
+    scratch.winner.resize(n, 0);
+    scratch.tap_index.clear();
+    if stride > 1 {
+        scratch.phases.resize(stride * phase_len, T::ZERO);
     }
     for d in sd.taps() {
         for h in sh.taps() {
-            let row = (d * h_len + h) * w_len;
-            for w in first.taps() {
-                let base = row + w;
-                let taps = &x_plane[base..base + (best.len() - 1) * run.stride + 1];
-                for (j, (b, index)) in best.iter_mut().zip(best_index.iter_mut()).enumerate() {
-                    let value = map(taps[j * run.stride]);
+            let row = (d * h_len + h) * w_len + first.start;
+            let src = &x_plane[row..row + span_len];
+            if stride > 1 {
+                split_phases(src, stride, &mut scratch.phases, phase_len);
+            }
+            for offset in first.taps().map(|w| w - first.start) {
+                let values = if stride > 1 {
+                    let (q, p) = (offset / stride, offset % stride);
+                    &scratch.phases[p * phase_len + q..][..n]
+                } else {
+                    &src[offset..][..n]
+                };
+                let tap = scratch.tap_index.len() as u32;
+                scratch.tap_index.push(row + offset);
+                let lanes = best.iter_mut().zip(scratch.winner.iter_mut());
+                for ((b, winner), &value) in lanes.zip(values) {
+                    let value = map(value);
+                    // `|`, not `||`: no branch, so the loop vectorizes.
                     #[allow(clippy::eq_op)]
-                    let better = value > *b || value != value;
+                    let better = (value > *b) | (value != value);
                     *b = if better { value } else { *b };
-                    *index = if better {
-                        (base + j * run.stride) as i64
-                    } else {
-                        *index
-                    };
+                    *winner = if better { tap } else { *winner };
                 }
             }
         }
+    }
+    for (j, (index, &winner)) in best_index.iter_mut().zip(&scratch.winner).enumerate() {
+        *index = (scratch.tap_index[winner as usize] + j * stride) as i64;
+    }
+}
+
+/// `phases[p * phase_len + i] = src[p + i * stride]`: a row split by phase modulo `stride`.
+/// Stride 2 (most pools) reads pairs, which vectorizes; other strides read strided.
+#[inline(always)]
+fn split_phases<T: Copy>(src: &[T], stride: usize, phases: &mut [T], phase_len: usize) {
+    if stride == 2 {
+        let (even, odd) = phases.split_at_mut(phase_len);
+        let pairs = src.chunks_exact(2);
+        if let [last] = pairs.remainder() {
+            even[src.len() / 2] = *last;
+        }
+        for ((e, o), pair) in even.iter_mut().zip(odd.iter_mut()).zip(pairs) {
+            *e = pair[0];
+            *o = pair[1];
+        }
+        return;
+    }
+    for (p, phase) in phases.chunks_mut(phase_len).enumerate() {
+        for (slot, &value) in phase.iter_mut().zip(src[p..].iter().step_by(stride)) {
+            *slot = value;
+        }
+    }
+}
+
+/// [`max_of_run`] as a `pulp` op: compiled once per instruction set and picked at run time,
+/// so its selects become the widest masked vector operations the CPU has (the crate is built
+/// for baseline x86-64, where they would be per-lane branches).
+struct RowMax<'a, T, M> {
+    x_plane: &'a [T],
+    in_size: [usize; 3],
+    boxed: [&'a Span; 2],
+    w_spans: &'a [Span],
+    run: Run,
+    best: &'a mut [T],
+    best_index: &'a mut [i64],
+    map: &'a M,
+    scratch: &'a mut RunScratch<T>,
+}
+
+impl<T: Element, M: Fn(T) -> T> WithSimd for RowMax<'_, T, M> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) {
+        max_of_run(
+            self.x_plane,
+            self.in_size,
+            self.boxed,
+            self.w_spans,
+            self.run,
+            self.best,
+            self.best_index,
+            self.map,
+            self.scratch,
+        );
     }
 }
 
@@ -427,20 +530,51 @@ pub fn scatter_by_index<T: Element, I: Copy + Into<i64> + Sync>(
     accumulate: bool,
 ) -> Vec<T> {
     let planes = values.len().checked_div(value_volume).unwrap_or(0);
-    let mut target = vec![T::ZERO; planes * target_volume];
-    per_plane(&mut target, target_volume, |p, target_plane| {
+    zeroed_per_plane(planes, target_volume, |p, target_plane| {
         let value_plane = &values[p * value_volume..][..value_volume];
         let index_plane = &indices[p * value_volume..][..value_volume];
         for (value, &index) in value_plane.iter().zip(index_plane) {
-            let slot = checked_index(op, index.into(), target_volume);
+            let Some(slot) = plane_slot(index.into(), target_volume) else {
+                bad_index(op, index.into(), target_volume)
+            };
             if accumulate {
                 target_plane[slot] += *value;
             } else {
                 target_plane[slot] = *value;
             }
         }
-    });
-    target
+    })
+}
+
+/// `planes * plane_len` values, each plane zeroed and then filled by `body` on the rayon task
+/// that owns it: the zeroes are written in parallel and are still in cache when `body` scatters
+/// into them (a `vec![0; n]` is one thread's memset of the whole output, up front).
+fn zeroed_per_plane<T: Element>(
+    planes: usize,
+    plane_len: usize,
+    body: impl Fn(usize, &mut [T]) + Sync,
+) -> Vec<T> {
+    let total = planes * plane_len;
+    let mut out = Vec::with_capacity(total);
+    if plane_len > 0 {
+        out.spare_capacity_mut()[..total]
+            .par_chunks_mut(plane_len)
+            .enumerate()
+            .for_each(|(p, chunk)| body(p, zeroed(chunk)));
+    }
+    // SAFETY: `zeroed` initialised each of the first `total` elements (the planes tile them);
+    // had `body` panicked, the length would still be 0.
+    unsafe { out.set_len(total) };
+    out
+}
+
+/// Write zeroes over `chunk` and view it as initialised.
+fn zeroed<T: Element>(chunk: &mut [MaybeUninit<T>]) -> &mut [T] {
+    for slot in chunk.iter_mut() {
+        slot.write(T::ZERO);
+    }
+    // SAFETY: every element was just written, and `MaybeUninit<T>` has the layout of `T`.
+    unsafe { &mut *(chunk as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
 /// `out[o] = source[index[o]]` in every plane: the gradient of max-unpool.
@@ -459,19 +593,27 @@ pub fn gather_by_index<T: Element, I: Copy + Into<i64> + Sync>(
         let source_plane = &source[p * source_volume..][..source_volume];
         let index_plane = &indices[p * out_volume..][..out_volume];
         for (slot, &index) in out_plane.iter_mut().zip(index_plane) {
-            *slot = source_plane[checked_index(op, index.into(), source_volume)];
+            let Some(at) = plane_slot(index.into(), source_volume) else {
+                bad_index(op, index.into(), source_volume)
+            };
+            *slot = source_plane[at];
         }
     });
     out
 }
 
-fn checked_index(op: &str, index: i64, plane: usize) -> usize {
-    usize::try_from(index)
-        .ok()
-        .filter(|&i| i < plane)
-        .unwrap_or_else(|| {
-            panic!("{op}: index {index} is out of range for a plane of {plane} elements")
-        })
+/// `index` as a position in a plane of `plane` elements, if it is one.
+#[inline(always)]
+fn plane_slot(index: i64, plane: usize) -> Option<usize> {
+    usize::try_from(index).ok().filter(|&i| i < plane)
+}
+
+/// The panic of an index outside its plane; out of line, so the loops that check keep their
+/// values in registers.
+#[cold]
+#[inline(never)]
+fn bad_index(op: &str, index: i64, plane: usize) -> ! {
+    panic!("{op}: index {index} is out of range for a plane of {plane} elements")
 }
 
 #[cfg(test)]
@@ -512,5 +654,77 @@ mod tests {
         // A window short of the plane takes the general walk.
         let in_size = [1, 4, 4];
         assert!(whole_plane(in_size, &adaptive_spans3(in_size, [1, 2, 1])).is_none());
+    }
+
+    /// The vectorized runs (phase-split rows, selects, winning tap numbers) against the scalar
+    /// scan of each box, bit for bit, on inputs full of ties, NaN and -inf, for strides 1 to 3
+    /// (2 has its own row split), dilation, padding, ceil mode and a 3D window.
+    #[test]
+    fn vectorized_runs_match_the_box_scan() {
+        use crate::spec::{MaxPoolOptions, window_spans};
+        let cases = [
+            (
+                [1, 13, 29],
+                [1, 3, 3],
+                [1, 2, 2],
+                [0, 1, 1],
+                [1, 1, 1],
+                false,
+            ),
+            (
+                [1, 9, 30],
+                [1, 2, 3],
+                [1, 1, 1],
+                [0, 0, 1],
+                [1, 1, 1],
+                false,
+            ),
+            (
+                [1, 11, 31],
+                [1, 3, 2],
+                [1, 3, 3],
+                [0, 1, 1],
+                [1, 1, 2],
+                true,
+            ),
+            ([1, 8, 40], [1, 2, 3], [1, 2, 2], [0, 1, 0], [1, 2, 3], true),
+            (
+                [4, 6, 22],
+                [2, 2, 2],
+                [2, 2, 2],
+                [0, 0, 0],
+                [1, 1, 1],
+                false,
+            ),
+        ];
+        for (in_size, kernel, stride, padding, dilation, ceil_mode) in cases {
+            let options = MaxPoolOptions::new(kernel)
+                .with_stride(stride)
+                .with_padding(padding)
+                .with_dilation(dilation)
+                .with_ceil_mode(ceil_mode);
+            let spans = window_spans(in_size, &options);
+            assert!(regular_run(&spans[2]).is_some(), "{options:?} has no run");
+            let volume: usize = in_size.iter().product();
+            let planes = 3;
+            let x: Vec<f32> = (0..planes * volume)
+                .map(|i| match i * 7919 % 23 {
+                    0 => f32::NAN,
+                    1 | 2 => f32::NEG_INFINITY,
+                    v => (v % 5) as f32,
+                })
+                .collect();
+            let out_volume: usize = spans.iter().map(Vec::len).product();
+            let (out, indices) = max_pool(&x, in_size, out_volume, |_| &spans, |v| v);
+            for p in 0..planes {
+                let plane = &x[p * volume..][..volume];
+                for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
+                    let (best, index) = max_of_box(plane, in_size, boxed, &|v| v);
+                    let at = p * out_volume + o;
+                    assert_eq!(out[at].to_bits(), best.to_bits(), "{options:?} value {at}");
+                    assert_eq!(indices[at], index as i64, "{options:?} index {at}");
+                });
+            }
+        }
     }
 }
