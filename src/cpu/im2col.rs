@@ -107,11 +107,21 @@ pub fn im2col<T: Element>(geometry: &ConvGeometry, x: &[T], rows: Range<usize>, 
                 dst[hi..].fill(T::ZERO);
                 let first = (lo as isize * stride as isize + offset) as usize;
                 let src = &x[x_row + first..];
-                if stride == 1 {
-                    dst[lo..hi].copy_from_slice(&src[..hi - lo]);
-                } else {
-                    for (slot, value) in dst[lo..hi].iter_mut().zip(src.iter().step_by(stride)) {
-                        *slot = *value;
+                match stride {
+                    1 => dst[lo..hi].copy_from_slice(&src[..hi - lo]),
+                    2 => {
+                        let (pairs, last) = strided_pairs(src, hi - lo);
+                        let (body, tail) = dst[lo..hi].split_at_mut(hi - lo - 1);
+                        for (slot, pair) in body.iter_mut().zip(pairs.chunks_exact(2)) {
+                            *slot = pair[0];
+                        }
+                        tail[0] = *last;
+                    }
+                    _ => {
+                        for (slot, value) in dst[lo..hi].iter_mut().zip(src.iter().step_by(stride))
+                        {
+                            *slot = *value;
+                        }
                     }
                 }
             }
@@ -128,17 +138,43 @@ pub fn col2im<T: Element>(geometry: &ConvGeometry, col: &[T], rows: Range<usize>
             let src = &col[col_start + lo..col_start + hi];
             let first = (lo as isize * stride as isize + offset) as usize;
             let dst = &mut x[x_row + first..];
-            if stride == 1 {
-                for (slot, value) in dst.iter_mut().zip(src) {
-                    *slot += *value;
+            match stride {
+                1 => {
+                    for (slot, value) in dst.iter_mut().zip(src) {
+                        *slot += *value;
+                    }
                 }
-            } else {
-                for (slot, value) in dst.iter_mut().step_by(stride).zip(src) {
-                    *slot += *value;
+                2 => {
+                    let (pairs, last) = strided_pairs_mut(dst, src.len());
+                    let (body, tail) = src.split_at(src.len() - 1);
+                    for (pair, value) in pairs.chunks_exact_mut(2).zip(body) {
+                        pair[0] += *value;
+                    }
+                    *last += tail[0];
+                }
+                _ => {
+                    for (slot, value) in dst.iter_mut().step_by(stride).zip(src) {
+                        *slot += *value;
+                    }
                 }
             }
         }
     });
+}
+
+/// The `2 * (n - 1)` elements holding the first `n - 1` of `n` stride-2 taps, as pairs whose
+/// first element is the tap, and the last tap: pairs vectorize where a stride-2 walk does not.
+#[inline(always)]
+fn strided_pairs<T>(values: &[T], n: usize) -> (&[T], &T) {
+    let (pairs, rest) = values.split_at(2 * (n - 1));
+    (pairs, &rest[0])
+}
+
+/// [`strided_pairs`] for writing.
+#[inline(always)]
+fn strided_pairs_mut<T>(values: &mut [T], n: usize) -> (&mut [T], &mut T) {
+    let (pairs, rest) = values.split_at_mut(2 * (n - 1));
+    (pairs, &mut rest[0])
 }
 
 /// True when the patch matrix is the input itself (1x1 kernel, stride 1, no padding), so the
