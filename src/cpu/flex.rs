@@ -51,7 +51,7 @@ impl HostTensors for Flex {
         IntValues::I64(Cow::Owned(int_data_values(tensor.clone().into_data())))
     }
 
-    fn int_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> FlexTensor {
+    fn int_from_values(values: IntValues<'static>, dims: &[usize], dtype: DType) -> FlexTensor {
         FlexTensor::from_data(int_data_from_values(values, dims, dtype))
     }
 }

@@ -59,8 +59,9 @@ pub trait HostTensors {
     /// kernels need no widening copy.
     fn int_slice(tensor: &Self::IntTensor) -> IntValues<'_>;
 
-    /// An int tensor of `dtype` from i64 values.
-    fn int_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> Self::IntTensor;
+    /// An int tensor of `dtype` from i32 or i64 values.
+    fn int_from_values(values: IntValues<'static>, dims: &[usize], dtype: DType)
+    -> Self::IntTensor;
 }
 
 /// Dims of a rank-5 backend tensor.
@@ -124,10 +125,12 @@ pub fn int_data_values(data: TensorData) -> Vec<i64> {
 }
 
 /// `TensorData` of int `dtype` from i64 values (narrowed with a plain loop for i32).
-pub fn int_data_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> TensorData {
-    match dtype {
-        DType::I64 => TensorData::new(values, dims.to_vec()),
-        DType::I32 => TensorData::new(
+pub fn int_data_from_values(values: IntValues<'_>, dims: &[usize], dtype: DType) -> TensorData {
+    let dims = dims.to_vec();
+    match (values, dtype) {
+        (IntValues::I32(values), DType::I32) => TensorData::new(values.into_owned(), dims),
+        (IntValues::I64(values), DType::I64) => TensorData::new(values.into_owned(), dims),
+        (IntValues::I64(values), DType::I32) => TensorData::new(
             // The ops check that indices fit (`check_index_dtype`); never wrap regardless.
             values
                 .iter()
@@ -135,9 +138,14 @@ pub fn int_data_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> T
                     i32::try_from(v).unwrap_or_else(|_| panic!("index {v} does not fit in I32"))
                 })
                 .collect::<Vec<i32>>(),
-            dims.to_vec(),
+            dims,
         ),
-        _ => TensorData::new(values, dims.to_vec()).convert_dtype(dtype),
+        (IntValues::I32(values), dtype) => {
+            TensorData::new(values.into_owned(), dims).convert_dtype(dtype)
+        }
+        (IntValues::I64(values), dtype) => {
+            TensorData::new(values.into_owned(), dims).convert_dtype(dtype)
+        }
     }
 }
 

@@ -59,7 +59,7 @@ impl HostTensors for NdArray {
         IntValues::I64(Cow::Owned(int_data_values(data)))
     }
 
-    fn int_from_values(values: Vec<i64>, dims: &[usize], dtype: DType) -> NdArrayTensor {
+    fn int_from_values(values: IntValues<'static>, dims: &[usize], dtype: DType) -> NdArrayTensor {
         NdArrayTensor::from_data(int_data_from_values(values, dims, dtype))
     }
 }

@@ -51,17 +51,17 @@ fn per_plane<T: Send>(out: &mut [T], plane_len: usize, body: impl Fn(usize, &mut
 /// Max over each box of every plane, with PyTorch's first-max and NaN rules; `spans_of(plane)`
 /// gives the boxes (the same for all planes except in fractional pooling). `map` is applied to
 /// each value first (`abs` for LP pooling with `p = inf`).
-pub fn max_pool<'a, T: Element>(
+pub fn max_pool<'a, T: Element, I: PoolIndex>(
     x: &[T],
     in_size: [usize; 3],
     out_volume: usize,
     spans_of: impl Fn(usize) -> &'a Spans + Sync,
     map: impl Fn(T) -> T + Sync,
-) -> (Vec<T>, Vec<i64>) {
+) -> (Vec<T>, Vec<I>) {
     let in_volume: usize = in_size.iter().product();
     let planes = x.len().checked_div(in_volume).unwrap_or(0);
     let mut out = vec![T::ZERO; planes * out_volume];
-    let mut indices = vec![0i64; planes * out_volume];
+    let mut indices = vec![I::default(); planes * out_volume];
     if out_volume == 0 {
         return (out, indices);
     }
@@ -92,7 +92,7 @@ pub fn max_pool<'a, T: Element>(
                 for o in (0..lo).chain(hi..row_len) {
                     let (best, index) = max_of_box(x_plane, in_size, [sd, sh, &spans[2][o]], &map);
                     out_row[o] = best;
-                    index_row[o] = index as i64;
+                    index_row[o] = I::from_flat(index);
                 }
                 if let Some(run) = run {
                     arch.dispatch(RowMax {
@@ -110,6 +110,26 @@ pub fn max_pool<'a, T: Element>(
             }
         });
     (out, indices)
+}
+
+/// The integer a max pool writes its indices in: i32 or i64, the width the index tensor
+/// stores, so an I32 tensor needs no widened copy and no conversion pass.
+pub trait PoolIndex: Copy + Default + Send + Sync + 'static {
+    /// A flat index into the input plane.
+    fn from_flat(index: usize) -> Self;
+}
+
+impl PoolIndex for i32 {
+    fn from_flat(index: usize) -> Self {
+        // The ops check that indices fit (`check_index_dtype`); never wrap regardless.
+        i32::try_from(index).unwrap_or_else(|_| panic!("index {index} does not fit in I32"))
+    }
+}
+
+impl PoolIndex for i64 {
+    fn from_flat(index: usize) -> Self {
+        index as i64
+    }
 }
 
 /// A range of output columns whose windows have the same taps shifted by a constant stride:
@@ -161,14 +181,14 @@ struct RunScratch<T> {
 /// so the first-max and NaN rules are those of [`max_of_box`].
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn max_of_run<T: Element>(
+fn max_of_run<T: Element, I: PoolIndex>(
     x_plane: &[T],
     [_, h_len, w_len]: [usize; 3],
     [sd, sh]: [&Span; 2],
     w_spans: &[Span],
     run: Run,
     best: &mut [T],
-    best_index: &mut [i64],
+    best_index: &mut [I],
     map: &impl Fn(T) -> T,
     scratch: &mut RunScratch<T>,
 ) {
@@ -212,7 +232,7 @@ fn max_of_run<T: Element>(
         }
     }
     for (j, (index, &winner)) in best_index.iter_mut().zip(&scratch.winner).enumerate() {
-        *index = (scratch.tap_index[winner as usize] + j * stride) as i64;
+        *index = I::from_flat(scratch.tap_index[winner as usize] + j * stride);
     }
 }
 
@@ -242,19 +262,19 @@ fn split_phases<T: Copy>(src: &[T], stride: usize, phases: &mut [T], phase_len: 
 /// [`max_of_run`] as a `pulp` op: compiled once per instruction set and picked at run time,
 /// so its selects become the widest masked vector operations the CPU has (the crate is built
 /// for baseline x86-64, where they would be per-lane branches).
-struct RowMax<'a, T, M> {
+struct RowMax<'a, T, I, M> {
     x_plane: &'a [T],
     in_size: [usize; 3],
     boxed: [&'a Span; 2],
     w_spans: &'a [Span],
     run: Run,
     best: &'a mut [T],
-    best_index: &'a mut [i64],
+    best_index: &'a mut [I],
     map: &'a M,
     scratch: &'a mut RunScratch<T>,
 }
 
-impl<T: Element, M: Fn(T) -> T> WithSimd for RowMax<'_, T, M> {
+impl<T: Element, I: PoolIndex, M: Fn(T) -> T> WithSimd for RowMax<'_, T, I, M> {
     type Output = ();
 
     #[inline(always)]
@@ -715,7 +735,7 @@ mod tests {
                 })
                 .collect();
             let out_volume: usize = spans.iter().map(Vec::len).product();
-            let (out, indices) = max_pool(&x, in_size, out_volume, |_| &spans, |v| v);
+            let (out, indices) = max_pool::<f32, i64>(&x, in_size, out_volume, |_| &spans, |v| v);
             for p in 0..planes {
                 let plane = &x[p * volume..][..volume];
                 for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {

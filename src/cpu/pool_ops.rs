@@ -1,5 +1,7 @@
 //! The pooling primitives for any [`HostTensors`] backend.
 
+use std::borrow::Cow;
+
 use burn::tensor::{DType, IntDType};
 
 use crate::spec::{
@@ -8,10 +10,28 @@ use crate::spec::{
 };
 
 use super::element::Element;
-use super::host::{HostTensors, Precision, dims5, with_element, with_indices};
+use super::host::{HostTensors, IntValues, Precision, dims5, with_element, with_indices};
 use super::pool;
 
 use crate::spec::shapes::with_spatial as out_dims;
+
+/// [`pool::max_pool`] with its indices in the width `index_dtype` stores: i32 written
+/// directly for an I32 tensor (Burn's default), i64 otherwise.
+fn max_pool_indexed<'a, T: Element>(
+    index_dtype: DType,
+    x: &[T],
+    in_size: [usize; 3],
+    out_volume: usize,
+    spans_of: impl Fn(usize) -> &'a Spans + Sync,
+) -> (Vec<T>, IntValues<'static>) {
+    if index_dtype == DType::I32 {
+        let (values, indices) = pool::max_pool::<T, i32>(x, in_size, out_volume, spans_of, |v| v);
+        (values, IntValues::I32(Cow::Owned(indices)))
+    } else {
+        let (values, indices) = pool::max_pool::<T, i64>(x, in_size, out_volume, spans_of, |v| v);
+        (values, IntValues::I64(Cow::Owned(indices)))
+    }
+}
 
 /// Max over fixed boxes (sliding or adaptive), with indices.
 fn max_over<H: HostTensors>(
@@ -27,11 +47,12 @@ fn max_over<H: HostTensors>(
     let out = out_dims(&dims, out_size);
     with_element!(op, dtype, |T| {
         let volume = out_size.iter().product();
+        let index_dtype = DType::from(indices_dtype);
         let (values, indices) =
-            pool::max_pool::<T>(&H::values(&x), in_size, volume, |_| &spans, |v| v);
+            max_pool_indexed::<T>(index_dtype, &H::values(&x), in_size, volume, |_| &spans);
         (
             H::from_values(values, &out, dtype),
-            H::int_from_values(indices, &out, DType::from(indices_dtype)),
+            H::int_from_values(indices, &out, index_dtype),
         )
     })
 }
@@ -91,11 +112,14 @@ pub fn fractional_max_pool<H: HostTensors>(
     let out = out_dims(&dims, output_size);
     with_element!("fractional_max_pool", dtype, |T| {
         let volume = output_size.iter().product();
+        let index_dtype = DType::from(indices_dtype);
         let (values, indices) =
-            pool::max_pool::<T>(&H::values(&x), in_size, volume, |p| &plane_spans[p], |v| v);
+            max_pool_indexed::<T>(index_dtype, &H::values(&x), in_size, volume, |p| {
+                &plane_spans[p]
+            });
         (
             H::from_values(values, &out, dtype),
-            H::int_from_values(indices, &out, DType::from(indices_dtype)),
+            H::int_from_values(indices, &out, index_dtype),
         )
     })
 }
@@ -196,7 +220,7 @@ pub fn lp_pool<H: HostTensors>(x: H::Tensor, options: &LpPoolOptions<3>) -> H::T
     with_element!("lp_pool", dtype, |T| {
         let x = H::values::<T>(&x);
         let out = if p.is_infinite() {
-            pool::max_pool::<T>(
+            pool::max_pool::<T, i64>(
                 &x,
                 in_size,
                 out_size.iter().product(),
@@ -230,7 +254,7 @@ pub fn lp_pool_backward<H: HostTensors>(
         let out_grad = H::values::<T>(&out_grad);
         let x_grad = if p.is_infinite() {
             let (_, indices) =
-                pool::max_pool::<T>(&x, in_size, out_volume, |_| &spans, |v: T| v.abs());
+                pool::max_pool::<T, i64>(&x, in_size, out_volume, |_| &spans, |v: T| v.abs());
             let in_volume = in_size.iter().product();
             let mut x_grad = pool::scatter_by_index::<T, i64>(
                 "lp_pool_backward",
