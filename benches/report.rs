@@ -39,6 +39,13 @@ struct Row {
     pytorch: Option<f64>,
 }
 
+impl Row {
+    /// PyTorch's time over ours: above 1 means ours is faster.
+    fn pytorch_ratio(&self) -> Option<f64> {
+        Some(self.pytorch? / self.timing.ours?)
+    }
+}
+
 #[derive(Deserialize)]
 struct Benchmark {
     group_id: String,
@@ -206,7 +213,25 @@ fn machine() -> String {
             )
         })
         .unwrap_or_default();
-    format!("{cpu}, {threads} threads{gpu}")
+    format!("{cpu}, {threads} threads, widest vector ISA {}{gpu}", isa())
+}
+
+/// The widest x86 vector instruction set the CPU reports (what gemm and pulp pick at run time).
+fn isa() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            return "AVX-512";
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            return "AVX2+FMA";
+        }
+        "SSE2"
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        std::env::consts::ARCH
+    }
 }
 
 /// Which kernels the CubeCL rows compare: with the `autotune` feature, Burn's built-in convs
@@ -265,9 +290,13 @@ fn write_markdown(
             let _ = writeln!(md, "\n## Device `{device}`\n");
             let _ = writeln!(
                 md,
-                "| case | op | pass | ours | built-in | ratio | ours throughput | PyTorch |"
+                "| case | op | pass | ours | built-in | ratio | ours throughput | PyTorch | \
+                 PyTorch / ours |"
             );
-            let _ = writeln!(md, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+            let _ = writeln!(
+                md,
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+            );
         }
         let ratio = match (row.timing.burn, row.timing.ours) {
             (Some(burn), Some(ours)) => format!("{:.2}x", burn / ours),
@@ -281,9 +310,12 @@ fn write_markdown(
                 format!("{:.1} GB/s", row.work / seconds * 1e-9)
             }
         });
+        let versus_pytorch = row
+            .pytorch_ratio()
+            .map_or("—".into(), |r| format!("{r:.2}x"));
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.case,
             row.op,
             row.pass,
@@ -291,7 +323,8 @@ fn write_markdown(
             duration(row.timing.burn),
             ratio,
             throughput,
-            duration(row.pytorch)
+            duration(row.pytorch),
+            versus_pytorch
         );
     }
     let ratios: Vec<f64> = rows
@@ -307,6 +340,29 @@ fn write_markdown(
             ratios.len()
         );
     }
+    let versus_pytorch: Vec<(&Row, f64)> = rows
+        .iter()
+        .filter_map(|row| Some((row, row.pytorch_ratio()?)))
+        .collect();
+    if !versus_pytorch.is_empty() {
+        let n = versus_pytorch.len() as f64;
+        let geomean = (versus_pytorch.iter().map(|(_, r)| r.ln()).sum::<f64>() / n).exp();
+        let faster = versus_pytorch.iter().filter(|(_, r)| *r > 1.0).count();
+        let (slowest, lowest) = versus_pytorch
+            .iter()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("non-empty");
+        let _ = writeln!(
+            md,
+            "PyTorch / ours (PyTorch's time over ours, same machine, same run): geometric mean \
+             {geomean:.2}x over {} rows; ours is faster in {faster}; lowest {lowest:.2}x \
+             ({} {} {}).",
+            versus_pytorch.len(),
+            slowest.device,
+            slowest.case,
+            slowest.pass
+        );
+    }
     let _ = writeln!(md, "\n![ratios]({png})");
     std::fs::write(path, md)
 }
@@ -314,29 +370,37 @@ fn write_markdown(
 fn write_png(rows: &[Row], path: &Path) -> Result<(), Box<dyn std::error::Error>> {
     plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
         .map_err(|_| "invalid embedded font")?;
-    let bars: Vec<(String, f64)> = rows
+    // Per row: built-in / ours and PyTorch / ours, where measured.
+    let bars: Vec<(String, Option<f64>, Option<f64>)> = rows
         .iter()
         .filter_map(|row| {
-            let ratio = row.timing.burn? / row.timing.ours?;
-            Some((format!("{} {} {}", row.device, row.case, row.pass), ratio))
+            let builtin = row.timing.burn.zip(row.timing.ours).map(|(b, o)| b / o);
+            let pytorch = row.pytorch_ratio();
+            (builtin.is_some() || pytorch.is_some()).then(|| {
+                let label = format!("{} {} {}", row.device, row.case, row.pass);
+                (label, builtin, pytorch)
+            })
         })
         .collect();
-    let height = 80 + 18 * bars.len() as u32;
-    let root = BitMapBackend::new(path, (1100, height.max(200))).into_drawing_area();
+    let height = 80 + 22 * bars.len() as u32;
+    let root = BitMapBackend::new(path, (1200, height.max(200))).into_drawing_area();
     root.fill(&WHITE)?;
     let limit = bars
         .iter()
-        .map(|(_, r)| r.log2().abs())
+        .flat_map(|(_, b, p)| [*b, *p])
+        .flatten()
+        .map(|r| r.log2().abs())
         .fold(1.0f64, f64::max)
         .ceil();
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            "built-in time / our time (log2 scale; right of 0 = ours faster)",
-            ("sans-serif", 18),
+            "time ratios, log2 scale, right of 0 = ours faster: built-in / ours (upper bar, \
+             green/red), PyTorch / ours (lower bar, blue/orange)",
+            ("sans-serif", 16),
         )
         .margin(12)
         .x_label_area_size(30)
-        .build_cartesian_2d(-limit - 5.0..limit, 0f64..bars.len() as f64)?;
+        .build_cartesian_2d(-limit - 6.0..limit, 0f64..bars.len() as f64)?;
     chart
         .configure_mesh()
         .disable_y_mesh()
@@ -350,23 +414,43 @@ fn write_png(rows: &[Row], path: &Path) -> Result<(), Box<dyn std::error::Error>
         })
         .draw()?;
     let top = bars.len() as f64;
-    chart.draw_series(bars.iter().enumerate().map(|(i, (_, ratio))| {
-        let y = top - i as f64;
-        let color = if *ratio >= 1.0 {
-            GREEN.mix(0.7)
-        } else {
-            RED.mix(0.7)
-        };
-        Rectangle::new([(0.0, y - 0.8), (ratio.log2(), y - 0.2)], color.filled())
-    }))?;
-    chart.draw_series(bars.iter().enumerate().map(|(i, (label, ratio))| {
-        let y = top - i as f64 - 0.3;
-        Text::new(
-            format!("{label}  {ratio:.2}x"),
-            (-limit - 5.0, y),
-            ("sans-serif", 12),
+    let bar = |y: f64, ratio: f64, [good, bad]: [RGBColor; 2]| {
+        let color = if ratio >= 1.0 { good } else { bad };
+        Rectangle::new(
+            [(0.0, y), (ratio.log2(), y + 0.35)],
+            color.mix(0.75).filled(),
         )
-    }))?;
+    };
+    let orange = RGBColor(230, 140, 20);
+    chart.draw_series(
+        bars.iter()
+            .enumerate()
+            .flat_map(|(i, (_, builtin, pytorch))| {
+                let y = top - i as f64;
+                let upper = builtin.map(|r| bar(y - 0.45, r, [GREEN, RED]));
+                let lower = pytorch.map(|r| bar(y - 0.85, r, [BLUE, orange]));
+                upper.into_iter().chain(lower)
+            }),
+    )?;
+    let show = |name: &str, ratio: &Option<f64>| {
+        ratio.map_or(String::new(), |r| format!("  {name} {r:.2}x"))
+    };
+    chart.draw_series(
+        bars.iter()
+            .enumerate()
+            .map(|(i, (label, builtin, pytorch))| {
+                let y = top - i as f64 - 0.3;
+                Text::new(
+                    format!(
+                        "{label}{}{}",
+                        show("built-in", builtin),
+                        show("PyTorch", pytorch)
+                    ),
+                    (-limit - 6.0, y),
+                    ("sans-serif", 12),
+                )
+            }),
+    )?;
     chart.draw_series(std::iter::once(PathElement::new(
         [(0.0, 0.0), (0.0, top)],
         BLACK,
