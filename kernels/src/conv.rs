@@ -108,7 +108,7 @@ fn kernel_volume(args: &ConvArgs) -> usize {
 /// pad`, inside the input. Input gradient: `(at + pad - reach) / stride`, when it divides
 /// and is inside the output (`unit_stride` skips the division).
 #[cube]
-fn tap_along(
+pub(crate) fn tap_along(
     at: usize,
     reach: usize,
     stride: usize,

@@ -7,6 +7,7 @@
 
 use cubecl::prelude::*;
 
+use crate::conv::{FORWARD, tap_along};
 use crate::pool::{beats, neg_infinity};
 
 /// Sizes and window of one sliding max pool, per axis D, H, W.
@@ -20,16 +21,22 @@ pub struct SlidingArgs {
     pub dilation: Sequence<usize>,
 }
 
-/// One axis's tap of a window: its input position, clamped into the input so that a masked
-/// tap still reads a valid address, and whether it lies inside the input.
+/// One axis's tap of a window, by the forward conv's tap rule: its input position, clamped
+/// into the input so that a masked tap still reads a valid address, and whether it lies inside.
 #[cube]
 fn tap(args: &SlidingArgs, o: usize, t: usize, #[comptime] axis: usize) -> (usize, bool) {
-    // In padded coordinates, so nothing underflows.
-    let padded = o * args.stride[axis] + t * args.dilation[axis];
-    let pad = args.padding[axis];
-    let at = max(padded, pad) - pad;
     let len = args.in_size[axis];
-    (min(at, len - 1), padded >= pad && at < len)
+    let reach = t * args.dilation[axis];
+    let (at, inside) = tap_along(
+        o,
+        reach,
+        args.stride[axis],
+        args.padding[axis],
+        len,
+        FORWARD,
+        false,
+    );
+    (min(at, len - 1), inside)
 }
 
 /// One unit reduces `block_w` consecutive outputs along W; `kernel` is the window (D, H, W).

@@ -682,40 +682,14 @@ mod tests {
     #[test]
     fn vectorized_runs_match_the_box_scan() {
         use crate::spec::{MaxPoolOptions, window_spans};
+        // (input size, kernel, stride, padding, dilation, ceil mode), one case a line.
+        #[rustfmt::skip]
         let cases = [
-            (
-                [1, 13, 29],
-                [1, 3, 3],
-                [1, 2, 2],
-                [0, 1, 1],
-                [1, 1, 1],
-                false,
-            ),
-            (
-                [1, 9, 30],
-                [1, 2, 3],
-                [1, 1, 1],
-                [0, 0, 1],
-                [1, 1, 1],
-                false,
-            ),
-            (
-                [1, 11, 31],
-                [1, 3, 2],
-                [1, 3, 3],
-                [0, 1, 1],
-                [1, 1, 2],
-                true,
-            ),
+            ([1, 13, 29], [1, 3, 3], [1, 2, 2], [0, 1, 1], [1, 1, 1], false),
+            ([1, 9, 30], [1, 2, 3], [1, 1, 1], [0, 0, 1], [1, 1, 1], false),
+            ([1, 11, 31], [1, 3, 2], [1, 3, 3], [0, 1, 1], [1, 1, 2], true),
             ([1, 8, 40], [1, 2, 3], [1, 2, 2], [0, 1, 0], [1, 2, 3], true),
-            (
-                [4, 6, 22],
-                [2, 2, 2],
-                [2, 2, 2],
-                [0, 0, 0],
-                [1, 1, 1],
-                false,
-            ),
+            ([4, 6, 22], [2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1], false),
         ];
         for (in_size, kernel, stride, padding, dilation, ceil_mode) in cases {
             let options = MaxPoolOptions::new(kernel)

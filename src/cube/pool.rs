@@ -8,6 +8,7 @@ use burn_convpool_kernels::sliding_max as sliding;
 use burn_convpool_kernels::unpool;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::SequenceArg;
+use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::{MaxPoolOptions, Spans, shapes, span_cover, spatial};
 
@@ -113,6 +114,15 @@ fn pool_args(
 /// Outputs (forward) or inputs (backward) along the last axis one unit computes.
 const BLOCK_W: usize = 8;
 
+/// The launch of a kernel whose unit takes up to [`BLOCK_W`] consecutive elements of a row of
+/// `tensor` (rows of `width`): the block width and the grid.
+fn row_blocks(tensor: &CubeTensor, width: usize) -> (usize, CubeCount, CubeDim) {
+    let block_w = width.min(BLOCK_W);
+    let units = tensor.meta.num_elements() / width * width.div_ceil(block_w);
+    let (cube_count, cube_dim) = elementwise(tensor, units);
+    (block_w, cube_count, cube_dim)
+}
+
 /// Run the window kernel: values, and indices of `indices_dtype` for `MAX` (else a dummy).
 /// `out_grad` is read by `LP_SHARE` only.
 pub fn forward(
@@ -150,9 +160,7 @@ pub fn forward(
     if out.meta.num_elements() == 0 {
         return Ok((out, indices));
     }
-    let block_w = out_size[2].min(BLOCK_W);
-    let units = out.meta.num_elements() / out_size[2] * out_size[2].div_ceil(block_w);
-    let (cube_count, cube_dim) = elementwise(&out, units);
+    let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2]);
     let address = address_type(&[&x, &out, &out_grad]);
     let args = pool_args(dims[1], spatial(&dims), out_size, kernel, &params);
     kernels::pool_forward::launch(
@@ -208,9 +216,7 @@ fn sliding_max_launch(
     if out.meta.num_elements() == 0 {
         return Ok((out, indices));
     }
-    let block_w = out_size[2].min(BLOCK_W);
-    let units = out.meta.num_elements() / out_size[2] * out_size[2].div_ceil(block_w);
-    let (cube_count, cube_dim) = elementwise(&out, units);
+    let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2]);
     let address = address_type(&[&x, &out]);
     let axes = |values: [usize; 3]| -> Result<SequenceArg<usize>, LaunchError> {
         let mut sequence = SequenceArg::new();
@@ -306,17 +312,13 @@ pub fn backward(
             .spans
             .as_ref()
             .is_some_and(|spans| one_window_holds_all(x_size, spans));
-    let (block_w, units) = if whole_plane {
-        let volume: usize = x_size.iter().product();
-        let block = volume.min(BLOCK_W);
-        let planes = x_grad.meta.num_elements() / volume;
-        (block, planes * volume.div_ceil(block))
+    // A whole-plane window walks each plane as one flat row.
+    let row = if whole_plane {
+        x_size.iter().product()
     } else {
-        let block = x_size[2].min(BLOCK_W);
-        let rows = x_grad.meta.num_elements() / x_size[2];
-        (block, rows * x_size[2].div_ceil(block))
+        x_size[2]
     };
-    let (cube_count, cube_dim) = elementwise(&x_grad, units);
+    let (block_w, cube_count, cube_dim) = row_blocks(&x_grad, row);
     let address = address_type(&[&grad, &indices, &x, &x_grad]);
     let args = pool_args(grad_dims[1], x_size, out_size, params.kernel, &params);
     kernels::pool_backward::launch(
