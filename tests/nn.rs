@@ -28,8 +28,17 @@ fn assert_close<const D: usize>(actual: Tensor<D>, expected: Tensor<D>, what: &s
     }
 }
 
-fn temp_file(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("burn-convpool-nn-{}-{name}", std::process::id()))
+/// A record file in the temp directory, removed when dropped (also when an assertion fails).
+struct TempFile(std::path::PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn temp_file(name: &str) -> TempFile {
+    TempFile(std::env::temp_dir().join(format!("burn-convpool-nn-{}-{name}", std::process::id())))
 }
 
 #[test]
@@ -187,9 +196,9 @@ macro_rules! round_trip {
         let path = temp_file(concat!($name, "-theirs.bpk"));
         theirs
             .clone()
-            .save_file(&path)
+            .save_file(path.0.as_path())
             .expect("save burn-nn module");
-        let ours = $ours.load_file(&path);
+        let ours = $ours.load_file(path.0.as_path());
         assert_close(
             ours.forward(x.clone()),
             theirs.forward(x.clone()),
@@ -198,8 +207,10 @@ macro_rules! round_trip {
 
         let ours = $ours;
         let path = temp_file(concat!($name, "-ours.bpk"));
-        ours.clone().save_file(&path).expect("save our module");
-        let theirs = $theirs.load_file(&path);
+        ours.clone()
+            .save_file(path.0.as_path())
+            .expect("save our module");
+        let theirs = $theirs.load_file(path.0.as_path());
         assert_close(
             theirs.forward(x.clone()),
             ours.forward(x),

@@ -1,8 +1,10 @@
 //! Convolution on the CPU: im2col + GEMM for the forward pass, the input gradient (GEMM then
 //! col2im) and the weight gradient (GEMM against the patch matrix, summed over the batch).
 //! Groups are handled by offsetting into the same buffers: no per-group copies. The patch
-//! matrix is built one cache-sized tile of output rows at a time (`row_tiles`), so a large
-//! image (video, audio) never streams a patch matrix of tens of megabytes through memory.
+//! matrix is built one cache-sized tile at a time: a range of output rows of one image
+//! (`row_tiles`), so a large image (video, audio) never streams a patch matrix of tens of
+//! megabytes through memory, or several small images side by side (`images_per_tile`), so a
+//! late-stage layer of a few dozen positions still runs one wide GEMM instead of one per image.
 //! The depthwise forward pass skips the lowering altogether (`depthwise`).
 //!
 //! Every routine takes a [`ConvGeometry`] and contiguous NCDHW slices; transposed convolutions
@@ -17,35 +19,55 @@ use crate::spec::ConvGeometry;
 use super::depthwise;
 use super::element::{Element, Split};
 use super::gemm::{MatMut, MatRef, matmul};
-use super::im2col::{col2im, im2col, is_pointwise, row_tiles, tile_columns};
+use super::im2col::{Lowering, images_per_tile, is_pointwise, row_tiles, tile_columns};
 
-/// Run `body(batch_index, chunk, scratch)` for every batch item, on rayon when `split.outer`,
-/// with one scratch buffer per worker.
-fn for_each_item<T: Element>(
+/// Run `body(items, chunk, scratch)` for every run of `per_chunk` batch items (`chunk` holds
+/// their `item_len` elements each), on rayon when `split.outer`, with one scratch buffer per
+/// worker.
+fn for_each_chunk<T: Element>(
     out: &mut [T],
     item_len: usize,
+    per_chunk: usize,
     scratch_len: usize,
     split: Split,
-    body: impl Fn(usize, &mut [T], &mut Vec<T>) + Sync + Send,
+    body: impl Fn(Range<usize>, &mut [T], &mut Vec<T>) + Sync + Send,
 ) {
     if item_len == 0 {
         return;
     }
     let init = || vec![T::ZERO; scratch_len];
+    let items = |index: usize, chunk: &[T]| {
+        let first = index * per_chunk;
+        first..first + chunk.len() / item_len
+    };
     if split.outer {
-        out.par_chunks_mut(item_len)
+        out.par_chunks_mut(item_len * per_chunk)
             .enumerate()
-            .for_each_init(init, |scratch, (n, chunk)| body(n, chunk, scratch));
+            .for_each_init(init, |scratch, (index, chunk)| {
+                body(items(index, chunk), chunk, scratch)
+            });
     } else {
         let mut scratch = init();
-        for (n, chunk) in out.chunks_mut(item_len).enumerate() {
-            body(n, chunk, &mut scratch);
+        for (index, chunk) in out.chunks_mut(item_len * per_chunk).enumerate() {
+            body(items(index, chunk), chunk, &mut scratch);
         }
     }
 }
 
-/// Elements of scratch one tile's patch matrix needs (none when the input is its own).
-fn col_len<T>(geometry: &ConvGeometry) -> usize {
+/// Images per task and tile for a batch-parallel pass: several when they are small, but never
+/// so many that a thread is left without a task.
+fn images_per_task<T>(geometry: &ConvGeometry) -> usize {
+    let per_thread = geometry.batch.div_ceil(rayon::current_num_threads().max(1));
+    images_per_tile(geometry, size_of::<T>(), per_thread)
+}
+
+/// Elements of scratch one tile's patch matrix needs (none when the input is its own), plus,
+/// for a tile of several images, the `cout_g` rows of output or gradient gathered beside it.
+fn scratch_len<T>(geometry: &ConvGeometry, images: usize) -> usize {
+    if images > 1 {
+        let columns = images * geometry.out_volume();
+        return (geometry.patch_len() + geometry.out_per_group()) * columns;
+    }
     if is_pointwise(geometry) {
         return 0;
     }
@@ -53,15 +75,57 @@ fn col_len<T>(geometry: &ConvGeometry) -> usize {
     geometry.patch_len() * tile_columns(geometry, &largest).len()
 }
 
+/// The channels `channels` of each image of `images` in an `(N, C, volume)` tensor, placed side
+/// by side: row `c` of `dst` is channel `c` of every image in turn.
+fn gather_images<T: Copy>(
+    src: &[T],
+    images: Range<usize>,
+    channels_per_image: usize,
+    channels: Range<usize>,
+    volume: usize,
+    dst: &mut [T],
+) {
+    let width = images.len() * volume;
+    for (i, n) in images.enumerate() {
+        for (row, c) in channels.clone().enumerate() {
+            dst[row * width + i * volume..][..volume]
+                .copy_from_slice(&src[(n * channels_per_image + c) * volume..][..volume]);
+        }
+    }
+}
+
+/// The patch matrix of a tile of whole `images`, side by side in `col` (`patch_len x
+/// images.len() * out_vol`), lowered from the group's channels starting at `first_channel`.
+fn lower_images<T: Element>(
+    lowering: &Lowering<'_, T>,
+    x: &[T],
+    images: Range<usize>,
+    first_channel: usize,
+    col: &mut [T],
+) {
+    let geometry = lowering.geometry();
+    let (in_vol, out_vol) = (geometry.in_volume(), geometry.out_volume());
+    let (rows, width) = (
+        geometry.out_size[0] * geometry.out_size[1],
+        images.len() * out_vol,
+    );
+    let cin_g = geometry.in_per_group();
+    for (i, n) in images.enumerate() {
+        let x_group = &x[(n * geometry.in_channels + first_channel) * in_vol..][..cin_g * in_vol];
+        lowering.im2col(x_group, 0..rows, &mut col[i * out_vol..], width);
+    }
+}
+
 /// Call `body(columns, patches)` for each tile of output positions, with the tile's patch
 /// matrix (`patch_len x columns.len()`) lowered from one group's input into `col`, or the input
 /// itself, whole, for a pointwise convolution.
 fn for_each_patch_tile<T: Element>(
-    geometry: &ConvGeometry,
+    lowering: &Lowering<'_, T>,
     x_group: &[T],
     col: &mut [T],
     mut body: impl FnMut(Range<usize>, MatRef<'_, T>),
 ) {
+    let geometry = lowering.geometry();
     let patch = geometry.patch_len();
     if is_pointwise(geometry) {
         let out_vol = geometry.out_volume();
@@ -70,9 +134,9 @@ fn for_each_patch_tile<T: Element>(
     }
     for rows in row_tiles(geometry, size_of::<T>()) {
         let columns = tile_columns(geometry, &rows);
-        let col = &mut col[..patch * columns.len()];
-        im2col(geometry, x_group, rows, col);
         let len = columns.len();
+        let col = &mut col[..patch * len];
+        lowering.im2col(x_group, rows, col, len);
         body(columns, MatRef::rows(col, patch, len));
     }
 }
@@ -88,16 +152,49 @@ pub fn forward<T: Element>(
     if depthwise::is_depthwise(g) {
         return depthwise::forward(g, x, weight, bias);
     }
+    let lowering = Lowering::<T>::new(g);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
     let mut out = vec![T::ZERO; g.out_shape().iter().product()];
-    let split = Split::for_items(g.batch);
-    for_each_item(
+    let images = images_per_task::<T>(g);
+    let split = Split::for_items(g.batch.div_ceil(images));
+    let item_len = g.out_channels * out_vol;
+    for_each_chunk(
         &mut out,
-        g.out_channels * out_vol,
-        col_len::<T>(g),
+        item_len,
+        images,
+        scratch_len::<T>(g, images),
         split,
-        |n, out_n, col| {
+        |items, out_chunk, scratch| {
+            if items.len() > 1 {
+                // One GEMM for the whole tile, then each image's block moved into place.
+                let width = items.len() * out_vol;
+                let (col, product) = scratch.split_at_mut(patch * width);
+                for group in 0..g.groups {
+                    lower_images(&lowering, x, items.clone(), group * cin_g, col);
+                    let weight_group = &weight[group * cout_g * patch..][..cout_g * patch];
+                    matmul(
+                        MatMut::rows(&mut product[..cout_g * width], cout_g, width),
+                        MatRef::rows(weight_group, cout_g, patch),
+                        MatRef::rows(col, patch, width),
+                        false,
+                        split.inner,
+                    );
+                    for (i, out_n) in out_chunk.chunks_mut(item_len).enumerate() {
+                        for c in 0..cout_g {
+                            let channel = group * cout_g + c;
+                            let dst = &mut out_n[channel * out_vol..][..out_vol];
+                            let src = &product[c * width + i * out_vol..][..out_vol];
+                            let shift = bias.map_or(T::ZERO, |bias| bias[channel]);
+                            for (slot, value) in dst.iter_mut().zip(src) {
+                                *slot = *value + shift;
+                            }
+                        }
+                    }
+                }
+                return;
+            }
+            let (n, out_n) = (items.start, out_chunk);
             if let Some(bias) = bias {
                 for (row, value) in out_n.chunks_mut(out_vol).zip(bias) {
                     row.fill(*value);
@@ -107,7 +204,7 @@ pub fn forward<T: Element>(
                 let x_group = &x[(n * g.in_channels + group * cin_g) * in_vol..][..cin_g * in_vol];
                 let weight_group = &weight[group * cout_g * patch..][..cout_g * patch];
                 let out_group = &mut out_n[group * cout_g * out_vol..][..cout_g * out_vol];
-                for_each_patch_tile(g, x_group, col, |columns, patches| {
+                for_each_patch_tile(&lowering, x_group, scratch, |columns, patches| {
                     matmul(
                         MatMut::columns(
                             &mut out_group[columns.start..],
@@ -130,22 +227,57 @@ pub fn forward<T: Element>(
 /// Gradient of `conv` with respect to `x`, shape `geometry.in_shape()`.
 pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
     let g = geometry;
+    let lowering = Lowering::<T>::new(g);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
     let mut x_grad = vec![T::ZERO; g.in_shape().iter().product()];
-    let split = Split::for_items(g.batch);
-    for_each_item(
+    let images = images_per_task::<T>(g);
+    let split = Split::for_items(g.batch.div_ceil(images));
+    let item_len = g.in_channels * in_vol;
+    let rows = g.out_size[0] * g.out_size[1];
+    for_each_chunk(
         &mut x_grad,
-        g.in_channels * in_vol,
-        col_len::<T>(g),
+        item_len,
+        images,
+        scratch_len::<T>(g, images),
         split,
-        |n, x_grad_n, col| {
+        |items, x_grad_chunk, scratch| {
             for group in 0..g.groups {
                 let weight_group = &weight[group * cout_g * patch..][..cout_g * patch];
-                let out_grad_group = &out_grad[(n * g.out_channels + group * cout_g) * out_vol..]
-                    [..cout_g * out_vol];
-                let x_grad_group = &mut x_grad_n[group * cin_g * in_vol..][..cin_g * in_vol];
                 let weight_t = MatRef::transposed(weight_group, patch, cout_g);
+                let channels = group * cout_g..(group + 1) * cout_g;
+                if items.len() > 1 {
+                    // The tile's output gradient gathered side by side, one GEMM, then each
+                    // image's columns scattered back.
+                    let width = items.len() * out_vol;
+                    let (col, gathered) = scratch.split_at_mut(patch * width);
+                    let gathered = &mut gathered[..cout_g * width];
+                    gather_images(
+                        out_grad,
+                        items.clone(),
+                        g.out_channels,
+                        channels,
+                        out_vol,
+                        gathered,
+                    );
+                    matmul(
+                        MatMut::rows(col, patch, width),
+                        weight_t,
+                        MatRef::rows(gathered, cout_g, width),
+                        false,
+                        split.inner,
+                    );
+                    for (i, x_grad_n) in x_grad_chunk.chunks_mut(item_len).enumerate() {
+                        let x_grad_group =
+                            &mut x_grad_n[group * cin_g * in_vol..][..cin_g * in_vol];
+                        lowering.col2im(&mut col[i * out_vol..], width, 0..rows, x_grad_group);
+                    }
+                    continue;
+                }
+                let n = items.start;
+                let out_grad_group = &out_grad[(n * g.out_channels + channels.start) * out_vol..]
+                    [..cout_g * out_vol];
+                let x_grad_group = &mut x_grad_chunk[group * cin_g * in_vol..][..cin_g * in_vol];
                 if is_pointwise(g) {
                     matmul(
                         MatMut::rows(x_grad_group, patch, out_vol),
@@ -158,20 +290,16 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
                 }
                 for rows in row_tiles(g, size_of::<T>()) {
                     let columns = tile_columns(g, &rows);
-                    let col = &mut col[..patch * columns.len()];
+                    let len = columns.len();
+                    let col = &mut scratch[..patch * len];
                     matmul(
-                        MatMut::rows(col, patch, columns.len()),
+                        MatMut::rows(col, patch, len),
                         weight_t,
-                        MatRef::columns(
-                            &out_grad_group[columns.start..],
-                            cout_g,
-                            columns.len(),
-                            out_vol,
-                        ),
+                        MatRef::columns(&out_grad_group[columns.start..], cout_g, len, out_vol),
                         false,
                         split.inner,
                     );
-                    col2im(g, col, rows, x_grad_group);
+                    lowering.col2im(col, len, rows, x_grad_group);
                 }
             }
         },
@@ -186,25 +314,53 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
 /// on scheduling.
 pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
     let g = geometry;
+    let lowering = Lowering::<T>::new(g);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
     let weight_len = g.out_channels * patch;
     let chunks = g.batch.clamp(1, rayon::current_num_threads());
     let split = Split::for_items(chunks);
     let per_chunk = g.batch.div_ceil(chunks).max(1);
+    let images = images_per_tile(g, size_of::<T>(), per_chunk);
     let partial = |chunk: usize| {
         let mut weight_grad = vec![T::ZERO; weight_len];
-        let mut col = vec![T::ZERO; col_len::<T>(g)];
+        let mut scratch = vec![T::ZERO; scratch_len::<T>(g, images)];
         let items = (chunk * per_chunk)..((chunk + 1) * per_chunk).min(g.batch);
-        for (step, n) in items.enumerate() {
+        let mut accumulate = false;
+        for first in items.clone().step_by(images) {
+            let tile = first..(first + images).min(items.end);
             for group in 0..g.groups {
-                let x_group = &x[(n * g.in_channels + group * cin_g) * in_vol..][..cin_g * in_vol];
-                let out_grad_group = &out_grad[(n * g.out_channels + group * cout_g) * out_vol..]
-                    [..cout_g * out_vol];
+                let channels = group * cout_g..(group + 1) * cout_g;
                 let weight_grad_group =
-                    &mut weight_grad[group * cout_g * patch..][..cout_g * patch];
-                let mut accumulate = step > 0;
-                for_each_patch_tile(g, x_group, &mut col, |columns, patches| {
+                    &mut weight_grad[channels.start * patch..][..cout_g * patch];
+                if images > 1 {
+                    let width = tile.len() * out_vol;
+                    let (col, gathered) = scratch.split_at_mut(patch * width);
+                    let gathered = &mut gathered[..cout_g * width];
+                    gather_images(
+                        out_grad,
+                        tile.clone(),
+                        g.out_channels,
+                        channels,
+                        out_vol,
+                        gathered,
+                    );
+                    lower_images(&lowering, x, tile.clone(), group * cin_g, col);
+                    matmul(
+                        MatMut::rows(weight_grad_group, cout_g, patch),
+                        MatRef::rows(gathered, cout_g, width),
+                        MatRef::rows(col, patch, width).transpose(),
+                        accumulate,
+                        split.inner,
+                    );
+                    continue;
+                }
+                let n = tile.start;
+                let x_group = &x[(n * g.in_channels + group * cin_g) * in_vol..][..cin_g * in_vol];
+                let out_grad_group = &out_grad[(n * g.out_channels + channels.start) * out_vol..]
+                    [..cout_g * out_vol];
+                let mut accumulate = accumulate;
+                for_each_patch_tile(&lowering, x_group, &mut scratch, |columns, patches| {
                     matmul(
                         MatMut::rows(weight_grad_group, cout_g, patch),
                         MatRef::columns(
@@ -220,6 +376,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
                     accumulate = true;
                 });
             }
+            accumulate = true;
         }
         weight_grad
     };
@@ -393,6 +550,98 @@ mod tests {
             [2, 3, 3],
             ConvOptions::new([1, 2, 1], [0, 2, 1], [1, 1, 2], 2),
         );
+    }
+
+    /// "Same" convolutions lowered by tap masks and by shifted blocks of rows, with dilation,
+    /// with rows partly and wholly in the padding, with output rows fewer than the input's, and
+    /// with single-row and single-column planes.
+    #[test]
+    fn shifted_plane_lowering() {
+        let same = |padding: [usize; 3], dilation: [usize; 3]| {
+            ConvOptions::new([1; 3], padding, dilation, 1)
+        };
+        check([2, 3, 1, 7, 9], 4, [1, 3, 3], same([0, 2, 2], [1, 2, 2]));
+        check([1, 2, 1, 3, 6], 3, [1, 5, 5], same([0, 4, 2], [1, 2, 1]));
+        check([1, 2, 1, 9, 5], 2, [1, 5, 3], same([0, 1, 1], [1; 3]));
+        check([2, 2, 3, 4, 4], 2, [3, 3, 3], same([2, 1, 1], [1, 1, 1]));
+        check([1, 3, 1, 1, 8], 2, [1, 1, 3], same([0, 0, 1], [1; 3]));
+        check([1, 3, 1, 6, 1], 2, [1, 3, 1], same([0, 1, 0], [1; 3]));
+        // Too large for tap masks: blocks of rows, several row tiles.
+        check([1, 2, 1, 100, 80], 2, [1, 3, 3], same([0, 1, 1], [1; 3]));
+    }
+
+    /// A tap in the padding reads nothing, even where its shifted position lands on a
+    /// neighbouring row's infinite element (a masked multiply would make NaN there).
+    #[test]
+    fn padding_taps_ignore_the_neighbouring_rows() {
+        // Two input channels of ones, +inf at channel 0's row 0, column 3 (not depthwise: the
+        // patch matrix is built). Weights of ones.
+        let same = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+        for (height, width) in [(4, 4), (100, 80)] {
+            // 4x4 lowers by tap masks, 100x80 (too large for masks) by blocks of rows.
+            let g = ConvGeometry::conv(&[1, 2, 1, height, width], &[1, 2, 1, 3, 3], &same);
+            let plane = height * width;
+            let mut x = vec![1.0f64; 2 * plane];
+            x[width - 1] = f64::INFINITY;
+            let out = forward(&g, &x, &[1.0; 18], None);
+            assert_eq!(out[width], 12.0, "{height}x{width}: row 1, column 0");
+            let mut y = vec![1.0f64; plane];
+            y[width - 1] = f64::INFINITY;
+            let x_grad = x_backward(&g, &[1.0; 18], &y);
+            assert_eq!(x_grad[width], 6.0, "{height}x{width}: row 1, column 0");
+            assert_eq!(x_grad[plane + width], 6.0, "{height}x{width}: channel 1");
+        }
+    }
+
+    /// Small images lowered several to a tile (one GEMM for the tile), with a last tile of
+    /// fewer images, groups, strides, a 3D window and a bias.
+    #[test]
+    fn several_small_images_per_tile() {
+        // Two threads, as on CI: a task then owns half the batch, so tiles hold several images.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        pool.install(several_small_images_per_tile_on_two_threads);
+    }
+
+    fn several_small_images_per_tile_on_two_threads() {
+        let options = |stride: [usize; 3], padding: [usize; 3], groups| {
+            ConvOptions::new(stride, padding, [1; 3], groups)
+        };
+        check([9, 4, 1, 5, 6], 6, [1, 3, 3], options([1; 3], [0, 1, 1], 2));
+        check(
+            [7, 3, 1, 9, 7],
+            4,
+            [1, 3, 3],
+            options([1, 2, 2], [0, 1, 1], 1),
+        );
+        check([5, 2, 3, 4, 4], 2, [3, 3, 3], options([1; 3], [1; 3], 1));
+        check(
+            [11, 2, 1, 1, 12],
+            3,
+            [1, 1, 5],
+            options([1; 3], [0, 0, 2], 1),
+        );
+
+        let g = ConvGeometry::conv(
+            &[9, 4, 1, 5, 6],
+            &[6, 2, 1, 3, 3],
+            &options([1; 3], [0, 1, 1], 2),
+        );
+        assert_eq!(images_per_task::<f64>(&g), 5);
+        let x = values(9 * 4 * 30, 4);
+        let weight = values(6 * 2 * 9, 5);
+        let bias = values(6, 6);
+        let plain = forward(&g, &x, &weight, None);
+        let biased = forward(&g, &x, &weight, Some(&bias));
+        for (i, (a, b)) in biased.iter().zip(&plain).enumerate() {
+            let expected = b + bias[i / 30 % 6];
+            assert!(
+                (a - expected).abs() < 1e-12,
+                "biased[{i}]: {a} vs {expected}"
+            );
+        }
     }
 
     /// The depthwise stencil on rows of 3, 5, 7 and 4 taps, on inputs narrower and wider than

@@ -10,6 +10,7 @@ use core::ops::Range;
 use crate::spec::{ConvGeometry, inside};
 
 use super::element::Element;
+use super::tap_masks::TapMasks;
 
 /// Bytes of patch matrix per tile: well inside one core's L2, so the GEMM reads back what the
 /// lowering just wrote from cache instead of memory.
@@ -35,6 +36,22 @@ pub fn row_tiles(
         .map(move |start| start..(start + per_tile).min(rows))
 }
 
+/// Whole images whose patch matrices sit side by side in one tile: one for an image with at
+/// least [`MIN_TILE_COLUMNS`] output positions; for smaller ones (late ResNet stages, small
+/// inputs), as many as reach that width, within [`TILE_BYTES`] and at most `limit`, so each
+/// GEMM is wide enough to run near its peak instead of paying its packing per tiny image.
+pub fn images_per_tile(geometry: &ConvGeometry, element_size: usize, limit: usize) -> usize {
+    let positions = geometry.out_volume().max(1);
+    if positions >= MIN_TILE_COLUMNS || is_pointwise(geometry) {
+        return 1;
+    }
+    let image_bytes = (geometry.patch_len() * positions * element_size).max(1);
+    MIN_TILE_COLUMNS
+        .div_ceil(positions)
+        .min(TILE_BYTES / image_bytes)
+        .clamp(1, limit.max(1))
+}
+
 /// The output positions (flattened `(od, oh, ow)`) of a tile of output rows: the columns of
 /// its patch matrix.
 pub fn tile_columns(geometry: &ConvGeometry, rows: &Range<usize>) -> Range<usize> {
@@ -49,6 +66,7 @@ pub fn tile_columns(geometry: &ConvGeometry, rows: &Range<usize>) -> Range<usize
 fn for_each_run(
     geometry: &ConvGeometry,
     rows: Range<usize>,
+    row_stride: usize,
     mut visit: impl FnMut(usize, usize, Option<(usize, (usize, usize), isize)>),
 ) {
     let [in_d, in_h, in_w] = geometry.in_size;
@@ -58,7 +76,6 @@ fn for_each_run(
     let [d_d, d_h, d_w] = geometry.dilation;
     let [p_d, p_h, p_w] = geometry.pad_begin.map(|p| p as isize);
     let in_volume = geometry.in_volume();
-    let tile_len = tile_columns(geometry, &rows).len();
     let (first_d, first_h) = (rows.start / out_h.max(1), rows.start % out_h.max(1));
     let mut row = 0;
     for channel in 0..geometry.in_per_group() {
@@ -72,7 +89,7 @@ fn for_each_run(
                     for tile_row in 0..rows.len() {
                         let id = (od * s_d + kd * d_d) as isize - p_d;
                         let ih = (oh * s_h + kh * d_h) as isize - p_h;
-                        let col_start = row * tile_len + tile_row * out_w;
+                        let col_start = row * row_stride + tile_row * out_w;
                         let inside = (0..in_d as isize).contains(&id)
                             && (0..in_h as isize).contains(&ih)
                             && w_lo < w_hi;
@@ -94,11 +111,182 @@ fn for_each_run(
     }
 }
 
-/// Fill `col` (`patch_len x rows.len() * out_w`) from one group's input channels, for the
-/// output rows `rows`.
-pub fn im2col<T: Element>(geometry: &ConvGeometry, x: &[T], rows: Range<usize>, col: &mut [T]) {
+/// How one convolution's patch matrices are built and scattered back, prepared once per pass:
+/// by tap masks for a small "same" volume ([`TapMasks`]), else by rows.
+pub struct Lowering<'a, T> {
+    geometry: &'a ConvGeometry,
+    masks: Option<TapMasks<T>>,
+}
+
+impl<'a, T: Element> Lowering<'a, T> {
+    /// The lowering of `geometry`.
+    pub fn new(geometry: &'a ConvGeometry) -> Self {
+        let masks = (!is_pointwise(geometry))
+            .then(|| TapMasks::new(geometry))
+            .flatten();
+        Self { geometry, masks }
+    }
+
+    /// The convolution lowered.
+    pub fn geometry(&self) -> &'a ConvGeometry {
+        self.geometry
+    }
+
+    /// Fill the patch matrix of one group's input channels at the output rows `rows`: its
+    /// `patch_len` rows of `rows.len() * out_w` columns, row `r` at `col[r * row_stride..]` (a
+    /// stride wider than a row leaves room for other images' columns beside it).
+    pub fn im2col(&self, x: &[T], rows: Range<usize>, col: &mut [T], row_stride: usize) {
+        match &self.masks {
+            Some(masks) => masks.im2col(x, tile_columns(self.geometry, &rows), col, row_stride),
+            None => im2col(self.geometry, x, rows, col, row_stride),
+        }
+    }
+
+    /// Add the patch matrix of the output rows `rows` (laid out as [`Self::im2col`] writes
+    /// it) back into one group's input channels. `col` is scratch: its padding columns may be
+    /// zeroed on the way.
+    pub fn col2im(&self, col: &mut [T], row_stride: usize, rows: Range<usize>, x: &mut [T]) {
+        match &self.masks {
+            Some(masks) => masks.col2im(col, row_stride, tile_columns(self.geometry, &rows), x),
+            None => col2im(self.geometry, col, row_stride, rows, x),
+        }
+    }
+}
+
+/// True when every patch row is, within one depth slice, the input plane shifted by a constant
+/// (stride 1 along h and w, output rows as wide as the input's: a "same" convolution), so it can
+/// be lowered with one long copy per block of rows instead of one short copy per row.
+fn rows_are_shifts(geometry: &ConvGeometry) -> bool {
+    geometry.stride[1..] == [1, 1] && geometry.out_size[2] == geometry.in_size[2]
+}
+
+/// A block of one patch row of a tile: `len` consecutive elements from `start` in the patch
+/// matrix, zero, or equal to the input from `source` (relative to the group's input, negative
+/// or past its end only at columns outside `columns`, which are padding).
+enum Block {
+    Zero,
+    Shifted {
+        source: isize,
+        columns: Range<usize>,
+    },
+}
+
+/// Walks every (patch row, depth slice of the tile's output rows) pair of a convolution whose
+/// rows are shifts ([`rows_are_shifts`]) and hands `visit` each of its blocks: rows in the
+/// padding are one zero block, the rest one shifted block.
+#[inline]
+fn for_each_block(
+    geometry: &ConvGeometry,
+    rows: Range<usize>,
+    row_stride: usize,
+    mut visit: impl FnMut(usize, usize, Block),
+) {
+    let [in_d, in_h, in_w] = geometry.in_size;
+    let [_, out_h, out_w] = geometry.out_size;
+    let [k_d, k_h, k_w] = geometry.kernel;
+    let [d_d, d_h, d_w] = geometry.dilation;
+    let [p_d, p_h, p_w] = geometry.pad_begin.map(|p| p as isize);
+    let (in_volume, out_h) = (geometry.in_volume(), out_h.max(1));
+    let mut row = 0;
+    for channel in 0..geometry.in_per_group() {
+        for kd in 0..k_d {
+            for kh in 0..k_h {
+                let shift_h = (kh * d_h) as isize - p_h;
+                for kw in 0..k_w {
+                    let shift_w = (kw * d_w) as isize - p_w;
+                    let columns = inside(shift_w as i128, 1, out_w, in_w);
+                    let mut tile_row = 0;
+                    while tile_row < rows.len() {
+                        let (od, oh) = (
+                            (rows.start + tile_row) / out_h,
+                            (rows.start + tile_row) % out_h,
+                        );
+                        let count = (out_h - oh).min(rows.len() - tile_row);
+                        let start = row * row_stride + tile_row * out_w;
+                        let id = (od * geometry.stride[0] + kd * d_d) as isize - p_d;
+                        let live = if (0..in_d as isize).contains(&id) && !columns.is_empty() {
+                            inside(oh as i128 + shift_h as i128, 1, count, in_h)
+                        } else {
+                            0..0
+                        };
+                        if live.start > 0 {
+                            visit(start, live.start * out_w, Block::Zero);
+                        }
+                        if !live.is_empty() {
+                            let ih = (oh + live.start) as isize + shift_h;
+                            let source = channel as isize * in_volume as isize
+                                + (id * in_h as isize + ih) * in_w as isize
+                                + shift_w;
+                            let block = Block::Shifted {
+                                source,
+                                columns: columns.clone(),
+                            };
+                            visit(start + live.start * out_w, live.len() * out_w, block);
+                        }
+                        let end = live.end.max(live.start);
+                        if end < count {
+                            visit(start + end * out_w, (count - end) * out_w, Block::Zero);
+                        }
+                        tile_row += count;
+                    }
+                    row += 1;
+                }
+            }
+        }
+    }
+}
+
+/// The part `[lo, hi)` of a block of `len` elements whose source `source + i` lies in a slice
+/// of `available` elements (the rest are padding columns).
+fn in_bounds(source: isize, len: usize, available: usize) -> Range<usize> {
+    let lo = (-source).clamp(0, len as isize) as usize;
+    let hi = (available as isize - source).clamp(lo as isize, len as isize) as usize;
+    lo..hi
+}
+
+/// Set the columns of `block` (whole rows of `width`) outside `columns` to zero.
+fn zero_padding_columns<T: Element>(block: &mut [T], width: usize, columns: &Range<usize>) {
+    if columns.start == 0 && columns.end == width {
+        return;
+    }
+    for row in block.chunks_exact_mut(width) {
+        for value in &mut row[..columns.start] {
+            *value = T::ZERO;
+        }
+        for value in &mut row[columns.end..] {
+            *value = T::ZERO;
+        }
+    }
+}
+
+/// Fill the patch matrix of one group's input channels at the output rows `rows`: its
+/// `patch_len` rows of `rows.len() * out_w` columns, row `r` at `col[r * row_stride..]` (a
+/// stride wider than a row leaves room for other images' columns beside it).
+fn im2col<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    rows: Range<usize>,
+    col: &mut [T],
+    row_stride: usize,
+) {
+    if rows_are_shifts(geometry) {
+        let out_w = geometry.out_size[2];
+        for_each_block(geometry, rows, row_stride, |start, len, block| {
+            let dst = &mut col[start..start + len];
+            match block {
+                Block::Zero => dst.fill(T::ZERO),
+                Block::Shifted { source, columns } => {
+                    let copied = in_bounds(source, len, x.len());
+                    let from = (source + copied.start as isize) as usize;
+                    dst[copied.clone()].copy_from_slice(&x[from..from + copied.len()]);
+                    zero_padding_columns(dst, out_w, &columns);
+                }
+            }
+        });
+        return;
+    }
     let stride = geometry.stride[2];
-    for_each_run(geometry, rows, |col_start, out_w, run| {
+    for_each_run(geometry, rows, row_stride, |col_start, out_w, run| {
         let dst = &mut col[col_start..col_start + out_w];
         match run {
             None => dst.fill(T::ZERO),
@@ -129,11 +317,33 @@ pub fn im2col<T: Element>(geometry: &ConvGeometry, x: &[T], rows: Range<usize>, 
     });
 }
 
-/// Add `col` (`patch_len x rows.len() * out_w`, the tile of output rows `rows`) back into one
-/// group's input channels.
-pub fn col2im<T: Element>(geometry: &ConvGeometry, col: &[T], rows: Range<usize>, x: &mut [T]) {
+/// Add the patch matrix of the output rows `rows` (laid out as [`im2col`] writes it) back into
+/// one group's input channels. `col` is scratch: its padding columns may be zeroed on the way.
+fn col2im<T: Element>(
+    geometry: &ConvGeometry,
+    col: &mut [T],
+    row_stride: usize,
+    rows: Range<usize>,
+    x: &mut [T],
+) {
+    if rows_are_shifts(geometry) {
+        let out_w = geometry.out_size[2];
+        for_each_block(geometry, rows, row_stride, |start, len, block| {
+            if let Block::Shifted { source, columns } = block {
+                // Padding columns land on a neighbouring row's elements: add zeros there.
+                let src = &mut col[start..start + len];
+                zero_padding_columns(src, out_w, &columns);
+                let added = in_bounds(source, len, x.len());
+                let to = (source + added.start as isize) as usize;
+                for (slot, value) in x[to..to + added.len()].iter_mut().zip(&src[added]) {
+                    *slot += *value;
+                }
+            }
+        });
+        return;
+    }
     let stride = geometry.stride[2];
-    for_each_run(geometry, rows, |col_start, _, run| {
+    for_each_run(geometry, rows, row_stride, |col_start, _, run| {
         if let Some((x_row, (lo, hi), offset)) = run {
             let src = &col[col_start + lo..col_start + hi];
             let first = (lo as isize * stride as isize + offset) as usize;

@@ -14,3 +14,4 @@ mod ndarray;
 pub(crate) mod ops;
 mod pool;
 pub(crate) mod pool_ops;
+mod tap_masks;
