@@ -2,7 +2,7 @@
 //! col2im) and the weight gradient (GEMM against the patch matrix, summed over the batch).
 //! Groups are handled by offsetting into the same buffers: no per-group copies. The patch
 //! matrix is built one cache-sized tile at a time: a range of output rows of one image
-//! (`row_tiles`), so a large image (video, audio) never streams a patch matrix of tens of
+//! (`Lowering::tiles`), so a large image (video, audio) never streams a patch matrix of tens of
 //! megabytes through memory, or several small images side by side (`images_per_tile`), so a
 //! late-stage layer of a few dozen positions still runs one wide GEMM instead of one per image.
 //! The depthwise forward pass skips the lowering altogether (`depthwise`).
@@ -19,7 +19,7 @@ use crate::spec::ConvGeometry;
 use super::depthwise;
 use super::element::{Element, Split};
 use super::gemm::{MatMut, MatRef, matmul};
-use super::im2col::{Lowering, images_per_tile, is_pointwise, row_tiles, tile_columns};
+use super::im2col::{Lowering, images_per_tile, is_pointwise};
 
 /// Run `body(items, chunk, scratch)` for every run of `per_chunk` batch items (`chunk` holds
 /// their `item_len` elements each), on rayon when `split.outer`, with one scratch buffer per
@@ -63,7 +63,8 @@ fn images_per_task<T>(geometry: &ConvGeometry) -> usize {
 
 /// Elements of scratch one tile's patch matrix needs (none when the input is its own), plus,
 /// for a tile of several images, the `cout_g` rows of output or gradient gathered beside it.
-fn scratch_len<T>(geometry: &ConvGeometry, images: usize) -> usize {
+fn scratch_len<T: Element>(lowering: &Lowering<'_, T>, images: usize) -> usize {
+    let geometry = lowering.geometry();
     if images > 1 {
         let columns = images * geometry.out_volume();
         return (geometry.patch_len() + geometry.out_per_group()) * columns;
@@ -71,8 +72,8 @@ fn scratch_len<T>(geometry: &ConvGeometry, images: usize) -> usize {
     if is_pointwise(geometry) {
         return 0;
     }
-    let largest = row_tiles(geometry, size_of::<T>()).next().unwrap_or(0..0);
-    geometry.patch_len() * tile_columns(geometry, &largest).len()
+    let largest = lowering.tiles().next().unwrap_or(0..0);
+    geometry.patch_len() * largest.len()
 }
 
 /// The channels `channels` of each image of `images` in an `(N, C, volume)` tensor, placed side
@@ -105,14 +106,11 @@ fn lower_images<T: Element>(
 ) {
     let geometry = lowering.geometry();
     let (in_vol, out_vol) = (geometry.in_volume(), geometry.out_volume());
-    let (rows, width) = (
-        geometry.out_size[0] * geometry.out_size[1],
-        images.len() * out_vol,
-    );
+    let width = images.len() * out_vol;
     let cin_g = geometry.in_per_group();
     for (i, n) in images.enumerate() {
         let x_group = &x[(n * geometry.in_channels + first_channel) * in_vol..][..cin_g * in_vol];
-        lowering.im2col(x_group, 0..rows, &mut col[i * out_vol..], width);
+        lowering.im2col(x_group, 0..out_vol, &mut col[i * out_vol..], width);
     }
 }
 
@@ -132,11 +130,10 @@ fn for_each_patch_tile<T: Element>(
         body(0..out_vol, MatRef::rows(x_group, patch, out_vol));
         return;
     }
-    for rows in row_tiles(geometry, size_of::<T>()) {
-        let columns = tile_columns(geometry, &rows);
+    for columns in lowering.tiles() {
         let len = columns.len();
         let col = &mut col[..patch * len];
-        lowering.im2col(x_group, rows, col, len);
+        lowering.im2col(x_group, columns.clone(), col, len);
         body(columns, MatRef::rows(col, patch, len));
     }
 }
@@ -163,7 +160,7 @@ pub fn forward<T: Element>(
         &mut out,
         item_len,
         images,
-        scratch_len::<T>(g, images),
+        scratch_len(&lowering, images),
         split,
         |items, out_chunk, scratch| {
             if items.len() > 1 {
@@ -234,12 +231,11 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
     let images = images_per_task::<T>(g);
     let split = Split::for_items(g.batch.div_ceil(images));
     let item_len = g.in_channels * in_vol;
-    let rows = g.out_size[0] * g.out_size[1];
     for_each_chunk(
         &mut x_grad,
         item_len,
         images,
-        scratch_len::<T>(g, images),
+        scratch_len(&lowering, images),
         split,
         |items, x_grad_chunk, scratch| {
             for group in 0..g.groups {
@@ -270,7 +266,7 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
                     for (i, x_grad_n) in x_grad_chunk.chunks_mut(item_len).enumerate() {
                         let x_grad_group =
                             &mut x_grad_n[group * cin_g * in_vol..][..cin_g * in_vol];
-                        lowering.col2im(&mut col[i * out_vol..], width, 0..rows, x_grad_group);
+                        lowering.col2im(&mut col[i * out_vol..], width, 0..out_vol, x_grad_group);
                     }
                     continue;
                 }
@@ -288,8 +284,7 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
                     );
                     continue;
                 }
-                for rows in row_tiles(g, size_of::<T>()) {
-                    let columns = tile_columns(g, &rows);
+                for columns in lowering.tiles() {
                     let len = columns.len();
                     let col = &mut scratch[..patch * len];
                     matmul(
@@ -299,7 +294,7 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
                         false,
                         split.inner,
                     );
-                    lowering.col2im(col, len, rows, x_grad_group);
+                    lowering.col2im(col, len, columns, x_grad_group);
                 }
             }
         },
@@ -324,7 +319,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
     let images = images_per_tile(g, size_of::<T>(), per_chunk);
     let partial = |chunk: usize| {
         let mut weight_grad = vec![T::ZERO; weight_len];
-        let mut scratch = vec![T::ZERO; scratch_len::<T>(g, images)];
+        let mut scratch = vec![T::ZERO; scratch_len(&lowering, images)];
         let items = (chunk * per_chunk)..((chunk + 1) * per_chunk).min(g.batch);
         let mut accumulate = false;
         for first in items.clone().step_by(images) {
@@ -566,6 +561,9 @@ mod tests {
         check([2, 2, 3, 4, 4], 2, [3, 3, 3], same([2, 1, 1], [1, 1, 1]));
         check([1, 3, 1, 1, 8], 2, [1, 1, 3], same([0, 0, 1], [1; 3]));
         check([1, 3, 1, 6, 1], 2, [1, 3, 1], same([0, 1, 0], [1; 3]));
+        // Tap masks over tiles that cut a long 1D signal, and 2D rows mid-row.
+        check([1, 32, 1, 1, 3000], 2, [1, 1, 9], same([0, 0, 4], [1; 3]));
+        check([2, 32, 1, 40, 40], 2, [1, 3, 3], same([0, 1, 1], [1; 3]));
         // Too large for tap masks: blocks of rows, several row tiles.
         check([1, 2, 1, 100, 80], 2, [1, 3, 3], same([0, 1, 1], [1; 3]));
     }

@@ -2,8 +2,8 @@
 //! holds the input element that kernel tap `(kd, kh, kw)` of channel `c` sees at output
 //! position `(od, oh, ow)`, zero in the padding. [`col2im`] is its adjoint (scatter-add).
 //!
-//! Both work on a tile of output rows (a range of `(od, oh)`), so the patch matrix of a large
-//! image is built and consumed a cache-sized piece at a time ([`row_tiles`]).
+//! Both work on a tile of output positions, so the patch matrix of a large image is built and
+//! consumed a cache-sized piece at a time ([`Lowering::tiles`]).
 
 use core::ops::Range;
 
@@ -20,22 +20,6 @@ const TILE_BYTES: usize = 1 << 20;
 /// which must stay small next to the tile's arithmetic.
 const MIN_TILE_COLUMNS: usize = 256;
 
-/// The output rows (flattened `(od, oh)`) cut into tiles of whole rows whose patch matrix
-/// (`patch_len x rows * out_w` elements of `element_size` bytes) fits [`TILE_BYTES`].
-pub fn row_tiles(
-    geometry: &ConvGeometry,
-    element_size: usize,
-) -> impl Iterator<Item = Range<usize>> {
-    let [out_d, out_h, out_w] = geometry.out_size;
-    let rows = out_d * out_h;
-    let column_bytes = (geometry.patch_len() * element_size).max(1);
-    let columns = (TILE_BYTES / column_bytes).max(MIN_TILE_COLUMNS);
-    let per_tile = columns.div_ceil(out_w.max(1)).clamp(1, rows.max(1));
-    (0..rows)
-        .step_by(per_tile)
-        .map(move |start| start..(start + per_tile).min(rows))
-}
-
 /// Whole images whose patch matrices sit side by side in one tile: one for an image with at
 /// least [`MIN_TILE_COLUMNS`] output positions; for smaller ones (late ResNet stages, small
 /// inputs), as many as reach that width, within [`TILE_BYTES`] and at most `limit`, so each
@@ -50,13 +34,6 @@ pub fn images_per_tile(geometry: &ConvGeometry, element_size: usize, limit: usiz
         .div_ceil(positions)
         .min(TILE_BYTES / image_bytes)
         .clamp(1, limit.max(1))
-}
-
-/// The output positions (flattened `(od, oh, ow)`) of a tile of output rows: the columns of
-/// its patch matrix.
-pub fn tile_columns(geometry: &ConvGeometry, rows: &Range<usize>) -> Range<usize> {
-    let out_w = geometry.out_size[2];
-    rows.start * out_w..rows.end * out_w
 }
 
 /// Walks every (patch row, output row in `rows`) pair and hands `visit` the start of its
@@ -132,24 +109,52 @@ impl<'a, T: Element> Lowering<'a, T> {
         self.geometry
     }
 
-    /// Fill the patch matrix of one group's input channels at the output rows `rows`: its
-    /// `patch_len` rows of `rows.len() * out_w` columns, row `r` at `col[r * row_stride..]` (a
-    /// stride wider than a row leaves room for other images' columns beside it).
-    pub fn im2col(&self, x: &[T], rows: Range<usize>, col: &mut [T], row_stride: usize) {
+    /// The output positions (flattened `(od, oh, ow)`) cut into tiles whose patch matrix fits
+    /// [`TILE_BYTES`] (at least [`MIN_TILE_COLUMNS`] wide): whole rows when lowering by rows,
+    /// any run of positions with tap masks, so a long 1D signal is cut too.
+    pub fn tiles(&self) -> impl Iterator<Item = Range<usize>> + use<T> {
+        let g = self.geometry;
+        let volume = g.out_volume();
+        let column_bytes = (g.patch_len() * size_of::<T>()).max(1);
+        let columns = (TILE_BYTES / column_bytes).max(MIN_TILE_COLUMNS);
+        let width = if self.masks.is_some() {
+            columns
+        } else {
+            let out_w = g.out_size[2].max(1);
+            columns.div_ceil(out_w) * out_w
+        };
+        let width = width.clamp(1, volume.max(1));
+        (0..volume)
+            .step_by(width)
+            .map(move |start| start..(start + width).min(volume))
+    }
+
+    /// Fill the patch matrix of one group's input channels at the output positions
+    /// `positions` (a tile of [`Self::tiles`], or all of them): its `patch_len` rows of
+    /// `positions.len()` columns, row `r` at `col[r * row_stride..]` (a stride wider than a
+    /// row leaves room for other images' columns beside it).
+    pub fn im2col(&self, x: &[T], positions: Range<usize>, col: &mut [T], row_stride: usize) {
         match &self.masks {
-            Some(masks) => masks.im2col(x, tile_columns(self.geometry, &rows), col, row_stride),
-            None => im2col(self.geometry, x, rows, col, row_stride),
+            Some(masks) => masks.im2col(x, positions, col, row_stride),
+            None => im2col(self.geometry, x, self.rows(positions), col, row_stride),
         }
     }
 
-    /// Add the patch matrix of the output rows `rows` (laid out as [`Self::im2col`] writes
-    /// it) back into one group's input channels. `col` is scratch: its padding columns may be
-    /// zeroed on the way.
-    pub fn col2im(&self, col: &mut [T], row_stride: usize, rows: Range<usize>, x: &mut [T]) {
+    /// Add the patch matrix of the output positions `positions` (laid out as [`Self::im2col`]
+    /// writes it) back into one group's input channels. `col` is scratch: its padding columns
+    /// may be zeroed on the way.
+    pub fn col2im(&self, col: &mut [T], row_stride: usize, positions: Range<usize>, x: &mut [T]) {
         match &self.masks {
-            Some(masks) => masks.col2im(col, row_stride, tile_columns(self.geometry, &rows), x),
-            None => col2im(self.geometry, col, row_stride, rows, x),
+            Some(masks) => masks.col2im(col, row_stride, positions, x),
+            None => col2im(self.geometry, col, row_stride, self.rows(positions), x),
         }
+    }
+
+    /// The output rows (flattened `(od, oh)`) of positions that are whole rows.
+    fn rows(&self, positions: Range<usize>) -> Range<usize> {
+        let out_w = self.geometry.out_size[2].max(1);
+        debug_assert!(positions.start.is_multiple_of(out_w) && positions.end.is_multiple_of(out_w));
+        positions.start / out_w..positions.end / out_w
     }
 }
 
