@@ -667,9 +667,16 @@ mod tests {
         );
     }
 
-    /// Depthwise (the stencil) and channel multipliers (still the GEMM) side by side.
+    /// Depthwise (the stencil, or tap masks for a "same" plane) and channel multipliers (still
+    /// the GEMM) side by side.
     #[test]
     fn depthwise_and_channel_multipliers() {
+        check(
+            [2, 3, 3, 5, 6],
+            3,
+            [3, 3, 3],
+            ConvOptions::new([1; 3], [1, 2, 2], [1, 2, 2], 3),
+        );
         check(
             [2, 6, 1, 9, 11],
             6,

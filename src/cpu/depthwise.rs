@@ -1,7 +1,9 @@
 //! Depthwise convolution (one input and one output channel per group) as a direct stencil:
-//! every output row accumulates its `kD * kH * kW` shifted input rows in place. Lowered to a
-//! GEMM, each plane would be a `1 x taps` weight times a `taps`-fold copy of the plane, and the
-//! copy costs more than the arithmetic.
+//! every output row accumulates its `kD * kH * kW` shifted input rows in place; for a small
+//! "same" plane, every tap instead adds the whole plane shifted and masked ([`TapMasks`]), one
+//! long vector loop per tap instead of one short loop per row. Lowered to a GEMM, each plane
+//! would be a `1 x taps` weight times a `taps`-fold copy of the plane, and the copy costs more
+//! than the arithmetic.
 
 use core::ops::Range;
 
@@ -11,6 +13,7 @@ use rayon::prelude::*;
 use crate::spec::{ConvGeometry, inside};
 
 use super::element::Element;
+use super::tap_masks::{TapMasks, readable};
 
 /// True when each group maps one input channel to one output channel, the case the stencil
 /// serves. With more output channels per group (a channel multiplier, or a single-channel stem
@@ -35,6 +38,21 @@ pub fn forward<T: Element>(
         return out;
     }
     let arch = pulp::Arch::new();
+    if let Some(masks) = TapMasks::new(g) {
+        out.par_chunks_mut(out_vol)
+            .enumerate()
+            .for_each(|(plane, out_plane)| {
+                let (n, channel) = (plane / g.out_channels, plane % g.out_channels);
+                arch.dispatch(MaskedPlane {
+                    bias: bias.map_or(T::ZERO, |bias| bias[channel]),
+                    masks: &masks,
+                    x_plane: &x[(n * g.in_channels + channel) * in_vol..][..in_vol],
+                    taps: &weight[channel * taps..][..taps],
+                    out_plane,
+                });
+            });
+        return out;
+    }
     out.par_chunks_mut(out_vol)
         .enumerate()
         .for_each(|(plane, out_plane)| {
@@ -49,6 +67,116 @@ pub fn forward<T: Element>(
             });
         });
     out
+}
+
+/// One plane of a "same" depthwise convolution: each tap adds `weight * x` shifted, with the
+/// input zero where the tap reads the padding (as the GEMM path's zero-filled patch matrix).
+struct MaskedPlane<'a, T> {
+    bias: T,
+    masks: &'a TapMasks<T>,
+    x_plane: &'a [T],
+    taps: &'a [T],
+    out_plane: &'a mut [T],
+}
+
+impl<T: Element> WithSimd for MaskedPlane<'_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) {
+        let Self {
+            bias,
+            masks,
+            x_plane,
+            taps,
+            out_plane,
+        } = self;
+        out_plane.fill(bias);
+        let len = out_plane.len();
+        let all: Vec<(isize, &[bool], T)> = masks
+            .taps()
+            .zip(taps)
+            .map(|((shift, mask), &tap)| (shift, mask, tap))
+            .collect();
+        // Three taps a pass (a 3-wide kernel row) where all three read the input, so the
+        // output is loaded and stored once per three products; single taps elsewhere.
+        for group in all.chunks(3) {
+            let lives: Vec<Range<usize>> = group
+                .iter()
+                .map(|&(shift, _, _)| readable(shift, &(0..len), x_plane.len()))
+                .collect();
+            let start = lives.iter().map(|live| live.start).max().unwrap_or(0);
+            let end = lives
+                .iter()
+                .map(|live| live.end)
+                .min()
+                .unwrap_or(0)
+                .max(start);
+            let fused = if let [a, b, c] = group {
+                Some((a, b, c))
+            } else {
+                None
+            };
+            let shared = fused.map_or(0..0, |_| start..end);
+            for (&(shift, mask, tap), live) in group.iter().zip(&lives) {
+                let padding = tap * T::ZERO;
+                for slot in &mut out_plane[..live.start] {
+                    *slot += padding;
+                }
+                for slot in &mut out_plane[live.end..] {
+                    *slot += padding;
+                }
+                if shared.is_empty() {
+                    add_masked(out_plane, x_plane, shift, mask, tap, live.clone());
+                } else {
+                    // `shared` is inside every tap's readable range.
+                    add_masked(
+                        out_plane,
+                        x_plane,
+                        shift,
+                        mask,
+                        tap,
+                        live.start..shared.start,
+                    );
+                    add_masked(out_plane, x_plane, shift, mask, tap, shared.end..live.end);
+                }
+            }
+            if let (Some((a, b, c)), false) = (fused, shared.is_empty()) {
+                let at = |shift: isize| {
+                    &x_plane[(shared.start as isize + shift) as usize..][..shared.len()]
+                };
+                let (xa, xb, xc) = (at(a.0), at(b.0), at(c.0));
+                let (ma, mb, mc) = (
+                    &a.1[shared.clone()],
+                    &b.1[shared.clone()],
+                    &c.1[shared.clone()],
+                );
+                for (i, slot) in out_plane[shared.clone()].iter_mut().enumerate() {
+                    let pick = |keep: bool, value: T| if keep { value } else { T::ZERO };
+                    *slot += a.2 * pick(ma[i], xa[i])
+                        + b.2 * pick(mb[i], xb[i])
+                        + c.2 * pick(mc[i], xc[i]);
+                }
+            }
+        }
+    }
+}
+
+/// `out[p] += tap * x[p + shift]` over `range` (inside the tap's readable positions), with the
+/// input taken as zero where `mask` says the tap reads the padding.
+#[inline(always)]
+fn add_masked<T: Element>(
+    out: &mut [T],
+    x: &[T],
+    shift: isize,
+    mask: &[bool],
+    tap: T,
+    range: Range<usize>,
+) {
+    let src = &x[(range.start as isize + shift) as usize..][..range.len()];
+    for ((slot, &value), &keep) in out[range.clone()].iter_mut().zip(src).zip(&mask[range]) {
+        *slot += tap * if keep { value } else { T::ZERO };
+    }
 }
 
 /// For each `kw`: the output columns whose tap lands inside the input row, and the input

@@ -67,6 +67,14 @@ impl<T: Element> TapMasks<T> {
         })
     }
 
+    /// Each tap's shift and mask, in weight order `(kd, kh, kw)`.
+    pub fn taps(&self) -> impl Iterator<Item = (isize, &[bool])> {
+        self.shifts
+            .iter()
+            .copied()
+            .zip(self.masks.chunks_exact(self.volume.max(1)))
+    }
+
     /// For each patch row `(channel, tap)`: its number, the channel's first input element plus
     /// the tap's shift, and the tap's mask.
     fn rows(&self, channels: usize) -> impl Iterator<Item = (usize, isize, &[bool])> {
@@ -183,7 +191,7 @@ impl<T: Element> WithSimd for Scatter<'_, T> {
 
 /// The positions `p` of `positions` whose element `p + shift` lies inside `0..len` (the others
 /// are masked: they read the padding).
-fn readable(shift: isize, positions: &Range<usize>, len: usize) -> Range<usize> {
+pub fn readable(shift: isize, positions: &Range<usize>, len: usize) -> Range<usize> {
     let clamp = |p: isize| p.clamp(positions.start as isize, positions.end as isize) as usize;
     let start = clamp(-shift);
     start..clamp(len as isize - shift).max(start)
