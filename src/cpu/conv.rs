@@ -95,6 +95,32 @@ fn gather_images<T: Copy>(
     }
 }
 
+/// A tile of several whole `images`: its scratch split into room for the patch matrix
+/// (`patch_len x width`) and group `group`'s output-gradient channels of those images,
+/// gathered side by side (`cout_g x width`), `width` being `images.len() * out_vol`.
+fn gathered_tile<'s, T: Copy>(
+    geometry: &ConvGeometry,
+    scratch: &'s mut [T],
+    out_grad: &[T],
+    images: Range<usize>,
+    group: usize,
+) -> (&'s mut [T], &'s [T]) {
+    let (cout_g, out_vol) = (geometry.out_per_group(), geometry.out_volume());
+    let width = images.len() * out_vol;
+    let (col, gathered) = scratch.split_at_mut(geometry.patch_len() * width);
+    let gathered = &mut gathered[..cout_g * width];
+    let channels = group * cout_g..(group + 1) * cout_g;
+    gather_images(
+        out_grad,
+        images,
+        geometry.out_channels,
+        channels,
+        out_vol,
+        gathered,
+    );
+    (col, gathered)
+}
+
 /// The patch matrix of a tile of whole `images`, side by side in `col` (`patch_len x
 /// images.len() * out_vol`), lowered from the group's channels starting at `first_channel`.
 fn lower_images<T: Element>(
@@ -246,16 +272,7 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
                     // The tile's output gradient gathered side by side, one GEMM, then each
                     // image's columns scattered back.
                     let width = items.len() * out_vol;
-                    let (col, gathered) = scratch.split_at_mut(patch * width);
-                    let gathered = &mut gathered[..cout_g * width];
-                    gather_images(
-                        out_grad,
-                        items.clone(),
-                        g.out_channels,
-                        channels,
-                        out_vol,
-                        gathered,
-                    );
+                    let (col, gathered) = gathered_tile(g, scratch, out_grad, items.clone(), group);
                     matmul(
                         MatMut::rows(col, patch, width),
                         weight_t,
@@ -330,16 +347,8 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
                     &mut weight_grad[channels.start * patch..][..cout_g * patch];
                 if images > 1 {
                     let width = tile.len() * out_vol;
-                    let (col, gathered) = scratch.split_at_mut(patch * width);
-                    let gathered = &mut gathered[..cout_g * width];
-                    gather_images(
-                        out_grad,
-                        tile.clone(),
-                        g.out_channels,
-                        channels,
-                        out_vol,
-                        gathered,
-                    );
+                    let (col, gathered) =
+                        gathered_tile(g, &mut scratch, out_grad, tile.clone(), group);
                     lower_images(&lowering, x, tile.clone(), group * cin_g, col);
                     matmul(
                         MatMut::rows(weight_grad_group, cout_g, patch),

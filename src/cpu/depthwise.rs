@@ -32,48 +32,76 @@ pub fn forward<T: Element>(
     let g = geometry;
     debug_assert!(is_depthwise(g));
     let (in_vol, out_vol, taps) = (g.in_volume(), g.out_volume(), g.patch_len());
-    let runs = column_runs(g);
     let mut out = vec![T::ZERO; g.out_shape().iter().product()];
     if out_vol == 0 {
         return out;
     }
+    let masks = TapMasks::new(g);
+    let plan = match &masks {
+        Some(masks) => Plan::Masked(MaskedTap::all(masks, out_vol, in_vol)),
+        None => Plan::Stencil(column_runs(g)),
+    };
     let arch = pulp::Arch::new();
-    if let Some(masks) = TapMasks::new(g) {
-        out.par_chunks_mut(out_vol)
-            .enumerate()
-            .for_each(|(plane, out_plane)| {
-                let (n, channel) = (plane / g.out_channels, plane % g.out_channels);
-                arch.dispatch(MaskedPlane {
-                    bias: bias.map_or(T::ZERO, |bias| bias[channel]),
-                    masks: &masks,
-                    x_plane: &x[(n * g.in_channels + channel) * in_vol..][..in_vol],
-                    taps: &weight[channel * taps..][..taps],
-                    out_plane,
-                });
-            });
-        return out;
-    }
     out.par_chunks_mut(out_vol)
         .enumerate()
         .for_each(|(plane, out_plane)| {
             let (n, channel) = (plane / g.out_channels, plane % g.out_channels);
             out_plane.fill(bias.map_or(T::ZERO, |bias| bias[channel]));
-            arch.dispatch(PlaneStencil {
-                geometry: g,
-                runs: &runs,
-                x_plane: &x[(n * g.in_channels + channel) * in_vol..][..in_vol],
-                taps: &weight[channel * taps..][..taps],
-                out_plane,
-            });
+            let x_plane = &x[(n * g.in_channels + channel) * in_vol..][..in_vol];
+            let taps = &weight[channel * taps..][..taps];
+            match &plan {
+                Plan::Masked(rows) => arch.dispatch(MaskedPlane {
+                    rows,
+                    x_plane,
+                    taps,
+                    out_plane,
+                }),
+                Plan::Stencil(runs) => arch.dispatch(PlaneStencil {
+                    geometry: g,
+                    runs,
+                    x_plane,
+                    taps,
+                    out_plane,
+                }),
+            }
         });
     out
+}
+
+/// How every plane of one call is computed, worked out once: by tap masks for a small "same"
+/// plane, else by the row stencil's column runs.
+enum Plan<'a> {
+    Masked(Vec<MaskedTap<'a>>),
+    Stencil(Vec<(Range<usize>, usize)>),
+}
+
+/// One tap of a masked plane: its shift, its mask, and the output positions whose shifted
+/// element lies inside the plane (the rest read the padding).
+struct MaskedTap<'a> {
+    shift: isize,
+    mask: &'a [bool],
+    live: Range<usize>,
+}
+
+impl<'a> MaskedTap<'a> {
+    /// Every tap of `masks`, in weight order, for planes of `out_len` outputs read from planes
+    /// of `in_len` inputs.
+    fn all(masks: &'a TapMasks, out_len: usize, in_len: usize) -> Vec<Self> {
+        masks
+            .taps()
+            .map(|(shift, mask)| Self {
+                shift,
+                mask,
+                live: readable(shift, &(0..out_len), in_len),
+            })
+            .collect()
+    }
 }
 
 /// One plane of a "same" depthwise convolution: each tap adds `weight * x` shifted, with the
 /// input zero where the tap reads the padding (as the GEMM path's zero-filled patch matrix).
 struct MaskedPlane<'a, T> {
-    bias: T,
-    masks: &'a TapMasks<T>,
+    rows: &'a [MaskedTap<'a>],
     x_plane: &'a [T],
     taps: &'a [T],
     out_plane: &'a mut [T],
@@ -85,40 +113,23 @@ impl<T: Element> WithSimd for MaskedPlane<'_, T> {
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
         let Self {
-            bias,
-            masks,
+            rows,
             x_plane,
             taps,
             out_plane,
         } = self;
-        out_plane.fill(bias);
-        let len = out_plane.len();
-        let all: Vec<(isize, &[bool], T)> = masks
-            .taps()
-            .zip(taps)
-            .map(|((shift, mask), &tap)| (shift, mask, tap))
-            .collect();
         // Three taps a pass (a 3-wide kernel row) where all three read the input, so the
         // output is loaded and stored once per three products; single taps elsewhere.
-        for group in all.chunks(3) {
-            let lives: Vec<Range<usize>> = group
-                .iter()
-                .map(|&(shift, _, _)| readable(shift, &(0..len), x_plane.len()))
-                .collect();
-            let start = lives.iter().map(|live| live.start).max().unwrap_or(0);
-            let end = lives
-                .iter()
-                .map(|live| live.end)
-                .min()
-                .unwrap_or(0)
-                .max(start);
-            let fused = if let [a, b, c] = group {
-                Some((a, b, c))
-            } else {
-                None
+        for (group, weights) in rows.chunks(3).zip(taps.chunks(3)) {
+            let shared = match group {
+                [a, b, c] => {
+                    let start = a.live.start.max(b.live.start).max(c.live.start);
+                    start..a.live.end.min(b.live.end).min(c.live.end).max(start)
+                }
+                _ => 0..0,
             };
-            let shared = fused.map_or(0..0, |_| start..end);
-            for (&(shift, mask, tap), live) in group.iter().zip(&lives) {
+            for (row, &tap) in group.iter().zip(weights) {
+                let live = row.live.clone();
                 let padding = tap * T::ZERO;
                 for slot in &mut out_plane[..live.start] {
                     *slot += padding;
@@ -127,35 +138,29 @@ impl<T: Element> WithSimd for MaskedPlane<'_, T> {
                     *slot += padding;
                 }
                 if shared.is_empty() {
-                    add_masked(out_plane, x_plane, shift, mask, tap, live.clone());
+                    add_masked(out_plane, x_plane, row, tap, live);
                 } else {
                     // `shared` is inside every tap's readable range.
-                    add_masked(
-                        out_plane,
-                        x_plane,
-                        shift,
-                        mask,
-                        tap,
-                        live.start..shared.start,
-                    );
-                    add_masked(out_plane, x_plane, shift, mask, tap, shared.end..live.end);
+                    add_masked(out_plane, x_plane, row, tap, live.start..shared.start);
+                    add_masked(out_plane, x_plane, row, tap, shared.end..live.end);
                 }
             }
-            if let (Some((a, b, c)), false) = (fused, shared.is_empty()) {
-                let at = |shift: isize| {
-                    &x_plane[(shared.start as isize + shift) as usize..][..shared.len()]
+            if let ([a, b, c], [wa, wb, wc], false) = (group, weights, shared.is_empty()) {
+                let at = |row: &MaskedTap<'_>| {
+                    let start = (row.shift + shared.start as isize) as usize;
+                    start..start + shared.len()
                 };
-                let (xa, xb, xc) = (at(a.0), at(b.0), at(c.0));
+                let (xa, xb, xc) = (&x_plane[at(a)], &x_plane[at(b)], &x_plane[at(c)]);
                 let (ma, mb, mc) = (
-                    &a.1[shared.clone()],
-                    &b.1[shared.clone()],
-                    &c.1[shared.clone()],
+                    &a.mask[shared.clone()],
+                    &b.mask[shared.clone()],
+                    &c.mask[shared.clone()],
                 );
                 for (i, slot) in out_plane[shared.clone()].iter_mut().enumerate() {
                     let pick = |keep: bool, value: T| if keep { value } else { T::ZERO };
-                    *slot += a.2 * pick(ma[i], xa[i])
-                        + b.2 * pick(mb[i], xb[i])
-                        + c.2 * pick(mc[i], xc[i]);
+                    *slot += *wa * pick(ma[i], xa[i])
+                        + *wb * pick(mb[i], xb[i])
+                        + *wc * pick(mc[i], xc[i]);
                 }
             }
         }
@@ -163,18 +168,18 @@ impl<T: Element> WithSimd for MaskedPlane<'_, T> {
 }
 
 /// `out[p] += tap * x[p + shift]` over `range` (inside the tap's readable positions), with the
-/// input taken as zero where `mask` says the tap reads the padding.
+/// input taken as zero where the tap's mask says it reads the padding.
 #[inline(always)]
 fn add_masked<T: Element>(
     out: &mut [T],
     x: &[T],
-    shift: isize,
-    mask: &[bool],
+    row: &MaskedTap<'_>,
     tap: T,
     range: Range<usize>,
 ) {
-    let src = &x[(range.start as isize + shift) as usize..][..range.len()];
-    for ((slot, &value), &keep) in out[range.clone()].iter_mut().zip(src).zip(&mask[range]) {
+    let src = &x[(range.start as isize + row.shift) as usize..][..range.len()];
+    let mask = &row.mask[range.clone()];
+    for ((slot, &value), &keep) in out[range].iter_mut().zip(src).zip(mask) {
         *slot += tap * if keep { value } else { T::ZERO };
     }
 }

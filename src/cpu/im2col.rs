@@ -5,12 +5,13 @@
 //! Both work on a tile of output positions, so the patch matrix of a large image is built and
 //! consumed a cache-sized piece at a time ([`Lowering::tiles`]).
 
+use core::marker::PhantomData;
 use core::ops::Range;
 
 use crate::spec::{ConvGeometry, inside};
 
 use super::element::Element;
-use super::tap_masks::TapMasks;
+use super::tap_masks::{TapMasks, readable};
 
 /// Bytes of patch matrix per tile: well inside one core's L2, so the GEMM reads back what the
 /// lowering just wrote from cache instead of memory.
@@ -92,7 +93,9 @@ fn for_each_run(
 /// by tap masks for a small "same" volume ([`TapMasks`]), else by rows.
 pub struct Lowering<'a, T> {
     geometry: &'a ConvGeometry,
-    masks: Option<TapMasks<T>>,
+    masks: Option<TapMasks>,
+    /// The element type: its size sets how many columns a tile holds.
+    element: PhantomData<T>,
 }
 
 impl<'a, T: Element> Lowering<'a, T> {
@@ -101,7 +104,11 @@ impl<'a, T: Element> Lowering<'a, T> {
         let masks = (!is_pointwise(geometry))
             .then(|| TapMasks::new(geometry))
             .flatten();
-        Self { geometry, masks }
+        Self {
+            geometry,
+            masks,
+            element: PhantomData,
+        }
     }
 
     /// The convolution lowered.
@@ -241,14 +248,6 @@ fn for_each_block(
     }
 }
 
-/// The part `[lo, hi)` of a block of `len` elements whose source `source + i` lies in a slice
-/// of `available` elements (the rest are padding columns).
-fn in_bounds(source: isize, len: usize, available: usize) -> Range<usize> {
-    let lo = (-source).clamp(0, len as isize) as usize;
-    let hi = (available as isize - source).clamp(lo as isize, len as isize) as usize;
-    lo..hi
-}
-
 /// Set the columns of `block` (whole rows of `width`) outside `columns` to zero.
 fn zero_padding_columns<T: Element>(block: &mut [T], width: usize, columns: &Range<usize>) {
     if columns.start == 0 && columns.end == width {
@@ -281,7 +280,7 @@ fn im2col<T: Element>(
             match block {
                 Block::Zero => dst.fill(T::ZERO),
                 Block::Shifted { source, columns } => {
-                    let copied = in_bounds(source, len, x.len());
+                    let copied = readable(source, &(0..len), x.len());
                     let from = (source + copied.start as isize) as usize;
                     dst[copied.clone()].copy_from_slice(&x[from..from + copied.len()]);
                     zero_padding_columns(dst, out_w, &columns);
@@ -338,7 +337,7 @@ fn col2im<T: Element>(
                 // Padding columns land on a neighbouring row's elements: add zeros there.
                 let src = &mut col[start..start + len];
                 zero_padding_columns(src, out_w, &columns);
-                let added = in_bounds(source, len, x.len());
+                let added = readable(source, &(0..len), x.len());
                 let to = (source + added.start as isize) as usize;
                 for (slot, value) in x[to..to + added.len()].iter_mut().zip(&src[added]) {
                     *slot += *value;

@@ -17,14 +17,13 @@ const MAX_MASK_LEN: usize = 1 << 16;
 
 /// Per tap `(kd, kh, kw)`: its offset in the input and, per output position, whether it reads
 /// the input (else the padding).
-pub struct TapMasks<T> {
-    element: core::marker::PhantomData<T>,
+pub struct TapMasks {
     shifts: Vec<isize>,
     masks: Vec<bool>,
     volume: usize,
 }
 
-impl<T: Element> TapMasks<T> {
+impl TapMasks {
     /// The masks of `geometry`, if its output is shaped as its input at stride 1 and they are
     /// small.
     pub fn new(geometry: &ConvGeometry) -> Option<Self> {
@@ -60,7 +59,6 @@ impl<T: Element> TapMasks<T> {
             }
         }
         Some(Self {
-            element: core::marker::PhantomData,
             shifts,
             masks,
             volume,
@@ -78,21 +76,23 @@ impl<T: Element> TapMasks<T> {
     /// For each patch row `(channel, tap)`: its number, the channel's first input element plus
     /// the tap's shift, and the tap's mask.
     fn rows(&self, channels: usize) -> impl Iterator<Item = (usize, isize, &[bool])> {
-        let volume = self.volume;
+        let (volume, taps) = (self.volume, self.shifts.len());
         (0..channels).flat_map(move |channel| {
-            self.shifts
-                .iter()
-                .zip(self.masks.chunks_exact(volume))
-                .enumerate()
-                .map(move |(tap, (shift, mask))| {
-                    let row = channel * self.shifts.len() + tap;
-                    (row, (channel * volume) as isize + shift, mask)
-                })
+            self.taps().enumerate().map(move |(tap, (shift, mask))| {
+                let row = channel * taps + tap;
+                (row, (channel * volume) as isize + shift, mask)
+            })
         })
     }
 
     /// [`super::im2col::Lowering::im2col`] for the output positions `positions`.
-    pub fn im2col(&self, x: &[T], positions: Range<usize>, col: &mut [T], row_stride: usize) {
+    pub fn im2col<T: Element>(
+        &self,
+        x: &[T],
+        positions: Range<usize>,
+        col: &mut [T],
+        row_stride: usize,
+    ) {
         pulp::Arch::new().dispatch(Lower {
             masks: self,
             x,
@@ -103,7 +103,13 @@ impl<T: Element> TapMasks<T> {
     }
 
     /// [`super::im2col::Lowering::col2im`] for the output positions `positions`.
-    pub fn col2im(&self, col: &[T], row_stride: usize, positions: Range<usize>, x: &mut [T]) {
+    pub fn col2im<T: Element>(
+        &self,
+        col: &[T],
+        row_stride: usize,
+        positions: Range<usize>,
+        x: &mut [T],
+    ) {
         pulp::Arch::new().dispatch(Scatter {
             masks: self,
             col,
@@ -116,7 +122,7 @@ impl<T: Element> TapMasks<T> {
 
 /// [`TapMasks::im2col`] as a `pulp` op, so the masked copies use the CPU's widest vectors.
 struct Lower<'a, T> {
-    masks: &'a TapMasks<T>,
+    masks: &'a TapMasks,
     x: &'a [T],
     positions: Range<usize>,
     col: &'a mut [T],
@@ -155,7 +161,7 @@ impl<T: Element> WithSimd for Lower<'_, T> {
 
 /// [`TapMasks::col2im`] as a `pulp` op.
 struct Scatter<'a, T> {
-    masks: &'a TapMasks<T>,
+    masks: &'a TapMasks,
     col: &'a [T],
     row_stride: usize,
     positions: Range<usize>,
