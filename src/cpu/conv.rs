@@ -570,6 +570,15 @@ mod tests {
         check([2, 2, 3, 4, 4], 2, [3, 3, 3], same([2, 1, 1], [1, 1, 1]));
         check([1, 3, 1, 1, 8], 2, [1, 1, 3], same([0, 0, 1], [1; 3]));
         check([1, 3, 1, 6, 1], 2, [1, 3, 1], same([0, 1, 0], [1; 3]));
+        // Planes smaller than the kernel: taps shifted past the whole plane (depthwise too).
+        check([2, 3, 1, 1, 1], 2, [1, 3, 3], same([0, 1, 1], [1; 3]));
+        check([1, 2, 1, 2, 1], 2, [1, 5, 3], same([0, 2, 1], [1; 3]));
+        check(
+            [1, 2, 1, 1, 1],
+            2,
+            [1, 3, 3],
+            ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 2),
+        );
         // Tap masks over tiles that cut a long 1D signal, and 2D rows mid-row.
         check([1, 32, 1, 1, 3000], 2, [1, 1, 9], same([0, 0, 4], [1; 3]));
         check([2, 32, 1, 40, 40], 2, [1, 3, 3], same([0, 1, 1], [1; 3]));

@@ -177,6 +177,10 @@ fn add_masked<T: Element>(
     tap: T,
     range: Range<usize>,
 ) {
+    // An empty range may sit where `p + shift` is outside the plane (a tap past all of it).
+    if range.is_empty() {
+        return;
+    }
     let src = &x[(range.start as isize + row.shift) as usize..][..range.len()];
     let mask = &row.mask[range.clone()];
     for ((slot, &value), &keep) in out[range].iter_mut().zip(src).zip(mask) {

@@ -196,7 +196,8 @@ impl<T: Element> WithSimd for Scatter<'_, T> {
 }
 
 /// The positions `p` of `positions` whose element `p + shift` lies inside `0..len` (the others
-/// are masked: they read the padding).
+/// are masked: they read the padding). When empty, `start + shift` may lie outside `0..len`:
+/// callers skip an empty range rather than slice at it.
 pub fn readable(shift: isize, positions: &Range<usize>, len: usize) -> Range<usize> {
     let clamp = |p: isize| p.clamp(positions.start as isize, positions.end as isize) as usize;
     let start = clamp(-shift);
