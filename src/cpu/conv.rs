@@ -5,7 +5,9 @@
 //! (`Lowering::tiles`), so a large image (video, audio) never streams a patch matrix of tens of
 //! megabytes through memory, or several small images side by side (`images_per_tile`), so a
 //! late-stage layer of a few dozen positions still runs one wide GEMM instead of one per image.
-//! The depthwise forward pass skips the lowering altogether (`depthwise`).
+//! The depthwise forward pass skips the lowering altogether (`depthwise`), and 3-tap stride-1
+//! convolutions with enough channels take Winograd's algorithm (`winograd`) for the forward
+//! pass and the input gradient.
 //!
 //! Every routine takes a [`ConvGeometry`] and contiguous NCDHW slices; transposed convolutions
 //! reuse them through the adjoint geometry (see `ConvGeometry::transpose`).
@@ -17,42 +19,10 @@ use rayon::prelude::*;
 use crate::spec::ConvGeometry;
 
 use super::depthwise;
-use super::element::{Element, Split};
+use super::element::{Element, Split, for_each_chunk};
 use super::gemm::{MatMut, MatRef, matmul};
 use super::im2col::{Lowering, images_per_tile, is_pointwise};
-
-/// Run `body(items, chunk, scratch)` for every run of `per_chunk` batch items (`chunk` holds
-/// their `item_len` elements each), on rayon when `split.outer`, with one scratch buffer per
-/// worker.
-fn for_each_chunk<T: Element>(
-    out: &mut [T],
-    item_len: usize,
-    per_chunk: usize,
-    scratch_len: usize,
-    split: Split,
-    body: impl Fn(Range<usize>, &mut [T], &mut Vec<T>) + Sync + Send,
-) {
-    if item_len == 0 {
-        return;
-    }
-    let init = || vec![T::ZERO; scratch_len];
-    let items = |index: usize, chunk: &[T]| {
-        let first = index * per_chunk;
-        first..first + chunk.len() / item_len
-    };
-    if split.outer {
-        out.par_chunks_mut(item_len * per_chunk)
-            .enumerate()
-            .for_each_init(init, |scratch, (index, chunk)| {
-                body(items(index, chunk), chunk, scratch)
-            });
-    } else {
-        let mut scratch = init();
-        for (index, chunk) in out.chunks_mut(item_len * per_chunk).enumerate() {
-            body(items(index, chunk), chunk, &mut scratch);
-        }
-    }
-}
+use super::winograd;
 
 /// Images per task and tile for a batch-parallel pass: several when they are small, but never
 /// so many that a thread is left without a task.
@@ -175,6 +145,9 @@ pub fn forward<T: Element>(
     if depthwise::is_depthwise(g) {
         return depthwise::forward(g, x, weight, bias);
     }
+    if let Some(out) = winograd::forward(g, x, weight, bias) {
+        return out;
+    }
     let lowering = Lowering::<T>::new(g);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
@@ -250,6 +223,9 @@ pub fn forward<T: Element>(
 /// Gradient of `conv` with respect to `x`, shape `geometry.in_shape()`.
 pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
     let g = geometry;
+    if let Some(x_grad) = winograd::x_backward(g, weight, out_grad) {
+        return x_grad;
+    }
     let lowering = Lowering::<T>::new(g);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
@@ -419,13 +395,13 @@ pub fn bias_backward<T: Element>(out_grad: &[T], batch: usize, channels: usize) 
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use burn::tensor::ops::ConvOptions;
 
     use super::*;
 
     /// Deterministic values in [-1, 1).
-    fn values(len: usize, seed: u64) -> Vec<f64> {
+    pub(in crate::cpu) fn values(len: usize, seed: u64) -> Vec<f64> {
         let mut state = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
@@ -440,7 +416,7 @@ mod tests {
     }
 
     /// The convolution straight from its definition, one output at a time.
-    fn reference(g: &ConvGeometry, x: &[f64], weight: &[f64]) -> Vec<f64> {
+    pub(in crate::cpu) fn reference(g: &ConvGeometry, x: &[f64], weight: &[f64]) -> Vec<f64> {
         let [out_d, out_h, out_w] = g.out_size;
         let [k_d, k_h, k_w] = g.kernel;
         let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());

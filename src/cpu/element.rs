@@ -1,6 +1,9 @@
 //! The float types the CPU kernels compute in, and the batch/GEMM parallelism split.
 
+use core::ops::Range;
+
 use gemm::Parallelism;
+use rayon::prelude::*;
 
 /// A float the CPU kernels compute in (f32 and f64; f16/bf16 are computed in f32).
 pub trait Element:
@@ -85,6 +88,39 @@ impl Split {
                 outer: false,
                 inner: Parallelism::Rayon(threads),
             }
+        }
+    }
+}
+
+/// Run `body(items, chunk, scratch)` for every run of `per_chunk` batch items (`chunk` holds
+/// their `item_len` elements each), on rayon when `split.outer`, with one scratch buffer per
+/// worker.
+pub fn for_each_chunk<T: Element>(
+    out: &mut [T],
+    item_len: usize,
+    per_chunk: usize,
+    scratch_len: usize,
+    split: Split,
+    body: impl Fn(Range<usize>, &mut [T], &mut Vec<T>) + Sync + Send,
+) {
+    if item_len == 0 {
+        return;
+    }
+    let init = || vec![T::ZERO; scratch_len];
+    let items = |index: usize, chunk: &[T]| {
+        let first = index * per_chunk;
+        first..first + chunk.len() / item_len
+    };
+    if split.outer {
+        out.par_chunks_mut(item_len * per_chunk)
+            .enumerate()
+            .for_each_init(init, |scratch, (index, chunk)| {
+                body(items(index, chunk), chunk, scratch)
+            });
+    } else {
+        let mut scratch = init();
+        for (index, chunk) in out.chunks_mut(item_len * per_chunk).enumerate() {
+            body(items(index, chunk), chunk, &mut scratch);
         }
     }
 }

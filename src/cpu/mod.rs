@@ -15,3 +15,4 @@ pub(crate) mod ops;
 mod pool;
 pub(crate) mod pool_ops;
 mod tap_masks;
+mod winograd;

@@ -1,0 +1,208 @@
+//! Winograd convolution for 3-tap stride-1 kernels (3x3, 3x3x3, and 3-tap 1D): the output is
+//! cut into tiles of `m` positions per axis; each tile's `alpha = m + 2` inputs and the filters
+//! are taken to a transformed domain where the convolution is one product per point, done for
+//! every point as a GEMM over channels (`alpha^d` GEMMs of `cout x cin x tiles`), and brought
+//! back. F(2, 3) per axis needs 2.25x fewer multiplications per output and axis than the patch
+//! matrix and F(4, 3) 4x; the transforms are a few additions per element. The input gradient of
+//! such a convolution is another one (flipped, transposed filters), so it runs here too.
+//!
+//! The transforms add and subtract neighbouring inputs, so an infinite or NaN input would turn
+//! outputs whose window never saw it into NaN, and large finite ones could overflow where the
+//! direct sum does not: inputs and filters outside [`SAFE_MAGNITUDE`] take the GEMM path.
+
+mod plan;
+mod transform;
+
+use crate::spec::ConvGeometry;
+
+use super::element::{Element, Split, for_each_chunk};
+use super::gemm::{MatMut, MatRef, matmul};
+use plan::{Layout, Plan};
+
+/// Channels per group (in and out) from which Winograd pays on the 2-core AVX-512 EPYC the
+/// benches ran on: with 64 channels a 56x56 ResNet layer ran 5.1 ms against the GEMM path's
+/// 5.6, with 16 to 64 channels on planes of 4 to 14 (the example's layers) the transforms
+/// cost more than the products save (600 µs against 330).
+const MIN_CHANNELS: usize = 64;
+
+/// Outputs along each 3-tap axis from which Winograd pays: F(2, 3)'s tiles cover 7 with 8,
+/// and with 512 channels at 7x7 it ran 6.3 ms against 5.6 (at 14x14, 4.0 against 4.6).
+const MIN_OUT_LEN: usize = 8;
+
+/// Inputs and filters at or beyond this magnitude (and NaN) go to the direct path: the F(4, 3)
+/// transforms scale by up to 10 per axis, far from f32's overflow below it.
+const SAFE_MAGNITUDE: f64 = 1e30;
+
+/// Whether Winograd's algorithm computes `geometry`: stride and dilation 1, every kernel axis
+/// 1 or 3 taps with padding that leaves each output a full window's reach
+/// (`pad <= taps - 1`, which the input gradient needs), and at least one 3-tap axis.
+fn serves(geometry: &ConvGeometry) -> bool {
+    let g = geometry.normalised();
+    let axes_fit = (0..3).all(|a| {
+        g.stride[a] == 1
+            && g.dilation[a] == 1
+            && matches!(g.kernel[a], 1 | 3)
+            && g.pad_begin[a] < g.kernel[a]
+    });
+    axes_fit && g.kernel.contains(&3) && g.out_volume() > 0 && g.in_volume() > 0 && g.batch > 0
+}
+
+/// Whether it is faster there than the GEMM path: enough channels per group, and every 3-tap
+/// axis long enough for its tiles not to waste much.
+fn pays(geometry: &ConvGeometry) -> bool {
+    let g = geometry;
+    g.in_per_group() >= MIN_CHANNELS
+        && g.out_per_group() >= MIN_CHANNELS
+        && (0..3).all(|a| g.kernel[a] != 3 || g.out_size[a] >= MIN_OUT_LEN)
+}
+
+/// Whether every value is finite and below [`SAFE_MAGNITUDE`] (false for NaN).
+fn is_safe<T: Element>(values: &[T]) -> bool {
+    let (low, high) = (T::from_f64(-SAFE_MAGNITUDE), T::from_f64(SAFE_MAGNITUDE));
+    values.chunks(1024).all(|chunk| {
+        chunk
+            .iter()
+            .fold(true, |ok, &v| ok & (v > low) & (v < high))
+    })
+}
+
+/// `conv(x, weight) + bias` by Winograd's algorithm where it [`pays`], or `None`: the shape is
+/// not one it serves or pays on, or a value is outside [`SAFE_MAGNITUDE`].
+pub fn forward<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    weight: &[T],
+    bias: Option<&[T]>,
+) -> Option<Vec<T>> {
+    if !pays(geometry) {
+        return None;
+    }
+    forward_where_served(geometry, x, weight, bias)
+}
+
+/// [`forward`] for any shape it [`serves`].
+fn forward_where_served<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    weight: &[T],
+    bias: Option<&[T]>,
+) -> Option<Vec<T>> {
+    if !serves(geometry) || !is_safe(x) || !is_safe(weight) {
+        return None;
+    }
+    Some(run_forward(geometry, x, weight, Layout::Conv, bias))
+}
+
+/// The forward pass, for a geometry it [`serves`], the filters in `layout`.
+fn run_forward<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    weight: &[T],
+    layout: Layout,
+    bias: Option<&[T]>,
+) -> Vec<T> {
+    let g = geometry;
+    let plan = Plan::<T>::new(g);
+    let filters = plan.filters(weight, layout);
+    let (cin_g, cout_g, points) = (g.in_per_group(), g.out_per_group(), plan.points());
+    let mut out = vec![T::ZERO; g.out_shape().iter().product()];
+    let per_chunk = g.batch.div_ceil(rayon::current_num_threads().max(1));
+    let split = Split::for_items(g.batch.div_ceil(per_chunk));
+    let item_len = g.out_channels * g.out_volume();
+    for_each_chunk(
+        &mut out,
+        item_len,
+        per_chunk,
+        0,
+        split,
+        |images, out_chunk, _| {
+            let padded = plan.pad(x, images.clone());
+            let total = images.len() * plan.tiles_per_image();
+            let block = plan.largest_block(total);
+            let mut transformed = vec![T::ZERO; points * cin_g * block];
+            let mut products = vec![T::ZERO; points * cout_g * block];
+            let mut scratch = vec![T::ZERO; plan.scratch_len(block)];
+            for tiles in plan.blocks(total) {
+                let len = tiles.len();
+                for group in 0..g.groups {
+                    let transformed = &mut transformed[..points * cin_g * len];
+                    let products = &mut products[..points * cout_g * len];
+                    plan.transform_inputs(&padded, group, tiles.clone(), transformed, &mut scratch);
+                    let group_filters = &filters[group * cin_g * points * cout_g..];
+                    for point in 0..points {
+                        matmul(
+                            MatMut::rows(&mut products[point * cout_g * len..], cout_g, len),
+                            MatRef::column_major(
+                                &group_filters[point * cout_g..],
+                                cout_g,
+                                cin_g,
+                                points * cout_g,
+                            ),
+                            MatRef::rows(&transformed[point * cin_g * len..], cin_g, len),
+                            false,
+                            split.inner,
+                        );
+                    }
+                    plan.transform_outputs(
+                        products,
+                        group,
+                        tiles.clone(),
+                        bias,
+                        out_chunk,
+                        &mut scratch,
+                    );
+                }
+            }
+        },
+    );
+    out
+}
+
+/// The input gradient of `geometry` as a convolution of the output gradient: filters flipped
+/// and with in and out channels swapped, padding `taps - 1 - pad`.
+fn adjoint(geometry: &ConvGeometry) -> ConvGeometry {
+    let g = geometry;
+    ConvGeometry {
+        in_channels: g.out_channels,
+        out_channels: g.in_channels,
+        in_size: g.out_size,
+        out_size: g.in_size,
+        pad_begin: core::array::from_fn(|a| g.kernel[a] - 1 - g.pad_begin[a]),
+        ..*g
+    }
+}
+
+/// The gradient of `conv` with respect to `x` by Winograd's algorithm where it [`pays`], or
+/// `None` as for [`forward`].
+pub fn x_backward<T: Element>(
+    geometry: &ConvGeometry,
+    weight: &[T],
+    out_grad: &[T],
+) -> Option<Vec<T>> {
+    if !pays(geometry) {
+        return None;
+    }
+    x_backward_where_served(geometry, weight, out_grad)
+}
+
+/// [`x_backward`] for any shape it [`serves`].
+fn x_backward_where_served<T: Element>(
+    geometry: &ConvGeometry,
+    weight: &[T],
+    out_grad: &[T],
+) -> Option<Vec<T>> {
+    if !serves(geometry) || !is_safe(out_grad) || !is_safe(weight) {
+        return None;
+    }
+    let adjoint = adjoint(geometry);
+    Some(run_forward(
+        &adjoint,
+        out_grad,
+        weight,
+        Layout::Adjoint,
+        None,
+    ))
+}
+
+#[cfg(test)]
+mod tests;
