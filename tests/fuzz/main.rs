@@ -431,6 +431,69 @@ fn conv_and_conv_transpose_match_the_reference() {
     );
 }
 
+/// 3-tap stride-1 convolutions (and their transposes) wide enough for the CPU's Winograd path
+/// (64+ channels per group, 8+ outputs per 3-tap axis), which the general strategy's few
+/// channels never reach.
+fn winograd_case() -> impl Strategy<Value = ConvCase> {
+    (
+        (
+            1usize..=3,
+            1usize..=2,
+            64usize..=70,
+            64usize..=70,
+            any::<bool>(),
+        ),
+        (
+            proptest::array::uniform3(8usize..=11),
+            proptest::array::uniform3((0usize..=2, 0usize..=2)),
+        ),
+        (any::<bool>(), any::<bool>(), any::<u64>()),
+    )
+        .prop_map(
+            |((rank, batch, c_in, per_out, grouped), (size, padding), (bias, transpose, seed))| {
+                let groups = if grouped { 2 } else { 1 };
+                let active = |a: usize| a >= 3 - rank;
+                ConvCase {
+                    rank,
+                    batch,
+                    channels: (c_in * groups, per_out),
+                    groups,
+                    // 3D planes stay small: every case runs the f64 reference three times.
+                    size: core::array::from_fn(|a| match (active(a), rank) {
+                        (false, _) => 1,
+                        (true, 3) => size[a] - 2,
+                        (true, _) => size[a],
+                    }),
+                    kernel: core::array::from_fn(|a| if active(a) { 3 } else { 1 }),
+                    stride: [1; 3],
+                    dilation: [1; 3],
+                    padding: core::array::from_fn(|a| if active(a) { padding[a] } else { (0, 0) }),
+                    bias,
+                    transpose,
+                    output_padding: [0; 3],
+                    output_size: None,
+                    seed,
+                }
+            },
+        )
+}
+
+#[test]
+fn winograd_sized_convs_match_the_reference() {
+    let device = Device::flex().autodiff();
+    fuzz(
+        "winograd-sized conv on flex",
+        cases("FUZZ_CASES", 1024).div_ceil(64),
+        winograd_case(),
+        |case| {
+            let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, &device)));
+            let (x, w, b) = inputs(&case);
+            let expected = case.expected(&x, &w, b.as_deref());
+            check(&format!("{case:?}"), got, expected, case.rank)
+        },
+    );
+}
+
 /// Which pool a case runs.
 #[derive(Debug, Clone, Copy)]
 enum PoolKind {
