@@ -270,8 +270,9 @@ fn write_markdown(
         "Written by `bash benches/report.sh` (profile `{profile}`; shapes in \
          `benches/catalogue.json`). Machine: {}. f32, criterion mean of 10 samples, every call \
          synchronized with the device. **ratio = built-in / ours: above 1 means ours is \
-         faster.** Throughput is ours: GFLOP/s for convolutions (2 x multiply-adds; every pass \
-         does the same work), GB/s for pools (bytes read and written at least). {}\n",
+         faster.** Throughput is ours: GFLOP/s for convolutions (2 x the direct algorithm's \
+         multiply-adds, so Winograd rows show an effective rate; every pass does the same \
+         work), GB/s for pools (bytes read and written at least). {}\n",
         machine(),
         autotune()
     );
