@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use crate::spec::ConvGeometry;
 
 use super::depthwise;
-use super::element::{Element, Split, for_each_chunk};
+use super::element::{Element, Split, for_each_chunk, sum_of_partials};
 use super::gemm::{MatMut, MatRef, matmul};
 use super::im2col::{Lowering, images_per_tile, is_pointwise};
 use super::winograd;
@@ -302,6 +302,9 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
 /// on scheduling.
 pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
     let g = geometry;
+    if let Some(weight_grad) = winograd::weight_backward(g, x, out_grad) {
+        return weight_grad;
+    }
     let lowering = Lowering::<T>::new(g);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
@@ -360,20 +363,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
         }
         weight_grad
     };
-    let partials: Vec<Vec<T>> = if split.outer {
-        (0..chunks).into_par_iter().map(partial).collect()
-    } else {
-        (0..chunks).map(partial).collect()
-    };
-    let mut partials = partials.into_iter();
-    let mut weight_grad = partials.next().unwrap_or_else(|| vec![T::ZERO; weight_len]);
-    for other in partials {
-        weight_grad
-            .iter_mut()
-            .zip(&other)
-            .for_each(|(a, b)| *a += *b);
-    }
-    weight_grad
+    sum_of_partials(chunks, weight_len, split, partial)
 }
 
 /// Gradient of a per-channel bias: `out_grad` summed over batch and space, for a contiguous

@@ -124,3 +124,24 @@ pub fn for_each_chunk<T: Element>(
         }
     }
 }
+
+/// `partial(chunk)` for each of `chunks` chunks (on rayon when `split.outer`), summed in chunk
+/// order, so the result does not depend on scheduling; `len` zeros when there are none.
+pub fn sum_of_partials<T: Element>(
+    chunks: usize,
+    len: usize,
+    split: Split,
+    partial: impl Fn(usize) -> Vec<T> + Sync + Send,
+) -> Vec<T> {
+    let partials: Vec<Vec<T>> = if split.outer {
+        (0..chunks).into_par_iter().map(partial).collect()
+    } else {
+        (0..chunks).map(partial).collect()
+    };
+    let mut partials = partials.into_iter();
+    let mut sum = partials.next().unwrap_or_else(|| vec![T::ZERO; len]);
+    for other in partials {
+        sum.iter_mut().zip(&other).for_each(|(a, b)| *a += *b);
+    }
+    sum
+}

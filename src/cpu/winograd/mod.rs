@@ -4,7 +4,9 @@
 //! every point as a GEMM over channels (`alpha^d` GEMMs of `cout x cin x tiles`), and brought
 //! back. F(2, 3) per axis needs 2.25x fewer multiplications per output and axis than the patch
 //! matrix and F(4, 3) 4x; the transforms are a few additions per element. The input gradient of
-//! such a convolution is another one (flipped, transposed filters), so it runs here too.
+//! such a convolution is another one (flipped, transposed filters), so it runs here too; the
+//! weight gradient is each point's product of transformed output gradients and inputs, summed
+//! over tiles and taken back through the filter transform's adjoint.
 //!
 //! The transforms add and subtract neighbouring inputs, so an infinite or NaN input would turn
 //! outputs whose window never saw it into NaN, and large finite ones could overflow where the
@@ -15,9 +17,9 @@ mod transform;
 
 use crate::spec::ConvGeometry;
 
-use super::element::{Element, Split, for_each_chunk};
+use super::element::{Element, Split, for_each_chunk, sum_of_partials};
 use super::gemm::{MatMut, MatRef, matmul};
-use plan::{Layout, Plan};
+use plan::{Layout, Pass, Plan};
 
 /// Channels per group (in and out) from which Winograd pays on the 2-core AVX-512 EPYC the
 /// benches ran on: with 64 channels a 56x56 ResNet layer ran 5.1 ms against the GEMM path's
@@ -118,11 +120,11 @@ fn run_forward<T: Element>(
         |images, out_chunk, _| {
             let padded = plan.pad(x, images.clone());
             let total = images.len() * plan.tiles_per_image();
-            let block = plan.largest_block(total);
+            let block = plan.largest_block(total, Pass::Data);
             let mut transformed = vec![T::ZERO; points * cin_g * block];
             let mut products = vec![T::ZERO; points * cout_g * block];
             let mut scratch = vec![T::ZERO; plan.scratch_len(block)];
-            for tiles in plan.blocks(total) {
+            for tiles in plan.blocks(total, Pass::Data) {
                 let len = tiles.len();
                 for group in 0..g.groups {
                     let transformed = &mut transformed[..points * cin_g * len];
@@ -202,6 +204,85 @@ fn x_backward_where_served<T: Element>(
         Layout::Adjoint,
         None,
     ))
+}
+
+/// The gradient of `conv` with respect to `weight` by Winograd's algorithm where it [`pays`],
+/// or `None` as for [`forward`]: each point's product of transformed output gradients and
+/// transformed inputs, summed over tiles by the GEMM, taken back by the filter transform's
+/// adjoint.
+pub fn weight_backward<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    out_grad: &[T],
+) -> Option<Vec<T>> {
+    if !pays(geometry) {
+        return None;
+    }
+    weight_backward_where_served(geometry, x, out_grad)
+}
+
+/// [`weight_backward`] for any shape it [`serves`].
+fn weight_backward_where_served<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    out_grad: &[T],
+) -> Option<Vec<T>> {
+    if !serves(geometry) || !is_safe(x) || !is_safe(out_grad) {
+        return None;
+    }
+    Some(run_weight_backward(geometry, x, out_grad))
+}
+
+/// The weight gradient, for a geometry it [`serves`]. The batch is cut into one contiguous
+/// chunk per thread, whose products are summed in chunk order.
+fn run_weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
+    let g = geometry;
+    let plan = Plan::<T>::new(g);
+    let (cin_g, cout_g, points) = (g.in_per_group(), g.out_per_group(), plan.points());
+    let per_chunk = g.batch.div_ceil(rayon::current_num_threads().max(1));
+    let chunks = g.batch.div_ceil(per_chunk);
+    let split = Split::for_items(chunks);
+    let item_len = g.out_channels * g.out_volume();
+    let products_len = g.groups * points * cout_g * cin_g;
+    let partial = |chunk: usize| {
+        let images = chunk * per_chunk..((chunk + 1) * per_chunk).min(g.batch);
+        let padded = plan.pad(x, images.clone());
+        let out_grad = &out_grad[images.start * item_len..images.end * item_len];
+        let total = images.len() * plan.tiles_per_image();
+        let block = plan.largest_block(total, Pass::Weight);
+        let mut products = vec![T::ZERO; products_len];
+        let mut transformed = vec![T::ZERO; points * cin_g * block];
+        let mut transformed_grad = vec![T::ZERO; points * cout_g * block];
+        let mut scratch = vec![T::ZERO; plan.scratch_len(block)];
+        for (index, tiles) in plan.blocks(total, Pass::Weight).enumerate() {
+            let len = tiles.len();
+            for group in 0..g.groups {
+                let transformed = &mut transformed[..points * cin_g * len];
+                let transformed_grad = &mut transformed_grad[..points * cout_g * len];
+                plan.transform_inputs(&padded, group, tiles.clone(), transformed, &mut scratch);
+                plan.transform_out_grads(
+                    out_grad,
+                    group,
+                    tiles.clone(),
+                    transformed_grad,
+                    &mut scratch,
+                );
+                for point in 0..points {
+                    let at = (group * points + point) * cout_g * cin_g;
+                    matmul(
+                        MatMut::rows(&mut products[at..], cout_g, cin_g),
+                        MatRef::rows(&transformed_grad[point * cout_g * len..], cout_g, len),
+                        MatRef::rows(&transformed[point * cin_g * len..], cin_g, len).transpose(),
+                        index > 0,
+                        split.inner,
+                    );
+                }
+            }
+        }
+        products
+    };
+    let products = sum_of_partials(chunks, products_len, split, partial);
+    plan.filter_gradient(&products)
 }
 
 #[cfg(test)]

@@ -17,6 +17,11 @@ use super::transform::{F2, F4, Matrix, Minimal, Rows, along_axis};
 /// Bytes of transformed inputs and products per block of tiles: inside one core's L2.
 const BLOCK_BYTES: usize = 1 << 20;
 
+/// Bytes of transformed inputs and output gradients per block in the weight gradient: its
+/// GEMMs sum over the block's tiles, so a wider block is a longer inner dimension, fewer
+/// passes over the products and fewer calls.
+const WEIGHT_BLOCK_BYTES: usize = 4 << 20;
+
 /// Tiles per block at the least, so each per-point GEMM is wide enough to pay its packing.
 const MIN_BLOCK_TILES: usize = 64;
 
@@ -28,6 +33,9 @@ const CHANNEL_BLOCK: usize = 16;
 
 /// Filters moved together in the filters' transpose: one cache line of f32.
 const TRANSPOSE_BLOCK: usize = 16;
+
+/// Filters per task in the filter gradient's final transform.
+const FILTER_PIECE: usize = 1024;
 
 /// Transformed filter elements from which their transform is spread over threads.
 const PARALLEL_FILTERS: usize = 1 << 16;
@@ -63,6 +71,20 @@ pub struct Plan<'a, T> {
     input: Vec<(usize, Matrix<T>)>,
     filter: Vec<(usize, Matrix<T>)>,
     output: Vec<(usize, Matrix<T>)>,
+    /// Aᵀ's transpose: output gradients to the transformed domain.
+    output_adjoint: Vec<(usize, Matrix<T>)>,
+    /// G's transpose: products of the transformed domain back to filter gradients.
+    filter_adjoint: Vec<(usize, Matrix<T>)>,
+}
+
+/// Which pass a block of tiles serves: one whose GEMMs produce tiles (forward, input gradient)
+/// or the weight gradient, whose GEMMs sum over them.
+#[derive(Clone, Copy, Debug)]
+pub enum Pass {
+    /// Forward pass or input gradient.
+    Data,
+    /// Weight gradient.
+    Weight,
 }
 
 /// How the filters handed to [`Plan::filters`] are laid out.
@@ -112,11 +134,16 @@ impl<'a, T: Element> Plan<'a, T> {
                 padded: tiles * m + alpha - m,
             }
         });
-        let matrices = |pick: fn(&Minimal) -> (usize, usize, &'static [f64])| {
+        let matrices = |pick: fn(&Minimal) -> (usize, usize, &'static [f64]), adjoint: bool| {
             (0..3)
                 .filter_map(|a: usize| {
                     let (rows, cols, table) = pick(axes[a].minimal?);
-                    Some((a, Matrix::new(rows, cols, table)))
+                    let matrix = if adjoint {
+                        Matrix::transposed(rows, cols, table)
+                    } else {
+                        Matrix::new(rows, cols, table)
+                    };
+                    Some((a, matrix))
                 })
                 .collect()
         };
@@ -124,9 +151,11 @@ impl<'a, T: Element> Plan<'a, T> {
             geometry,
             axes,
             phase_len: axes[2].padded.div_ceil(axes[2].m),
-            input: matrices(|f| (f.alpha, f.alpha, f.input)),
-            filter: matrices(|f| (f.alpha, 3, f.filter)),
-            output: matrices(|f| (f.m, f.alpha, f.output)),
+            input: matrices(|f| (f.alpha, f.alpha, f.input), false),
+            filter: matrices(|f| (f.alpha, 3, f.filter), false),
+            output: matrices(|f| (f.m, f.alpha, f.output), false),
+            output_adjoint: matrices(|f| (f.m, f.alpha, f.output), true),
+            filter_adjoint: matrices(|f| (f.alpha, 3, f.filter), true),
         }
     }
 
@@ -153,10 +182,14 @@ impl<'a, T: Element> Plan<'a, T> {
     /// transformed inputs and products each, at least [`MIN_BLOCK_TILES`], of nearly equal
     /// size, every boundary a multiple of [`VECTOR_TILES`] so the transforms' loops have no
     /// scalar remainder (but in the last block).
-    pub fn blocks(&self, total: usize) -> impl Iterator<Item = Range<usize>> + use<T> {
+    pub fn blocks(&self, total: usize, pass: Pass) -> impl Iterator<Item = Range<usize>> + use<T> {
         let g = self.geometry;
         let per_tile = self.points() * (g.in_per_group() + g.out_per_group()) * size_of::<T>();
-        let budget = (BLOCK_BYTES / per_tile.max(1)).max(MIN_BLOCK_TILES);
+        let bytes = match pass {
+            Pass::Data => BLOCK_BYTES,
+            Pass::Weight => WEIGHT_BLOCK_BYTES,
+        };
+        let budget = (bytes / per_tile.max(1)).max(MIN_BLOCK_TILES);
         let vectors = total.div_ceil(VECTOR_TILES);
         let count = total.div_ceil(budget).clamp(1, vectors.max(1));
         let boundary = move |i: usize| (VECTOR_TILES * (vectors * i / count)).min(total);
@@ -164,8 +197,8 @@ impl<'a, T: Element> Plan<'a, T> {
     }
 
     /// The largest of [`Plan::blocks`].
-    pub fn largest_block(&self, total: usize) -> usize {
-        self.blocks(total).map(|b| b.len()).max().unwrap_or(0)
+    pub fn largest_block(&self, total: usize, pass: Pass) -> usize {
+        self.blocks(total, pass).map(|b| b.len()).max().unwrap_or(0)
     }
 
     /// The runs of tiles `tiles` (numbered image by image, then in row-major tile order) cut
@@ -351,6 +384,79 @@ impl<'a, T: Element> Plan<'a, T> {
             out,
             scratch,
         });
+    }
+
+    /// The output gradients of group `group` for the block `tiles` taken to the transformed
+    /// domain, `[point][cout_g][len]` (the adjoint of [`Plan::transform_outputs`]; positions
+    /// past the output's edge read as zero). `out_grad` holds this chunk's images.
+    pub fn transform_out_grads(
+        &self,
+        out_grad: &[T],
+        group: usize,
+        tiles: Range<usize>,
+        transformed: &mut [T],
+        scratch: &mut [T],
+    ) {
+        pulp::Arch::new().dispatch(OutGrads {
+            plan: self,
+            out_grad,
+            group,
+            tiles,
+            transformed,
+            scratch,
+        });
+    }
+
+    /// The filter gradient, shaped as the weight, from the summed products of the transformed
+    /// domain `[group][point][cout_g][cin_g]` (the adjoint of [`Plan::filters`]). Parallel
+    /// over runs of filters, each a contiguous piece of the result.
+    pub fn filter_gradient(&self, products: &[T]) -> Vec<T> {
+        let g = self.geometry;
+        let (cin_g, cout_g, points) = (g.in_per_group(), g.out_per_group(), self.points());
+        let taps: usize = g.kernel.iter().product();
+        let alphas = self.axes.map(|a| a.alpha);
+        let len = cout_g * cin_g;
+        let mut weight_grad = vec![T::ZERO; g.groups * len * taps];
+        // Pieces never straddle a group: `piece` divides `len` or is all of it.
+        let piece = if len % FILTER_PIECE == 0 {
+            FILTER_PIECE
+        } else {
+            len
+        };
+        let transform_piece = |(index, dst): (usize, &mut [T])| {
+            let (group, first) = (index * piece / len, index * piece % len);
+            let mut gathered = vec![T::ZERO; taps * piece];
+            let mut temp = vec![T::ZERO; self.temp_len(piece)];
+            let src = Rows {
+                base: group * points * len + first,
+                stride: len,
+            };
+            let packed = Rows::packed(piece);
+            let adjoint = &self.filter_adjoint;
+            transform(
+                adjoint,
+                alphas,
+                piece,
+                products,
+                src,
+                &mut gathered,
+                packed,
+                &mut temp,
+            );
+            for (filter, at) in dst.chunks_mut(taps).zip(0..) {
+                for (slot, tap) in filter.iter_mut().zip(0..) {
+                    *slot = gathered[tap * piece + at];
+                }
+            }
+        };
+        let parallel = weight_grad.len() >= PARALLEL_FILTERS;
+        let pieces = weight_grad.chunks_mut(piece * taps).enumerate();
+        if parallel {
+            pieces.par_bridge().for_each(transform_piece);
+        } else {
+            pieces.for_each(transform_piece);
+        }
+        weight_grad
     }
 
     /// Scratch `transform_inputs` and `transform_outputs` need for a block of `len` tiles.
@@ -545,6 +651,67 @@ impl<T: Element> WithSimd for Outputs<'_, '_, T> {
                     }
                 }
             }
+        }
+    }
+}
+
+/// [`Plan::transform_out_grads`] as a `pulp` op.
+struct OutGrads<'p, 's, T> {
+    plan: &'p Plan<'p, T>,
+    out_grad: &'s [T],
+    group: usize,
+    tiles: Range<usize>,
+    transformed: &'s mut [T],
+    scratch: &'s mut [T],
+}
+
+impl<T: Element> WithSimd for OutGrads<'_, '_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) {
+        let Self {
+            plan,
+            out_grad,
+            group,
+            tiles,
+            transformed,
+            scratch,
+        } = self;
+        let g = plan.geometry;
+        let len = tiles.len();
+        let cout_g = g.out_per_group();
+        let ms = plan.axes.map(|a| a.m);
+        let [out_d, out_h, out_w] = g.out_size;
+        let out_vol = g.out_volume();
+        let (gathered, temp) = scratch.split_at_mut(plan.points() * len);
+        for k in 0..cout_g {
+            let channel = group * cout_g + k;
+            for run in plan.runs(tiles.clone()) {
+                let [td, th, tw] = run.tile;
+                let plane =
+                    &out_grad[(run.image * g.out_channels + channel) * out_vol..][..out_vol];
+                for (q, [rd, rh, rw]) in points(ms).enumerate() {
+                    let (od, oh) = (td * ms[0] + rd, th * ms[1] + rh);
+                    let dst = &mut gathered[q * len + run.column..][..run.count];
+                    if od >= out_d || oh >= out_h {
+                        dst.fill(T::ZERO);
+                        continue;
+                    }
+                    let row = &plane[(od * out_h + oh) * out_w..][..out_w];
+                    for (j, slot) in dst.iter_mut().enumerate() {
+                        let ow = (tw + j) * ms[2] + rw;
+                        *slot = if ow < out_w { row[ow] } else { T::ZERO };
+                    }
+                }
+            }
+            let dst = Rows {
+                base: k * len,
+                stride: cout_g * len,
+            };
+            let packed = Rows::packed(len);
+            let adjoint = &plan.output_adjoint;
+            transform(adjoint, ms, len, gathered, packed, transformed, dst, temp);
         }
     }
 }

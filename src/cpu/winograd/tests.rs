@@ -1,12 +1,17 @@
 use burn::tensor::ops::ConvOptions;
 
 use super::super::conv::tests::{reference, values};
-use super::plan::{Plan, points};
+use super::plan::{Pass, Plan, points};
 use super::*;
 
-/// The input gradient straight from its definition: every output's gradient scattered back
-/// through every tap that read an input.
-fn reference_x_grad(g: &ConvGeometry, weight: &[f64], out_grad: &[f64]) -> Vec<f64> {
+/// Both gradients straight from their definitions: every output's gradient scattered back
+/// through every tap that read an input, to that input and to that tap's weight.
+fn reference_grads(
+    g: &ConvGeometry,
+    x: &[f64],
+    weight: &[f64],
+    out_grad: &[f64],
+) -> (Vec<f64>, Vec<f64>) {
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
     let [in_d, in_h, in_w] = g.in_size;
     let [k_d, k_h, k_w] = g.kernel;
@@ -14,7 +19,8 @@ fn reference_x_grad(g: &ConvGeometry, weight: &[f64], out_grad: &[f64]) -> Vec<f
         let pos = (o + k) as isize - g.pad_begin[axis] as isize;
         usize::try_from(pos).ok().filter(|&p| p < g.in_size[axis])
     };
-    let mut x_grad = vec![0.0; g.in_shape().iter().product()];
+    let mut x_grad = vec![0.0; x.len()];
+    let mut weight_grad = vec![0.0; weight.len()];
     let mut index = 0;
     for n in 0..g.batch {
         for oc in 0..g.out_channels {
@@ -32,12 +38,13 @@ fn reference_x_grad(g: &ConvGeometry, weight: &[f64], out_grad: &[f64]) -> Vec<f
                         let w_at = (((oc * cin_g + c) * k_d + kd) * k_h + kh) * k_w + kw;
                         let x_at = (((n * g.in_channels + ic) * in_d + id) * in_h + ih) * in_w + iw;
                         x_grad[x_at] += weight[w_at] * dy;
+                        weight_grad[w_at] += x[x_at] * dy;
                     }
                 }
             }
         }
     }
-    x_grad
+    (x_grad, weight_grad)
 }
 
 fn geometry(
@@ -59,7 +66,7 @@ fn assert_close(what: &str, got: &[f64], expected: &[f64], g: &ConvGeometry) {
     }
 }
 
-/// Forward (with bias) and input gradient in f64 against the definitions.
+/// Forward (with bias) and both gradients in f64 against the definitions.
 fn check(g: &ConvGeometry) {
     let x = values(g.in_shape().iter().product(), 11);
     let weight = values(g.weight_shape().iter().product(), 12);
@@ -71,13 +78,11 @@ fn check(g: &ConvGeometry) {
     }
     assert_close("forward", &out, &expected, g);
     let out_grad = values(out.len(), 14);
+    let (expected_x_grad, expected_weight_grad) = reference_grads(g, &x, &weight, &out_grad);
     let x_grad = x_backward_where_served(g, &weight, &out_grad).expect("finite inputs");
-    assert_close(
-        "x_backward",
-        &x_grad,
-        &reference_x_grad(g, &weight, &out_grad),
-        g,
-    );
+    assert_close("x_backward", &x_grad, &expected_x_grad, g);
+    let weight_grad = weight_backward_where_served(g, &x, &out_grad).expect("finite inputs");
+    assert_close("weight_backward", &weight_grad, &expected_weight_grad, g);
 }
 
 #[test]
@@ -116,16 +121,22 @@ fn one_and_three_dimensional_kernels() {
 
 #[test]
 fn several_blocks_and_runs_across_images() {
-    // 64 channels each way: blocks of 64 tiles, so 20 x 20 images (25 tiles of F(4, 3)) are cut
-    // mid-image and each block starts partway along a row of tiles.
+    // 64 channels each way: blocks of 64 tiles at most. On one thread the chunk holds all three
+    // 20 x 19 images (25 tiles of F(4, 3) each): blocks of 32 and 43 tiles, the first cut
+    // mid-image and partway along a row of tiles, so the weight gradient accumulates over
+    // blocks; on two, chunks of two images and one whose weight-gradient products are summed.
     let g = geometry([3, 64, 1, 20, 19], 64, [1, 3, 3], [0, 1, 1], 1);
     let plan = Plan::<f64>::new(&g);
     let total = 3 * plan.tiles_per_image();
-    let blocks: Vec<_> = plan.blocks(total).collect();
-    assert!(blocks.len() > 1 && blocks[0].len() % 16 == 0, "{blocks:?}");
-    assert!(blocks.windows(2).all(|pair| pair[0].end == pair[1].start));
-    assert_eq!((blocks[0].start, blocks[blocks.len() - 1].end), (0, total));
-    check(&g);
+    let blocks: Vec<_> = plan.blocks(total, Pass::Data).collect();
+    assert_eq!(blocks, [0..32, 32..75]);
+    for threads in [1, 2] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("thread pool");
+        pool.install(|| check(&g));
+    }
 }
 
 #[test]

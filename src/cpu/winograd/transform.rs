@@ -96,6 +96,19 @@ impl<T: Element> Matrix<T> {
         }
     }
 
+    /// The transpose of the `rows x cols` table: the adjoint of its map, which the weight
+    /// gradient applies.
+    pub fn transposed(rows: usize, cols: usize, table: &[f64]) -> Self {
+        assert_eq!(table.len(), rows * cols, "transform table size");
+        Self {
+            rows: cols,
+            cols: rows,
+            values: (0..cols)
+                .flat_map(|c| (0..rows).map(move |r| T::from_f64(table[r * cols + c])))
+                .collect(),
+        }
+    }
+
     /// Its column count: the length of the axis it is applied along.
     pub fn cols(&self) -> usize {
         self.cols
