@@ -18,7 +18,7 @@ use crate::backend::ConvPoolBackend;
 use crate::conv_routing as routing;
 use crate::spec::{
     AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions, adaptive_spans3, avg_window,
-    spatial, window_out_size, window_spans,
+    spans_cover, spatial, window_out_size, window_spans,
 };
 
 use conv::CubeConv;
@@ -214,7 +214,7 @@ impl ConvPoolBackend for CubeBackend {
             grad: out_grad,
             indices: None,
             x: None,
-            cover: pool::spans_cover(x_size, &spans),
+            cover: spans_cover(x_size, &spans),
             spans: Some(spans),
         };
         let result = pool::backward(inputs, x_size, avg_params(&options), false);
@@ -233,7 +233,7 @@ impl ConvPoolBackend for CubeBackend {
             grad: out_grad,
             indices: None,
             x: None,
-            cover: pool::spans_cover(x_size, &spans),
+            cover: spans_cover(x_size, &spans),
             spans: Some(spans),
         };
         let result = pool::backward(inputs, x_size, adaptive_avg_params(), false);
@@ -309,7 +309,7 @@ impl ConvPoolBackend for CubeBackend {
         let in_size = spatial(&dims5(&x));
         let spans = window_spans(in_size, &window);
         let out_size = window_out_size(in_size, &window);
-        let cover = pool::spans_cover(in_size, &spans);
+        let cover = spans_cover(in_size, &spans);
         let result = if options.norm_type.is_infinite() {
             // The gradient goes to the arg-max of |x|, times sign(x).
             let params = lp_params(&options, MAX);

@@ -10,7 +10,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::SequenceArg;
 use cubecl::{CubeCount, CubeDim};
 
-use crate::spec::{MaxPoolOptions, Spans, shapes, span_cover, spatial};
+use crate::spec::{MaxPoolOptions, Spans, shapes, spatial};
 
 use super::tensor::{
     LaunchError, accumulator_type, address_type, contiguous, dims5, elementwise, empty, entry,
@@ -66,11 +66,6 @@ fn flat_cover(cover: &[Vec<(usize, usize)>; 3]) -> Result<Vec<u32>, LaunchError>
         values.push(entry(hi)?);
     }
     Ok(values)
-}
-
-/// Per axis and input position, the outputs whose spans hold it.
-pub fn spans_cover(in_size: [usize; 3], spans: &Spans) -> [Vec<(usize, usize)>; 3] {
-    core::array::from_fn(|i| span_cover(in_size[i], &spans[i]))
 }
 
 fn pool_args(

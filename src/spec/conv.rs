@@ -3,13 +3,17 @@
 //! The public ops take rank-N options ([`ConvNdOptions`], [`ConvTransposeNdOptions`], or Burn's
 //! `ConvOptions` / `ConvTransposeOptions` through `From`), validate them against the tensor
 //! shapes here, and hand the backend a rank-3 [`ConvOptions<3>`] / [`ConvTransposeOptions<3>`]
-//! (1d and 2d are 3d with leading unit axes). [`ConvGeometry`] is what the compute code reads.
+//! (1d and 2d are 3d with leading unit axes). [`ConvGeometry`](super::ConvGeometry), in
+//! `geometry.rs`, is what the compute code reads.
 
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
+use super::check::{check_divides, check_eq, check_nonempty_from, check_nonzero};
 use super::error::{SpecError, SpecErrorKind as Kind, SpecResult};
 use super::limits::{MAX_SIZE, check_elements, check_padded_len, check_size};
-use super::window::{kernel_extent, lift, out_len, used_step};
+use super::window::{
+    kernel_extent, lift, out_len, same_padding, transpose_full_len, transpose_out_len,
+};
 
 /// How a convolution pads its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -225,206 +229,6 @@ impl<const N: usize> From<ConvTransposeOptions<N>> for ConvTransposeNdOptions<N>
     }
 }
 
-/// Everything a convolution kernel reads, in rank 3.
-///
-/// For a transposed convolution this is the geometry of its adjoint convolution: `in_*` is the
-/// transposed conv's *output* side and `out_*` its *input* side. Sizes are explicit on both
-/// sides because `output_padding` makes the big side ambiguous.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConvGeometry {
-    /// Batch size.
-    pub batch: usize,
-    /// Groups.
-    pub groups: usize,
-    /// Channels on the input (big) side.
-    pub in_channels: usize,
-    /// Channels on the output (small) side.
-    pub out_channels: usize,
-    /// Spatial size of the input side.
-    pub in_size: [usize; 3],
-    /// Spatial size of the output side.
-    pub out_size: [usize; 3],
-    /// Kernel size.
-    pub kernel: [usize; 3],
-    /// Stride.
-    pub stride: [usize; 3],
-    /// Dilation.
-    pub dilation: [usize; 3],
-    /// Zeros before the input on each dim (the end padding is implied by the sizes).
-    pub pad_begin: [usize; 3],
-}
-
-impl ConvGeometry {
-    /// Geometry of `conv(x, weight)` for rank-5 shapes `x = (N, C_in, D, H, W)`,
-    /// `weight = (C_out, C_in / groups, kD, kH, kW)`.
-    pub fn conv(x: &[usize], weight: &[usize], options: &ConvOptions<3>) -> Self {
-        let in_size = [x[2], x[3], x[4]];
-        let kernel = [weight[2], weight[3], weight[4]];
-        let out_size = core::array::from_fn(|i| {
-            out_len(
-                in_size[i],
-                options.padding[i],
-                kernel[i],
-                options.stride[i],
-                options.dilation[i],
-                false,
-            )
-            .unwrap_or(0)
-        });
-        Self {
-            batch: x[0],
-            groups: options.groups,
-            in_channels: x[1],
-            out_channels: weight[0],
-            in_size,
-            out_size,
-            kernel,
-            stride: options.stride,
-            dilation: options.dilation,
-            pad_begin: options.padding.map(|(begin, _)| begin),
-        }
-    }
-
-    /// Geometry of the convolution whose adjoint is `conv_transpose(x, weight)`, for rank-5
-    /// `x = (N, C_in, D, H, W)` and `weight = (C_in, C_out / groups, kD, kH, kW)`.
-    pub fn transpose(x: &[usize], weight: &[usize], options: &ConvTransposeOptions<3>) -> Self {
-        let kernel = [weight[2], weight[3], weight[4]];
-        let small = [x[2], x[3], x[4]];
-        let big = core::array::from_fn(|i| {
-            transpose_out_len(
-                small[i],
-                kernel[i],
-                options.stride[i],
-                options.padding[i],
-                options.padding_out[i],
-                options.dilation[i],
-            )
-            .unwrap_or(0)
-        });
-        Self {
-            batch: x[0],
-            groups: options.groups,
-            in_channels: weight[1] * options.groups,
-            out_channels: x[1],
-            in_size: big,
-            out_size: small,
-            kernel,
-            stride: options.stride,
-            dilation: options.dilation,
-            pad_begin: options.padding,
-        }
-    }
-
-    /// Shape `(N, C_in, D, H, W)` of the input side.
-    pub fn in_shape(&self) -> [usize; 5] {
-        let [d, h, w] = self.in_size;
-        [self.batch, self.in_channels, d, h, w]
-    }
-
-    /// Shape `(N, C_out, D, H, W)` of the output side.
-    pub fn out_shape(&self) -> [usize; 5] {
-        let [d, h, w] = self.out_size;
-        [self.batch, self.out_channels, d, h, w]
-    }
-
-    /// Shape of the convolution weight `(C_out, C_in / groups, kD, kH, kW)`.
-    pub fn weight_shape(&self) -> [usize; 5] {
-        let [d, h, w] = self.kernel;
-        [self.out_channels, self.in_channels / self.groups, d, h, w]
-    }
-
-    /// Input-side channels per group.
-    pub fn in_per_group(&self) -> usize {
-        self.in_channels / self.groups
-    }
-
-    /// Output-side channels per group.
-    pub fn out_per_group(&self) -> usize {
-        self.out_channels / self.groups
-    }
-
-    /// Elements of one im2col column: `C_in / groups * kD * kH * kW`.
-    pub fn patch_len(&self) -> usize {
-        self.in_per_group() * self.kernel.iter().product::<usize>()
-    }
-
-    /// Spatial elements of the input side.
-    pub fn in_volume(&self) -> usize {
-        self.in_size.iter().product()
-    }
-
-    /// Spatial elements of the output side.
-    pub fn out_volume(&self) -> usize {
-        self.out_size.iter().product()
-    }
-
-    /// The geometry as a computation reads it: strides and dilations through [`used_step`].
-    pub fn normalised(&self) -> Self {
-        Self {
-            stride: core::array::from_fn(|i| used_step(self.stride[i], self.out_size[i])),
-            dilation: core::array::from_fn(|i| used_step(self.dilation[i], self.kernel[i])),
-            ..*self
-        }
-    }
-
-    /// Every size and parameter, named: what a kernel with narrow integer arithmetic must be
-    /// able to hold.
-    pub fn named_values(&self) -> impl Iterator<Item = (&'static str, usize)> {
-        let scalars = [
-            ("batch", self.batch),
-            ("groups", self.groups),
-            ("input-side channels", self.in_channels),
-            ("output-side channels", self.out_channels),
-        ];
-        let axes = [
-            ("input-side size", self.in_size),
-            ("output-side size", self.out_size),
-            ("kernel size", self.kernel),
-            ("stride", self.stride),
-            ("dilation", self.dilation),
-            ("padding", self.pad_begin),
-        ];
-        let per_axis = axes
-            .into_iter()
-            .flat_map(|(name, values)| values.into_iter().map(move |value| (name, value)));
-        scalars.into_iter().chain(per_axis)
-    }
-}
-
-/// Output length of a transposed convolution:
-/// `(len - 1) * stride - 2 * padding + dilation * (kernel - 1) + padding_out + 1`,
-/// or `None` if that is not positive. Exact (128-bit); saturates at `usize::MAX`, which
-/// validation rejects ([`transpose_full_len`] is checked first).
-pub fn transpose_out_len(
-    len: usize,
-    kernel: usize,
-    stride: usize,
-    padding: usize,
-    padding_out: usize,
-    dilation: usize,
-) -> Option<usize> {
-    let full = transpose_full_len(len, kernel, stride, padding_out, dilation);
-    full.checked_sub(2 * padding as u128)
-        .filter(|&n| n > 0 && len > 0)
-        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
-}
-
-/// The transposed output before the padding comes off:
-/// `(len - 1) * stride + dilation * (kernel - 1) + padding_out + 1`, the padded length of its
-/// adjoint convolution's input.
-pub fn transpose_full_len(
-    len: usize,
-    kernel: usize,
-    stride: usize,
-    padding_out: usize,
-    dilation: usize,
-) -> u128 {
-    (len.max(1) - 1) as u128 * stride as u128
-        + dilation as u128 * (kernel.max(1) - 1) as u128
-        + 1
-        + padding_out as u128
-}
-
 /// The padding Burn-style options resolve to for a kernel: `"same"` puts
 /// `dilation * (kernel - 1) / 2` first and the odd element last.
 fn resolve_padding<const N: usize>(
@@ -477,121 +281,6 @@ fn check_padding_mode(
             len,
         },
     ))
-}
-
-/// `"same"` padding `(begin, end)` for a window of `extent` taps at `stride`: the output has
-/// `ceil(len / stride)` elements and the odd element of the total goes last. With stride 1
-/// this is PyTorch's `padding="same"`; with a larger stride it is TensorFlow's and Burn's.
-pub fn same_padding(len: usize, extent: usize, stride: usize) -> (usize, usize) {
-    let out = len.div_ceil(stride.max(1));
-    let total = ((out.max(1) - 1) * stride + extent).saturating_sub(len);
-    (total / 2, total - total / 2)
-}
-
-/// Validate `groups` against a layer's `[in, out]` channel counts, as a module's config must
-/// before any input exists.
-pub fn check_channel_groups(
-    op: &'static str,
-    channels: [usize; 2],
-    groups: usize,
-) -> SpecResult<()> {
-    check_nonzero(op, "groups", &[groups])?;
-    check_divides(op, "in_channels", channels[0], groups)?;
-    check_divides(op, "out_channels", channels[1], groups)
-}
-
-/// Validate the size fields of a module's config, each of which must be non-zero (kernel
-/// sizes, strides, dilations), as a module must at `init`: `module` names it in the error.
-pub fn check_nonzero_fields(
-    module: &'static str,
-    fields: &[(&'static str, &[usize])],
-) -> SpecResult<()> {
-    fields
-        .iter()
-        .try_for_each(|&(field, value)| check_nonzero(module, field, value))
-}
-
-pub(super) fn check_nonzero(
-    op: &'static str,
-    param: &'static str,
-    value: &[usize],
-) -> SpecResult<()> {
-    if value.contains(&0) {
-        return Err(SpecError::new(
-            op,
-            Kind::Zero {
-                param,
-                value: value.to_vec(),
-            },
-        ));
-    }
-    Ok(())
-}
-
-fn check_divides(
-    op: &'static str,
-    what: &'static str,
-    channels: usize,
-    groups: usize,
-) -> SpecResult<()> {
-    if !channels.is_multiple_of(groups) {
-        return Err(SpecError::new(
-            op,
-            Kind::GroupsDivide {
-                what,
-                channels,
-                groups,
-            },
-        ));
-    }
-    Ok(())
-}
-
-fn check_eq(
-    op: &'static str,
-    what: &'static str,
-    expected: usize,
-    actual: usize,
-) -> SpecResult<()> {
-    if expected != actual {
-        return Err(SpecError::new(
-            op,
-            Kind::Mismatch {
-                what,
-                expected,
-                actual,
-            },
-        ));
-    }
-    Ok(())
-}
-
-/// Check the rank of a spatial-N input: batched `(N, C, *spatial)` or unbatched `(C, *spatial)`.
-/// Returns whether it is batched.
-pub fn check_input_rank(op: &'static str, spatial: usize, rank: usize) -> SpecResult<bool> {
-    if rank == spatial + 2 || rank == spatial + 1 {
-        Ok(rank == spatial + 2)
-    } else {
-        Err(SpecError::new(
-            op,
-            Kind::Rank {
-                arg: "x",
-                expected: vec![spatial + 1, spatial + 2],
-                actual: rank,
-            },
-        ))
-    }
-}
-
-/// Reject an input `x = (N, C, *spatial)` with an empty dim from `first` on: pools take an
-/// empty batch only (`first = 1`); convolutions also an empty channel axis (`first = 2`: an
-/// empty output, or a bias-only one), since PyTorch's kernel-size check fails on an empty
-/// spatial dim.
-pub(super) fn check_nonempty_from(op: &'static str, x: &[usize], first: usize) -> SpecResult<()> {
-    if x[first..].contains(&0) {
-        return Err(SpecError::new(op, Kind::EmptyInput { dims: x.to_vec() }));
-    }
-    Ok(())
 }
 
 /// Validate `convNd(x, weight, bias)` and resolve its options to rank 3.
@@ -771,14 +460,5 @@ mod tests {
         let options = ConvNdOptions::<1>::default().with_padding(Padding::Same);
         let lifted = check_conv("conv1d", &[1, 1, 5], &[1, 1, 4], None, &options).unwrap();
         assert_eq!(lifted.padding, [(0, 0), (0, 0), (1, 2)]);
-    }
-
-    #[test]
-    fn transpose_geometry_is_the_adjoint_conv() {
-        let options = ConvTransposeOptions::new([1, 1, 2], [0, 0, 1], [0, 0, 1], [1, 1, 1], 1);
-        let geometry = ConvGeometry::transpose(&[2, 3, 1, 1, 4], &[3, 5, 1, 1, 3], &options);
-        assert_eq!(geometry.in_shape(), [2, 5, 1, 1, 8]);
-        assert_eq!(geometry.out_shape(), [2, 3, 1, 1, 4]);
-        assert_eq!(geometry.weight_shape(), [3, 5, 1, 1, 3]);
     }
 }

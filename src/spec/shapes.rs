@@ -4,8 +4,9 @@
 
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
-use super::conv::ConvGeometry;
-use super::pool::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, avg_window, window_out_size};
+use super::geometry::ConvGeometry;
+use super::pool::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, avg_window};
+use super::spans::window_out_size;
 use super::window::spatial;
 
 /// `(N, C)` of `dims` with the spatial size `size`.

@@ -1,5 +1,6 @@
-//! Sliding-window arithmetic shared by every convolution and pooling op, and the lift of
-//! rank-N parameters to the rank-3 form that every backend primitive works in.
+//! Sliding-window arithmetic shared by every convolution and pooling op (output lengths: plain,
+//! transposed and "same"), and the lift of rank-N parameters to the rank-3 form that every
+//! backend primitive works in.
 
 /// Effective extent of a dilated kernel: `dilation * (kernel - 1) + 1`, saturating at
 /// `usize::MAX`, which is above every padded length validation accepts
@@ -74,6 +75,49 @@ pub fn spatial(dims: &[usize]) -> [usize; 3] {
 /// allows either up to [`MAX_SIZE`](crate::MAX_SIZE), more than narrow kernels can hold).
 pub fn used_step(step: usize, count: usize) -> usize {
     if count == 1 { 1 } else { step }
+}
+
+/// Output length of a transposed convolution:
+/// `(len - 1) * stride - 2 * padding + dilation * (kernel - 1) + padding_out + 1`,
+/// or `None` if that is not positive. Exact (128-bit); saturates at `usize::MAX`, which
+/// validation rejects ([`transpose_full_len`] is checked first).
+pub fn transpose_out_len(
+    len: usize,
+    kernel: usize,
+    stride: usize,
+    padding: usize,
+    padding_out: usize,
+    dilation: usize,
+) -> Option<usize> {
+    let full = transpose_full_len(len, kernel, stride, padding_out, dilation);
+    full.checked_sub(2 * padding as u128)
+        .filter(|&n| n > 0 && len > 0)
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+/// The transposed output before the padding comes off:
+/// `(len - 1) * stride + dilation * (kernel - 1) + padding_out + 1`, the padded length of its
+/// adjoint convolution's input.
+pub fn transpose_full_len(
+    len: usize,
+    kernel: usize,
+    stride: usize,
+    padding_out: usize,
+    dilation: usize,
+) -> u128 {
+    (len.max(1) - 1) as u128 * stride as u128
+        + dilation as u128 * (kernel.max(1) - 1) as u128
+        + 1
+        + padding_out as u128
+}
+
+/// `"same"` padding `(begin, end)` for a window of `extent` taps at `stride`: the output has
+/// `ceil(len / stride)` elements and the odd element of the total goes last. With stride 1
+/// this is PyTorch's `padding="same"`; with a larger stride it is TensorFlow's and Burn's.
+pub fn same_padding(len: usize, extent: usize, stride: usize) -> (usize, usize) {
+    let out = len.div_ceil(stride.max(1));
+    let total = ((out.max(1) - 1) * stride + extent).saturating_sub(len);
+    (total / 2, total - total / 2)
 }
 
 #[cfg(test)]
