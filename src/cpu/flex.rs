@@ -7,11 +7,11 @@ use burn::tensor::DType;
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn_flex::FlexTensor;
 
-use super::element::Element;
+use super::backend::impl_cpu_backend;
 use super::host::{
     HostTensors, IntValues, data_from_values, data_values, int_data_from_values, int_data_values,
 };
-use super::ops::impl_cpu_backend;
+use super::kernels::element::Element;
 
 impl HostTensors for Flex {
     type Tensor = FlexTensor;

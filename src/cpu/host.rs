@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use burn::tensor::{DType, TensorData};
 
-use super::element::Element;
+use super::kernels::element::Element;
 
 /// The precision a dtype is computed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,18 +1,14 @@
-//! CPU implementation of the extension trait: shared slice kernels plus one thin adapter per
-//! backend ([`host::HostTensors`]).
+//! CPU implementation of the extension trait: shared slice kernels (`kernels/`) plus one thin
+//! adapter per backend ([`host::HostTensors`]): `conv_ops.rs` and `pool_ops.rs` read a
+//! backend's tensors as slices and run the kernels, `backend.rs` forwards the trait to them,
+//! `flex.rs` and `ndarray.rs` are the two backends' adapters.
 
-mod conv;
-mod depthwise;
-mod element;
+mod backend;
+pub(crate) mod conv_ops;
 #[cfg(feature = "flex")]
 mod flex;
-mod gemm;
 pub(crate) mod host;
-mod im2col;
+mod kernels;
 #[cfg(feature = "ndarray")]
 mod ndarray;
-pub(crate) mod ops;
-mod pool;
 pub(crate) mod pool_ops;
-mod tap_masks;
-mod winograd;

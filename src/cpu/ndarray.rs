@@ -12,11 +12,11 @@ use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn::tensor::{DType, TensorData};
 use burn_ndarray::NdArrayTensor;
 
-use super::element::Element;
+use super::backend::impl_cpu_backend;
 use super::host::{
     HostTensors, IntValues, data_from_values, data_values, int_data_from_values, int_data_values,
 };
-use super::ops::impl_cpu_backend;
+use super::kernels::element::Element;
 
 /// NdArray computes on the calling thread, so its data futures are ready when first polled.
 fn ready<F: Future>(future: F) -> F::Output {

@@ -9,9 +9,9 @@ use crate::spec::{
     spatial, window_out_size, window_spans,
 };
 
-use super::element::Element;
 use super::host::{HostTensors, IntValues, Precision, dims5, with_element, with_indices};
-use super::pool;
+use super::kernels::element::Element;
+use super::kernels::pool;
 
 use crate::spec::shapes::with_spatial as out_dims;
 

@@ -391,7 +391,7 @@ pub(super) mod tests {
     use super::*;
 
     /// Deterministic values in [-1, 1).
-    pub(in crate::cpu) fn values(len: usize, seed: u64) -> Vec<f64> {
+    pub(in crate::cpu::kernels) fn values(len: usize, seed: u64) -> Vec<f64> {
         let mut state = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
@@ -406,7 +406,11 @@ pub(super) mod tests {
     }
 
     /// The convolution straight from its definition, one output at a time.
-    pub(in crate::cpu) fn reference(g: &ConvGeometry, x: &[f64], weight: &[f64]) -> Vec<f64> {
+    pub(in crate::cpu::kernels) fn reference(
+        g: &ConvGeometry,
+        x: &[f64],
+        weight: &[f64],
+    ) -> Vec<f64> {
         let [out_d, out_h, out_w] = g.out_size;
         let [k_d, k_h, k_w] = g.kernel;
         let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());

@@ -1,86 +1,8 @@
-//! The backend primitives for any [`HostTensors`] backend: read the inputs as slices, run the
-//! shared kernels, wrap the result. `impl_cpu_backend!` turns these into a trait impl; the
-//! mapping of the conv primitives onto passes is `conv_routing`'s.
+//! `impl_cpu_backend!`: the `ConvPoolBackend` impl of a CPU backend, every method forwarding to
+//! the [`HostTensors`](super::host::HostTensors) adapters (`conv_ops.rs` through
+//! `conv_routing`, `pool_ops.rs`).
 
-use core::marker::PhantomData;
-
-use crate::conv_routing::ConvPasses;
-use crate::spec::ConvGeometry;
-
-use super::conv;
-use super::host::{HostTensors, dims5, with_element};
-
-/// The CPU convolution passes of a [`HostTensors`] backend.
-pub struct HostConv<H>(PhantomData<H>);
-
-impl<H: HostTensors> ConvPasses for HostConv<H> {
-    type Tensor = H::Tensor;
-
-    fn dims(tensor: &H::Tensor) -> [usize; 5] {
-        dims5::<H>(tensor)
-    }
-
-    fn forward(
-        geometry: &ConvGeometry,
-        x: H::Tensor,
-        weight: H::Tensor,
-        bias: Option<H::Tensor>,
-    ) -> H::Tensor {
-        let dtype = H::dtype(&x);
-        with_element!("conv", dtype, |T| {
-            let bias = bias.as_ref().map(|bias| H::values::<T>(bias));
-            let out = conv::forward::<T>(
-                geometry,
-                &H::values(&x),
-                &H::values(&weight),
-                bias.as_deref(),
-            );
-            H::from_values(out, &geometry.out_shape(), dtype)
-        })
-    }
-
-    fn data(
-        geometry: &ConvGeometry,
-        weight: H::Tensor,
-        out_grad: H::Tensor,
-        bias: Option<H::Tensor>,
-    ) -> H::Tensor {
-        let dtype = H::dtype(&out_grad);
-        with_element!("conv_x_backward", dtype, |T| {
-            let mut x_grad =
-                conv::x_backward::<T>(geometry, &H::values(&weight), &H::values(&out_grad));
-            if let Some(bias) = &bias {
-                let volume = geometry.in_volume().max(1);
-                let bias = H::values::<T>(bias);
-                for (row, value) in x_grad.chunks_mut(volume).zip(bias.iter().cycle()) {
-                    row.iter_mut().for_each(|v| *v += *value);
-                }
-            }
-            H::from_values(x_grad, &geometry.in_shape(), dtype)
-        })
-    }
-
-    fn weight(geometry: &ConvGeometry, x: H::Tensor, out_grad: H::Tensor) -> H::Tensor {
-        let dtype = H::dtype(&x);
-        with_element!("conv_weight_backward", dtype, |T| {
-            let weight_grad =
-                conv::weight_backward::<T>(geometry, &H::values(&x), &H::values(&out_grad));
-            H::from_values(weight_grad, &geometry.weight_shape(), dtype)
-        })
-    }
-}
-
-/// Gradient of a per-channel bias.
-pub fn conv_bias_backward<H: HostTensors>(out_grad: H::Tensor) -> H::Tensor {
-    let dims = H::dims(&out_grad);
-    let dtype = H::dtype(&out_grad);
-    with_element!("conv_bias_backward", dtype, |T| {
-        let bias_grad = conv::bias_backward::<T>(&H::values(&out_grad), dims[0], dims[1]);
-        H::from_values(bias_grad, &[dims[1]], dtype)
-    })
-}
-
-/// Implement `ConvPoolBackend` for a CPU backend that implements [`HostTensors`].
+/// Implement `ConvPoolBackend` for a CPU backend that implements [`HostTensors`](super::host::HostTensors).
 macro_rules! impl_cpu_backend {
     ($backend:ty) => {
         impl $crate::backend::ConvPoolBackend for $backend {
@@ -89,7 +11,7 @@ macro_rules! impl_cpu_backend {
                 weight: Self::FloatTensorPrimitive,
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv::<$crate::cpu::ops::HostConv<Self>>(
+                $crate::conv_routing::conv::<$crate::cpu::conv_ops::HostConv<Self>>(
                     x, weight, None, &options,
                 )
             }
@@ -99,7 +21,7 @@ macro_rules! impl_cpu_backend {
                 bias: Self::FloatTensorPrimitive,
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv::<$crate::cpu::ops::HostConv<Self>>(
+                $crate::conv_routing::conv::<$crate::cpu::conv_ops::HostConv<Self>>(
                     x,
                     weight,
                     Some(bias),
@@ -112,7 +34,7 @@ macro_rules! impl_cpu_backend {
                 x_size: [usize; 3],
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_x_backward::<$crate::cpu::ops::HostConv<Self>>(
+                $crate::conv_routing::conv_x_backward::<$crate::cpu::conv_ops::HostConv<Self>>(
                     weight, out_grad, x_size, &options,
                 )
             }
@@ -122,7 +44,7 @@ macro_rules! impl_cpu_backend {
                 kernel_size: [usize; 3],
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_weight_backward::<$crate::cpu::ops::HostConv<Self>>(
+                $crate::conv_routing::conv_weight_backward::<$crate::cpu::conv_ops::HostConv<Self>>(
                     x,
                     out_grad,
                     kernel_size,
@@ -132,14 +54,14 @@ macro_rules! impl_cpu_backend {
             fn conv_bias_backward(
                 out_grad: Self::FloatTensorPrimitive,
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::ops::conv_bias_backward::<Self>(out_grad)
+                $crate::cpu::conv_ops::conv_bias_backward::<Self>(out_grad)
             }
             fn conv_transpose(
                 x: Self::FloatTensorPrimitive,
                 weight: Self::FloatTensorPrimitive,
                 options: ConvTransposeOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_transpose::<$crate::cpu::ops::HostConv<Self>>(
+                $crate::conv_routing::conv_transpose::<$crate::cpu::conv_ops::HostConv<Self>>(
                     x, weight, None, &options,
                 )
             }
@@ -149,7 +71,7 @@ macro_rules! impl_cpu_backend {
                 bias: Self::FloatTensorPrimitive,
                 options: ConvTransposeOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_transpose::<$crate::cpu::ops::HostConv<Self>>(
+                $crate::conv_routing::conv_transpose::<$crate::cpu::conv_ops::HostConv<Self>>(
                     x,
                     weight,
                     Some(bias),
@@ -162,9 +84,9 @@ macro_rules! impl_cpu_backend {
                 x_size: [usize; 3],
                 options: ConvTransposeOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_transpose_x_backward::<$crate::cpu::ops::HostConv<Self>>(
-                    weight, out_grad, x_size, &options,
-                )
+                $crate::conv_routing::conv_transpose_x_backward::<
+                    $crate::cpu::conv_ops::HostConv<Self>,
+                >(weight, out_grad, x_size, &options)
             }
             fn conv_transpose_weight_backward(
                 x: Self::FloatTensorPrimitive,
@@ -173,7 +95,7 @@ macro_rules! impl_cpu_backend {
                 options: ConvTransposeOptions<3>,
             ) -> Self::FloatTensorPrimitive {
                 $crate::conv_routing::conv_transpose_weight_backward::<
-                    $crate::cpu::ops::HostConv<Self>,
+                    $crate::cpu::conv_ops::HostConv<Self>,
                 >(x, out_grad, kernel_size, &options)
             }
             fn max_pool_with_indices(

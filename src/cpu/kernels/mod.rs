@@ -1,0 +1,10 @@
+//! The shared slice kernels: contiguous NCDHW slices in, slices out, no backend types.
+
+pub(super) mod conv;
+mod depthwise;
+pub(super) mod element;
+mod gemm;
+mod im2col;
+pub(super) mod pool;
+mod tap_masks;
+mod winograd;
