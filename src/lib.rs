@@ -24,6 +24,8 @@
 //! primitive per forward and gradient), `cpu` (Flex, NdArray), `cube` (every CubeCL runtime, kernels
 //! in `burn-convpool-kernels`), `autodiff`, the functional API, and [`nn`].
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "autodiff")]
 mod autodiff;
 pub mod backend;
