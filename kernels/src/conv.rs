@@ -2,22 +2,27 @@
 //!
 //! | kind       | m                   | n                 | k                   | A          | B         |
 //! |------------|---------------------|-------------------|---------------------|------------|-----------|
-//! | [`FORWARD`]| (batch, out pos)    | out channel       | (in channel, tap)   | x (im2col) | weight    |
-//! | [`DATA`]   | (batch, in pos)     | in channel        | (out channel, tap)  | out_grad   | weight    |
-//! | [`WEIGHT`] | out channel         | (in channel, tap) | (batch, out pos)    | out_grad   | x (im2col)|
+//! | [`Forward`](GemmKind::Forward) | (batch, out pos)    | out channel       | (in channel, tap)   | x (im2col) | weight    |
+//! | [`Data`](GemmKind::Data) | (batch, in pos)     | in channel        | (out channel, tap)  | out_grad   | weight    |
+//! | [`Weight`](GemmKind::Weight) | out channel         | (in channel, tap) | (batch, out pos)    | out_grad   | x (im2col)|
 //!
 //! The operands are never materialised: [`lhs_value`] and [`rhs_value`] gather them from the
 //! contiguous NCDHW tensors, and [`store`] scatters `C` back, so every schedule below shares one
-//! home for the index formulas. `DATA` also serves `conv_transpose`'s forward pass.
+//! home for the index formulas. `Data` also serves `conv_transpose`'s forward pass.
 
 use cubecl::prelude::*;
 
-/// `out = conv(x, weight)`: lhs is `x`, rhs is `weight`.
-pub const FORWARD: u32 = 0;
-/// `x_grad = conv_x_backward(weight, out_grad)`: lhs is `out_grad`, rhs is `weight`.
-pub const DATA: u32 = 1;
-/// `weight_grad = conv_weight_backward(x, out_grad)`: lhs is `out_grad`, rhs is `x`.
-pub const WEIGHT: u32 = 2;
+/// Which of a convolution's three GEMMs a kernel computes (a comptime parameter: each is its
+/// own compiled kernel, and no other value exists).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GemmKind {
+    /// `out = conv(x, weight)`: lhs is `x`, rhs is `weight`.
+    Forward,
+    /// `x_grad = conv_x_backward(weight, out_grad)`: lhs is `out_grad`, rhs is `weight`.
+    Data,
+    /// `weight_grad = conv_weight_backward(x, out_grad)`: lhs is `out_grad`, rhs is `x`.
+    Weight,
+}
 
 /// Rows of a tile of `C`.
 pub const TILE_M: usize = 64;
@@ -27,6 +32,15 @@ pub const TILE_N: usize = 64;
 pub const TILE_K: usize = 16;
 /// Units along each side of a cube of the tiled kernel (each computes a 4x4 block of `C`).
 pub const TILE_UNITS: u32 = 16;
+/// [`TILE_UNITS`] as an index.
+const UNITS: usize = TILE_UNITS as usize;
+/// Rows and columns of `C` each unit computes.
+const UNIT_BLOCK: usize = TILE_M / UNITS;
+/// Passes the cube's units take to load one tile of each operand.
+const LOAD_PASSES: usize = TILE_M * TILE_K / (UNITS * UNITS);
+// The tiled kernel's index arithmetic assumes square tiles that the units cover exactly.
+const _: () = assert!(TILE_M == TILE_N && TILE_N == UNITS * UNIT_BLOCK);
+const _: () = assert!(LOAD_PASSES * UNITS * UNITS == TILE_M * TILE_K);
 
 /// Geometry of one convolution, rank 3 (1d and 2d have unit leading axes).
 #[derive(CubeLaunch, CubeType)]
@@ -114,12 +128,12 @@ pub(crate) fn tap_along(
     stride: usize,
     pad: usize,
     len: usize,
-    #[comptime] kind: u32,
+    #[comptime] kind: GemmKind,
     #[comptime] unit_stride: bool,
 ) -> (usize, bool) {
     let mut index = 0;
     let mut inside = false;
-    if comptime![kind == FORWARD] {
+    if comptime![kind == GemmKind::Forward] {
         let padded = at * stride + reach;
         if padded >= pad {
             index = padded - pad;
@@ -141,13 +155,18 @@ pub(crate) fn tap_along(
 }
 
 /// The read-side position that tap `tap` of position `at` reaches in a GEMM of `kind` (the
-/// input for `FORWARD`, the output for `DATA`), and whether there is one.
+/// input for `GemmKind::Forward`, the output for `GemmKind::Data`), and whether there is one.
 #[cube]
-fn tap_position(args: &ConvArgs, at: &Pos3, tap: &Pos3, #[comptime] kind: u32) -> (Pos3, bool) {
+fn tap_position(
+    args: &ConvArgs,
+    at: &Pos3,
+    tap: &Pos3,
+    #[comptime] kind: GemmKind,
+) -> (Pos3, bool) {
     let mut len_d = args.in_d;
     let mut len_h = args.in_h;
     let mut len_w = args.in_w;
-    if comptime![kind == DATA] {
+    if comptime![kind == GemmKind::Data] {
         len_d = args.out_d;
         len_h = args.out_h;
         len_w = args.out_w;
@@ -192,7 +211,7 @@ fn input_tap<F: Float, A: Float>(
     out: &Pos3,
     tap: &Pos3,
 ) -> A {
-    let (at, inside) = tap_position(args, out, tap, FORWARD);
+    let (at, inside) = tap_position(args, out, tap, GemmKind::Forward);
     let mut value = A::new(0.0);
     if inside {
         let plane = batch * args.groups * args.in_channels + channel;
@@ -212,7 +231,7 @@ fn output_tap<F: Float, A: Float>(
     at: &Pos3,
     tap: &Pos3,
 ) -> A {
-    let (out, inside) = tap_position(args, at, tap, DATA);
+    let (out, inside) = tap_position(args, at, tap, GemmKind::Data);
     let mut value = A::new(0.0);
     if inside {
         let plane = batch * args.groups * args.out_channels + channel;
@@ -234,20 +253,20 @@ pub struct Row {
 }
 
 #[cube]
-pub fn row_of(args: &ConvArgs, m: usize, #[comptime] kind: u32) -> Row {
+pub fn row_of(args: &ConvArgs, m: usize, #[comptime] kind: GemmKind) -> Row {
     // Positions run over the output for the forward GEMM, over the input for the input
     // gradient; the weight gradient's rows need no decomposition.
     let mut volume = out_volume(args);
     let mut h_len = args.out_h;
     let mut w_len = args.out_w;
-    if comptime![kind == DATA] {
+    if comptime![kind == GemmKind::Data] {
         volume = in_volume(args);
         h_len = args.in_h;
         w_len = args.in_w;
     }
     let mut batch = 0;
     let mut index = 0;
-    if comptime![kind != WEIGHT] {
+    if comptime![kind != GemmKind::Weight] {
         batch = m / volume;
         index = m % volume;
     }
@@ -269,10 +288,10 @@ pub fn lhs_value<F: Float, A: Float>(
     group: usize,
     row: &Row,
     k: usize,
-    #[comptime] kind: u32,
+    #[comptime] kind: GemmKind,
 ) -> A {
     let value: A;
-    if comptime![kind == WEIGHT] {
+    if comptime![kind == GemmKind::Weight] {
         let out_volume = out_volume(args);
         let batch = k / out_volume;
         let plane = batch * args.groups * args.out_channels + group * args.out_channels + row.index;
@@ -284,7 +303,7 @@ pub fn lhs_value<F: Float, A: Float>(
             w: k_table[k * 4 + 3] as usize,
         };
         let channel_in_group = k_table[k * 4] as usize;
-        if comptime![kind == FORWARD] {
+        if comptime![kind == GemmKind::Forward] {
             let channel = group * args.in_channels + channel_in_group;
             value = input_tap::<F, A>(lhs, args, row.batch, channel, &row.pos, &tap);
         } else {
@@ -309,14 +328,14 @@ pub fn rhs_value<F: Float, A: Float>(
     group: usize,
     k: usize,
     n: usize,
-    #[comptime] kind: u32,
+    #[comptime] kind: GemmKind,
 ) -> A {
     let kernel_volume = kernel_volume(args);
     let value: A;
-    if comptime![kind == FORWARD] {
+    if comptime![kind == GemmKind::Forward] {
         let out_channel = group * args.out_channels + n;
         value = A::cast_from(rhs[weight_index(args, out_channel, 0, k)]);
-    } else if comptime![kind == DATA] {
+    } else if comptime![kind == GemmKind::Data] {
         let out_channel = group * args.out_channels + k / kernel_volume;
         value = A::cast_from(rhs[weight_index(args, out_channel, n, k % kernel_volume)]);
     } else {
@@ -344,16 +363,16 @@ pub fn store<F: Float, A: Float>(
     m: usize,
     n: usize,
     value: A,
-    #[comptime] kind: u32,
+    #[comptime] kind: GemmKind,
     #[comptime] has_bias: bool,
 ) {
-    if comptime![kind == WEIGHT] {
+    if comptime![kind == GemmKind::Weight] {
         let row_len = args.in_channels * kernel_volume(args);
         let row = group * args.out_channels + m;
         out[split_base + row * row_len + n] = F::cast_from(value);
     } else {
         let mut volume = out_volume(args);
-        if comptime![kind == DATA] {
+        if comptime![kind == GemmKind::Data] {
             volume = in_volume(args);
         }
         store_position::<F, A>(
@@ -386,12 +405,12 @@ pub fn store_position<F: Float, A: Float>(
     position: usize,
     n: usize,
     value: A,
-    #[comptime] kind: u32,
+    #[comptime] kind: GemmKind,
     #[comptime] has_bias: bool,
 ) {
     let mut volume = out_volume(args);
     let mut channels = args.out_channels;
-    if comptime![kind == DATA] {
+    if comptime![kind == GemmKind::Data] {
         volume = in_volume(args);
         channels = args.in_channels;
     }
@@ -416,17 +435,17 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     out: &mut Tensor<F>,
     args: ConvArgs,
     gemm: GemmArgs,
-    #[comptime] kind: u32,
+    #[comptime] kind: GemmKind,
     #[comptime] has_bias: bool,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let tx = UNIT_POS_X as usize;
     let ty = UNIT_POS_Y as usize;
-    let unit = ty * 16 + tx;
+    let unit = ty * UNITS + tx;
     let group = CUBE_POS_Z as usize % args.groups;
     let split = CUBE_POS_Z as usize / args.groups;
-    let m0 = (CUBE_POS_X as usize + gemm.m_tile_offset) * 64;
-    let n0 = CUBE_POS_Y as usize * 64;
+    let m0 = (CUBE_POS_X as usize + gemm.m_tile_offset) * TILE_M;
+    let n0 = CUBE_POS_Y as usize * TILE_N;
     let k_begin = split * gemm.k_per_split;
     let k_end = min(k_begin + gemm.k_per_split, gemm.k_len);
     let split_base = split * args.groups * gemm.m_len * gemm.n_len;
@@ -435,29 +454,29 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     // consecutive addresses across a plane.
     let mut lhs_tile = Shared::<[A]>::new_slice(TILE_K * TILE_M);
     let mut rhs_tile = Shared::<[A]>::new_slice(TILE_K * TILE_N);
-    let mut acc = Array::<A>::new(16usize);
-    let mut a = Array::<A>::new(4usize);
-    let mut b = Array::<A>::new(4usize);
+    let mut acc = Array::<A>::new(UNIT_BLOCK * UNIT_BLOCK);
+    let mut a = Array::<A>::new(UNIT_BLOCK);
+    let mut b = Array::<A>::new(UNIT_BLOCK);
 
     // A is read m-fast (consecutive positions, one fixed row per unit, decomposed once)
     // except for the weight gradient, whose rows are channels and whose consecutive
     // addresses run along k.
-    let fixed_row = row_of(&args, m0 + unit % 64, kind);
+    let fixed_row = row_of(&args, m0 + unit % TILE_M, kind);
     let mut k0 = k_begin;
     while k0 < k_end {
         #[unroll]
-        for j in 0..4usize {
-            let mut mm = unit % 64;
-            let mut kk = unit / 64 + 4 * j;
-            if comptime![kind == WEIGHT] {
-                mm = unit / 16 + 16 * j;
-                kk = unit % 16;
+        for j in 0..LOAD_PASSES {
+            let mut mm = unit % TILE_M;
+            let mut kk = unit / TILE_M + (TILE_K / LOAD_PASSES) * j;
+            if comptime![kind == GemmKind::Weight] {
+                mm = unit / TILE_K + (TILE_M / LOAD_PASSES) * j;
+                kk = unit % TILE_K;
             }
             let m = m0 + mm;
             let k = k0 + kk;
             let mut value = A::new(0.0);
             if m < gemm.m_len && k < k_end {
-                if comptime![kind == WEIGHT] {
+                if comptime![kind == GemmKind::Weight] {
                     value = lhs_value::<F, A>(
                         lhs,
                         k_table,
@@ -471,46 +490,46 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                     value = lhs_value::<F, A>(lhs, k_table, &args, group, &fixed_row, k, kind);
                 }
             }
-            lhs_tile[kk * 64 + mm] = value;
+            lhs_tile[kk * TILE_M + mm] = value;
 
             // B is read k-fast: weights and im2col columns are contiguous along k.
-            let kk = unit % 16;
-            let nn = unit / 16 + 16 * j;
+            let kk = unit % TILE_K;
+            let nn = unit / TILE_K + (TILE_N / LOAD_PASSES) * j;
             let n = n0 + nn;
             let k = k0 + kk;
             let mut value = A::new(0.0);
             if n < gemm.n_len && k < k_end {
                 value = rhs_value::<F, A>(rhs, &args, group, k, n, kind);
             }
-            rhs_tile[kk * 64 + nn] = value;
+            rhs_tile[kk * TILE_N + nn] = value;
         }
         sync_cube();
 
         #[unroll]
-        for kk in 0..16usize {
+        for kk in 0..TILE_K {
             #[unroll]
-            for i in 0..4usize {
-                a[i] = lhs_tile[kk * 64 + tx + 16 * i];
-                b[i] = rhs_tile[kk * 64 + ty + 16 * i];
+            for i in 0..UNIT_BLOCK {
+                a[i] = lhs_tile[kk * TILE_M + tx + UNITS * i];
+                b[i] = rhs_tile[kk * TILE_N + ty + UNITS * i];
             }
             #[unroll]
-            for i in 0..4usize {
+            for i in 0..UNIT_BLOCK {
                 #[unroll]
-                for j in 0..4usize {
-                    acc[i * 4 + j] += a[i] * b[j];
+                for j in 0..UNIT_BLOCK {
+                    acc[i * UNIT_BLOCK + j] += a[i] * b[j];
                 }
             }
         }
         sync_cube();
-        k0 += 16;
+        k0 += TILE_K;
     }
 
     #[unroll]
-    for i in 0..4usize {
+    for i in 0..UNIT_BLOCK {
         #[unroll]
-        for j in 0..4usize {
-            let m = m0 + tx + 16 * i;
-            let n = n0 + ty + 16 * j;
+        for j in 0..UNIT_BLOCK {
+            let m = m0 + tx + UNITS * i;
+            let n = n0 + ty + UNITS * j;
             if m < gemm.m_len && n < gemm.n_len {
                 store::<F, A>(
                     out,
@@ -520,7 +539,7 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                     split_base,
                     m,
                     n,
-                    acc[i * 4 + j],
+                    acc[i * UNIT_BLOCK + j],
                     kind,
                     has_bias,
                 );
@@ -543,14 +562,14 @@ fn load_block_weights<F: Float, A: Float>(
     n0: usize,
     n_len: usize,
     tap: usize,
-    #[comptime] kind: u32,
+    #[comptime] kind: GemmKind,
     #[comptime] block_n: usize,
 ) {
     #[unroll]
     for i in 0..block_n {
         let n = select(n0 + i < n_len, n0 + i, 0);
         let mut index = weight_index(args, group * args.out_channels + n, c, tap);
-        if comptime![kind == DATA] {
+        if comptime![kind == GemmKind::Data] {
             index = weight_index(args, group * args.out_channels + c, n, tap);
         }
         weights[i] = A::cast_from(rhs[index]);
@@ -574,7 +593,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     out: &mut Tensor<F>,
     args: ConvArgs,
     gemm: GemmArgs,
-    #[comptime] kind: u32,
+    #[comptime] kind: GemmKind,
     #[comptime] has_bias: bool,
     #[comptime] block_n: usize,
     #[comptime] block_w: usize,
@@ -590,7 +609,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     let mut read_h = args.in_h;
     let mut read_w = args.in_w;
     let mut reduced = args.in_channels;
-    if comptime![kind == DATA] {
+    if comptime![kind == GemmKind::Data] {
         side_d = args.in_d;
         side_h = args.in_h;
         side_w = args.in_w;
@@ -657,7 +676,8 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                     let mut values = Array::<A>::new(comptime![block_w + row_taps - 1]);
                     #[unroll]
                     for t in 0..comptime![block_w + row_taps - 1] {
-                        let (rw, w_inside) = tap_along(w0, t, 1, args.pad_w, read_w, FORWARD, true);
+                        let (rw, w_inside) =
+                            tap_along(w0, t, 1, args.pad_w, read_w, GemmKind::Forward, true);
                         values[t] = A::new(0.0);
                         if row_inside && w_inside {
                             values[t] = A::cast_from(lhs[row + rw]);
@@ -809,7 +829,7 @@ pub fn conv_weight_split<F: Float, A: Float>(
         m,
         n,
         acc,
-        WEIGHT,
+        GemmKind::Weight,
         false,
     );
 }
@@ -871,7 +891,7 @@ pub fn conv_weight_direct<F: Float, A: Float>(
             args.stride_d,
             args.pad_d,
             args.in_d,
-            FORWARD,
+            GemmKind::Forward,
             false,
         );
         let (ih, h_inside) = tap_along(
@@ -880,7 +900,7 @@ pub fn conv_weight_direct<F: Float, A: Float>(
             args.stride_h,
             args.pad_h,
             args.in_h,
-            FORWARD,
+            GemmKind::Forward,
             false,
         );
         let row_inside = d_inside && h_inside;
@@ -906,7 +926,7 @@ pub fn conv_weight_direct<F: Float, A: Float>(
                     args.stride_w,
                     args.pad_w,
                     args.in_w,
-                    FORWARD,
+                    GemmKind::Forward,
                     false,
                 );
                 let mut value = A::new(0.0);
@@ -937,7 +957,7 @@ pub fn conv_weight_direct<F: Float, A: Float>(
                     m0 + i,
                     c * kernel_volume + tap,
                     acc[i * kernel_w + kw],
-                    WEIGHT,
+                    GemmKind::Weight,
                     false,
                 );
             }

@@ -12,15 +12,20 @@
 
 use cubecl::prelude::*;
 
-/// Max with PyTorch's indices: first maximum, NaN wins.
-pub const MAX: u32 = 0;
-/// Sum divided by the divisor rule.
-pub const AVG: u32 = 1;
-/// LP pooling for finite `p`: `(sum x^p * K / count)^(1/p)`.
-pub const LP: u32 = 2;
-/// The backward pre-pass of LP pooling: each window's share of its output gradient,
-/// `out_grad / p * total^(1/p - 1) * K / count`.
-pub const LP_SHARE: u32 = 3;
+/// What the window kernel reduces (a comptime parameter: each is its own compiled kernel).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Reduction {
+    /// Max with PyTorch's indices: first maximum, NaN wins.
+    #[default]
+    Max,
+    /// Sum divided by the divisor rule.
+    Avg,
+    /// LP pooling for finite `p`: `(sum x^p * K / count)^(1/p)`.
+    Lp,
+    /// The backward pre-pass of LP pooling: each window's share of its output gradient,
+    /// `out_grad / p * total^(1/p - 1) * K / count`.
+    LpShare,
+}
 
 /// Sizes and scalars of one pool.
 #[derive(CubeLaunch, CubeType)]
@@ -175,10 +180,10 @@ fn plane_offset<F: Float>(x: &Tensor<F>, args: &PoolArgs, plane: usize) -> usize
     (plane / args.channels) * x.stride(0) + (plane % args.channels) * x.stride(1)
 }
 
-/// A window's term of a sum: the value (`AVG`) or its signed `p`-th power (`LP`, `LP_SHARE`).
+/// A window's term of a sum: the value (`Avg`) or its signed `p`-th power (`Lp`, `LpShare`).
 #[cube]
-fn sum_term<F: Float, A: Float>(value: F, args: &PoolArgs, #[comptime] reduction: u32) -> A {
-    if comptime![reduction == AVG] {
+fn sum_term<F: Float, A: Float>(value: F, args: &PoolArgs, #[comptime] reduction: Reduction) -> A {
+    if comptime![reduction == Reduction::Avg] {
         A::cast_from(value)
     } else {
         A::cast_from(pow_signed::<F>(
@@ -221,10 +226,10 @@ fn write_sum<F: Float, A: Float>(
     sum: A,
     count: usize,
     padded: usize,
-    #[comptime] reduction: u32,
+    #[comptime] reduction: Reduction,
     #[comptime] count_include_pad: bool,
 ) {
-    if comptime![reduction == AVG] {
+    if comptime![reduction == Reduction::Avg] {
         let divisor = average_divisor(args, count, padded, count_include_pad);
         out[at] = F::cast_from(sum / A::cast_from(divisor));
     } else {
@@ -237,7 +242,7 @@ fn write_sum<F: Float, A: Float>(
         if f32::is_nan(f32::cast_from(total)) {
             result = nan;
         } else if total != F::new(0.0) {
-            if comptime![reduction == LP] {
+            if comptime![reduction == Reduction::Lp] {
                 result = pow_signed::<F>(total, F::cast_from(args.inv_norm), nan);
             } else {
                 let power = pow_signed::<F>(total, F::cast_from(args.inv_norm_minus_one), nan);
@@ -259,8 +264,8 @@ pub(crate) fn beats<F: Float>(value: F, best: F) -> bool {
 
 /// Reduce the windows of `block_w` consecutive outputs along the last axis per unit (the
 /// unit's indices and its D and H spans are worked out once; integer divisions dominate a
-/// small window's cost on some devices). `x` is read through strides. `MAX` also writes
-/// `indices` (flat in the unpadded input plane); `LP_SHARE` reads `out_grad`.
+/// small window's cost on some devices). `x` is read through strides. `Max` also writes
+/// `indices` (flat in the unpadded input plane); `LpShare` reads `out_grad`.
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
 pub fn pool_forward<F: Float, I: Int, A: Float>(
@@ -271,7 +276,7 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     out: &mut Tensor<F>,
     indices: &mut Tensor<I>,
     args: PoolArgs,
-    #[comptime] reduction: u32,
+    #[comptime] reduction: Reduction,
     #[comptime] fractional: bool,
     #[comptime] abs: bool,
     #[comptime] count_include_pad: bool,
@@ -296,7 +301,7 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     for ow in ow0..ow_end {
         let sw = span_of::<F>(spans, samples, &args, plane, ow, 2u32, fractional);
         let at = row * args.out_w + ow;
-        if comptime![reduction == MAX] {
+        if comptime![reduction == Reduction::Max] {
             let mut best = neg_infinity::<F>();
             // PyTorch's start: the first tap, kept if every tap is -inf.
             let mut best_index = (sd.start * args.in_h + sh.start) * args.in_w + sw.start;
@@ -410,7 +415,7 @@ fn average_whole_plane<F: Float, A: Float>(
 /// block it covers: indices, spans and gradients are read once per block, not once per
 /// element (a global pool's backward reads one gradient per plane). Each element still sums
 /// its outputs in output order, so the result is the same as one element at a time.
-/// `MAX` matches `indices`; `AVG` divides by the divisor rule; `LP` sums the pre-pass shares
+/// `Max` matches `indices`; `Avg` divides by the divisor rule; `Lp` sums the pre-pass shares
 /// and applies `p * x^(p - 1)`; `sign` multiplies by `sign(x)` (LP with `p = inf`).
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
@@ -422,7 +427,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
     cover: &Tensor<u32>,
     x_grad: &mut Tensor<F>,
     args: PoolArgs,
-    #[comptime] reduction: u32,
+    #[comptime] reduction: Reduction,
     #[comptime] sign_of_x: bool,
     #[comptime] count_include_pad: bool,
     #[comptime] block_w: usize,
@@ -469,7 +474,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
     for j in 0..block_w {
         acc[j] = A::new(0.0);
     }
-    if comptime![reduction == MAX] {
+    if comptime![reduction == Reduction::Max] {
         for od in lo_d..hi_d {
             for oh in lo_h..hi_h {
                 let o_row = grad_base + (od * args.out_h + oh) * args.out_w;
@@ -498,7 +503,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
                         for ow in lo_w..hi_w {
                             let sw = table_span(spans, args.out_d + args.out_h + ow);
                             let mut share = A::cast_from(grad[o_row + ow]);
-                            if comptime![reduction == AVG] {
+                            if comptime![reduction == Reduction::Avg] {
                                 let divisor = average_divisor(
                                     &args,
                                     sd.count * sh.count * sw.count,
@@ -525,9 +530,9 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
         if j < in_block {
             let iw = iw0 + j;
             let mut result = F::cast_from(acc[j]);
-            if comptime![reduction == LP || sign_of_x] {
+            if comptime![reduction == Reduction::Lp || sign_of_x] {
                 let value = x[x_row + iw * x.stride(4)];
-                if comptime![reduction == LP] {
+                if comptime![reduction == Reduction::Lp] {
                     let power = pow_signed::<F>(
                         value,
                         F::cast_from(args.norm_minus_one),

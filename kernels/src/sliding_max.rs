@@ -7,7 +7,7 @@
 
 use cubecl::prelude::*;
 
-use crate::conv::{FORWARD, tap_along};
+use crate::conv::{GemmKind, tap_along};
 use crate::pool::{beats, neg_infinity};
 
 /// Sizes and window of one sliding max pool, per axis D, H, W.
@@ -33,7 +33,7 @@ fn tap(args: &SlidingArgs, o: usize, t: usize, #[comptime] axis: usize) -> (usiz
         args.stride[axis],
         args.padding[axis],
         len,
-        FORWARD,
+        GemmKind::Forward,
         false,
     );
     (min(at, len - 1), inside)

@@ -10,9 +10,7 @@
 //!
 //! Split results are summed afterwards in split order, so every result is deterministic.
 
-use burn_convpool_kernels::conv::{
-    self, ConvArgsLaunch, DATA, FORWARD, GemmArgsLaunch, TILE_M, TILE_N, WEIGHT,
-};
+use burn_convpool_kernels::conv::{self, ConvArgsLaunch, GemmArgsLaunch, GemmKind, TILE_M, TILE_N};
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
@@ -133,20 +131,20 @@ fn conv_args(geometry: &ConvGeometry) -> ConvArgsLaunch {
 }
 
 /// `(m, n, k)` of one group's GEMM of `kind` (see the table in `burn_convpool_kernels::conv`).
-fn gemm_sizes(geometry: &ConvGeometry, kind: u32) -> (usize, usize, usize) {
+fn gemm_sizes(geometry: &ConvGeometry, kind: GemmKind) -> (usize, usize, usize) {
     let taps: usize = geometry.kernel.iter().product();
     match kind {
-        FORWARD => (
+        GemmKind::Forward => (
             geometry.batch * geometry.out_volume(),
             geometry.out_per_group(),
             geometry.in_per_group() * taps,
         ),
-        DATA => (
+        GemmKind::Data => (
             geometry.batch * geometry.in_volume(),
             geometry.in_per_group(),
             geometry.out_per_group() * taps,
         ),
-        _ => (
+        GemmKind::Weight => (
             geometry.out_per_group(),
             geometry.in_per_group() * taps,
             geometry.batch * geometry.out_volume(),
@@ -154,11 +152,11 @@ fn gemm_sizes(geometry: &ConvGeometry, kind: u32) -> (usize, usize, usize) {
     }
 }
 
-/// Our forward pass (`kind` `FORWARD`: `lhs` = x, `rhs` = weight) or input gradient (`DATA`:
+/// Our forward pass (`kind` `Forward`: `lhs` = x, `rhs` = weight) or input gradient (`Data`:
 /// `lhs` = output gradient, `rhs` = weight): `out = lhs (*) rhs [+ bias]`.
 pub fn gemm(
     geometry: &ConvGeometry,
-    kind: u32,
+    kind: GemmKind,
     lhs: CubeTensor,
     rhs: CubeTensor,
     bias: Option<CubeTensor>,
@@ -167,7 +165,7 @@ pub fn gemm(
     float_type(&rhs)?;
     let (lhs, rhs) = (contiguous(lhs), contiguous(rhs));
     let bias = bias.map(contiguous);
-    let out_dims = if kind == FORWARD {
+    let out_dims = if kind == GemmKind::Forward {
         geometry.out_shape()
     } else {
         geometry.in_shape()
@@ -255,7 +253,7 @@ pub fn weight_gemm(
     float_type(&x)?;
     float_type(&out_grad)?;
     let (out_grad, x) = (contiguous(out_grad), contiguous(x));
-    let (m, n, k) = gemm_sizes(geometry, WEIGHT);
+    let (m, n, k) = gemm_sizes(geometry, GemmKind::Weight);
     if k == 0 {
         return Ok(zeros(&x, &geometry.weight_shape(), x.dtype));
     }
@@ -272,7 +270,7 @@ pub fn weight_gemm(
     let k_table = table(&x, &[]);
     tiled(
         geometry,
-        WEIGHT,
+        GemmKind::Weight,
         &out_grad,
         &x,
         &k_table,
@@ -285,11 +283,11 @@ pub fn weight_gemm(
 
 /// The tiled schedule of the GEMM of `kind` into `out`, `k` split over more cubes when there
 /// are few tiles (late, small layers; weight gradients' long reductions), the splits summed
-/// in order. `k_table` is read by `FORWARD` and `DATA` only.
+/// in order. `k_table` is read by `Forward` and `Data` only.
 #[allow(clippy::too_many_arguments)]
 fn tiled(
     geometry: &ConvGeometry,
-    kind: u32,
+    kind: GemmKind,
     lhs: &CubeTensor,
     rhs: &CubeTensor,
     k_table: &CubeTensor,
@@ -418,7 +416,7 @@ fn weight_split(
     ones_rhs: bool,
 ) -> Result<(), LaunchError> {
     let dtype = float_type(out)?;
-    let (m, n, k) = gemm_sizes(geometry, WEIGHT);
+    let (m, n, k) = gemm_sizes(geometry, GemmKind::Weight);
     let outputs = geometry.groups * m * n;
     let (splits, k_per_split) = row_splits(geometry, k, outputs);
     with_splits(out, splits, |target| {
@@ -442,9 +440,9 @@ fn weight_split(
 
 /// The direct schedule's comptime kernel row: the kernel width of a forward pass at unit
 /// stride and dilation along W, up to [`DIRECT_KERNEL_W`] (0: a run-time row).
-fn row_taps(geometry: &ConvGeometry, kind: u32) -> usize {
+fn row_taps(geometry: &ConvGeometry, kind: GemmKind) -> usize {
     let unit = geometry.stride[2] == 1 && geometry.dilation[2] == 1;
-    if kind == FORWARD && unit && geometry.kernel[2] <= DIRECT_KERNEL_W {
+    if kind == GemmKind::Forward && unit && geometry.kernel[2] <= DIRECT_KERNEL_W {
         geometry.kernel[2]
     } else {
         0
@@ -461,7 +459,7 @@ fn weight_direct(
     out: &CubeTensor,
 ) -> Result<(), LaunchError> {
     let dtype = float_type(out)?;
-    let (m, n, k) = gemm_sizes(geometry, WEIGHT);
+    let (m, n, k) = gemm_sizes(geometry, GemmKind::Weight);
     let block_m = m.clamp(1, DIRECT_BLOCK);
     let units = geometry.groups
         * geometry.in_per_group()

@@ -17,7 +17,7 @@ use super::tensor::{
     float_type, int_type, strided, table,
 };
 
-pub use kernels::{AVG, LP, LP_SHARE, MAX};
+pub use kernels::Reduction;
 
 /// Where the windows come from.
 pub enum Windows {
@@ -35,8 +35,8 @@ pub enum Windows {
 /// The scalars of a pool.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Params {
-    /// `MAX`, `AVG`, `LP` or `LP_SHARE`.
-    pub reduction: u32,
+    /// The reduction.
+    pub reduction: Reduction,
     /// Max over `|x|` (LP pooling with `p = inf`).
     pub abs: bool,
     /// Average divisor counts the padding.
@@ -118,8 +118,8 @@ fn row_blocks(tensor: &CubeTensor, width: usize) -> (usize, CubeCount, CubeDim) 
     (block_w, cube_count, cube_dim)
 }
 
-/// Run the window kernel: values, and indices of `indices_dtype` for `MAX` (else a dummy).
-/// `out_grad` is read by `LP_SHARE` only.
+/// Run the window kernel: values, and indices of `indices_dtype` for `Max` (else a dummy).
+/// `out_grad` is read by `LpShare` only.
 pub fn forward(
     x: CubeTensor,
     windows: Windows,
@@ -133,7 +133,7 @@ pub fn forward(
     let dims = dims5(&x);
     let out_dims = shapes::with_spatial(&dims, out_size);
     let out = empty(&x, &out_dims, x.dtype);
-    let index_dims: &[usize] = if params.reduction == MAX {
+    let index_dims: &[usize] = if params.reduction == Reduction::Max {
         &out_dims
     } else {
         &[1]
@@ -246,13 +246,13 @@ fn sliding_max_launch(
 
 /// Inputs of the gather backward.
 pub struct BackwardInputs {
-    /// Output gradient (`MAX`, `AVG`) or the shares of `LP_SHARE` (`LP`).
+    /// Output gradient (`Max`, `Avg`) or the shares of `LpShare` (`Lp`).
     pub grad: CubeTensor,
-    /// Indices of `MAX`.
+    /// Indices of `Max`.
     pub indices: Option<CubeTensor>,
-    /// Input, for `LP` and `sign`.
+    /// Input, for `Lp` and `sign`.
     pub x: Option<CubeTensor>,
-    /// Spans of `AVG` and `LP`.
+    /// Spans of `Avg` and `Lp`.
     pub spans: Option<Spans>,
     /// Outputs that may cover each input position.
     pub cover: [Vec<(usize, usize)>; 3],
@@ -301,7 +301,7 @@ pub fn backward(
     if x_grad.meta.num_elements() == 0 {
         return Ok(x_grad);
     }
-    let whole_plane = params.reduction == AVG
+    let whole_plane = params.reduction == Reduction::Avg
         && !sign
         && inputs
             .spans

@@ -10,19 +10,19 @@ use crate::spec::{
     avg_window, spans_cover, spatial, window_out_size, window_spans,
 };
 
-use super::pool::{self, AVG, BackwardInputs, LP, LP_SHARE, MAX, Params, Windows};
+use super::pool::{self, BackwardInputs, Params, Reduction, Windows};
 use super::tensor::{dims5, expect};
 
 fn max_params() -> Params {
     Params {
-        reduction: MAX,
+        reduction: Reduction::Max,
         ..Params::default()
     }
 }
 
 fn avg_params(options: &AvgPoolNdOptions<3>) -> Params {
     Params {
-        reduction: AVG,
+        reduction: Reduction::Avg,
         count_include_pad: options.count_include_pad,
         divisor_override: options.divisor_override.unwrap_or(0),
         ..Params::default()
@@ -32,12 +32,12 @@ fn avg_params(options: &AvgPoolNdOptions<3>) -> Params {
 /// Adaptive average: the divisor is the taps inside the input.
 fn adaptive_avg_params() -> Params {
     Params {
-        reduction: AVG,
+        reduction: Reduction::Avg,
         ..Params::default()
     }
 }
 
-fn lp_params(options: &LpPoolOptions<3>, reduction: u32) -> Params {
+fn lp_params(options: &LpPoolOptions<3>, reduction: Reduction) -> Params {
     Params {
         reduction,
         abs: options.norm_type.is_infinite(),
@@ -200,7 +200,7 @@ pub(super) fn lp_pool(x: CubeTensor, options: LpPoolOptions<3>) -> CubeTensor {
     let spans = window_spans(in_size, &window);
     if options.norm_type.is_infinite() {
         let out_size = window_out_size(in_size, &window);
-        let params = lp_params(&options, MAX);
+        let params = lp_params(&options, Reduction::Max);
         return max_pool(
             "lp_pool",
             x,
@@ -211,7 +211,7 @@ pub(super) fn lp_pool(x: CubeTensor, options: LpPoolOptions<3>) -> CubeTensor {
         )
         .0;
     }
-    value_pool("lp_pool", x, spans, lp_params(&options, LP))
+    value_pool("lp_pool", x, spans, lp_params(&options, Reduction::Lp))
 }
 
 pub(super) fn lp_pool_backward(
@@ -227,7 +227,7 @@ pub(super) fn lp_pool_backward(
     let cover = spans_cover(in_size, &spans);
     let result = if options.norm_type.is_infinite() {
         // The gradient goes to the arg-max of |x|, times sign(x).
-        let params = lp_params(&options, MAX);
+        let params = lp_params(&options, Reduction::Max);
         let windows = Windows::Table(spans);
         pool::forward(x.clone(), windows, out_size, params, None, DType::I32).and_then(
             |(_, indices)| {
@@ -243,7 +243,7 @@ pub(super) fn lp_pool_backward(
         )
     } else {
         // Each window's share of its gradient first, then the gather and `p x^(p-1)`.
-        let share_params = lp_params(&options, LP_SHARE);
+        let share_params = lp_params(&options, Reduction::LpShare);
         let windows = Windows::Table(spans.clone());
         pool::forward(
             x.clone(),
@@ -261,7 +261,7 @@ pub(super) fn lp_pool_backward(
                 spans: Some(spans),
                 cover,
             };
-            pool::backward(inputs, in_size, lp_params(&options, LP), false)
+            pool::backward(inputs, in_size, lp_params(&options, Reduction::Lp), false)
         })
     };
     expect("lp_pool_backward", &device, result)

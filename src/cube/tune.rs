@@ -205,9 +205,9 @@ fn tuned(pass: Pass, inputs: Inputs) -> CubeTensor {
 /// The pass on our kernels, with their typed error.
 fn run_ours(pass: Pass, (geometry, a, b, bias): Inputs) -> Result<CubeTensor, LaunchError> {
     match pass {
-        Pass::Forward => conv::gemm(&geometry, kernels::FORWARD, a, b, bias),
+        Pass::Forward => conv::gemm(&geometry, kernels::GemmKind::Forward, a, b, bias),
         // The operands come as (weight, output gradient) and (x, output gradient).
-        Pass::Data => conv::gemm(&geometry, kernels::DATA, b, a, bias),
+        Pass::Data => conv::gemm(&geometry, kernels::GemmKind::Data, b, a, bias),
         Pass::Weight => conv::weight_gemm(&geometry, b, a),
     }
 }
