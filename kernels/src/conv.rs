@@ -6,8 +6,8 @@
 //! | [`Data`](GemmKind::Data) | (batch, in pos)     | in channel        | (out channel, tap)  | out_grad   | weight    |
 //! | [`Weight`](GemmKind::Weight) | out channel         | (in channel, tap) | (batch, out pos)    | out_grad   | x (im2col)|
 //!
-//! The operands are never materialised: [`lhs_value`] and [`rhs_value`] gather them from the
-//! contiguous NCDHW tensors, and [`store`] scatters `C` back, so every schedule below shares one
+//! The operands are never materialised: [`lhs_value()`] and [`rhs_value()`] gather them from the
+//! contiguous NCDHW tensors, and [`store()`] scatters `C` back, so every schedule below shares one
 //! home for the index formulas. `Data` also serves `conv_transpose`'s forward pass.
 
 use cubecl::prelude::*;
@@ -391,7 +391,7 @@ pub fn store<F: Float, A: Float>(
     }
 }
 
-/// [`store`] of a forward or input-gradient result whose row `m` is already split into its
+/// [`store()`] of a forward or input-gradient result whose row `m` is already split into its
 /// batch and its position (flat, within the output or input volume).
 #[cube]
 #[allow(clippy::too_many_arguments)]
@@ -772,7 +772,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
 
 /// The split schedule of the weight gradient: one unit per (element of `C`, range of output
 /// rows), summing its rows in a register, with no divisions in the inner loop; the splits are
-/// summed afterwards by [`sum_splits`] in a fixed order (deterministic, and no barriers). For
+/// summed afterwards by [`sum_splits()`] in a fixed order (deterministic, and no barriers). For
 /// long reductions with few outputs: the weight gradient of depthwise and grouped convs, and
 /// (with `ones_rhs`, `B = 1`) the bias gradient. `gemm.k_per_split` is a whole number of
 /// output rows (`out_w` positions each).
@@ -841,7 +841,7 @@ pub fn conv_weight_split<F: Float, A: Float>(
 /// `block_m x kernel_w` products, where the split schedule loads a gradient and an input per
 /// product. Taps in the padding multiply a zero, as the GEMM's do, so an infinite gradient
 /// there gives NaN as in PyTorch. Partial sums are laid out as the split schedule's, for
-/// [`sum_splits`]; `gemm.k_per_split` is a whole number of output rows.
+/// [`sum_splits()`]; `gemm.k_per_split` is a whole number of output rows.
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_weight_direct<F: Float, A: Float>(
     out_grad: &Tensor<F>,

@@ -27,7 +27,7 @@ pub fn max_unpool_scatter<F: Float, I: Int>(
     }
 }
 
-/// `x_grad[i] = out_grad[plane, indices[i]]`: the gradient of [`max_unpool_scatter`].
+/// `x_grad[i] = out_grad[plane, indices[i]]`: the gradient of [`max_unpool_scatter()`].
 #[cube(launch, address_type = "dynamic")]
 pub fn max_unpool_gather<F: Float, I: Int>(
     out_grad: &Tensor<F>,
