@@ -4,11 +4,9 @@
 //! values, indices and every gradient must agree, and two backward runs must be bitwise equal.
 #![cfg(any(feature = "wgpu", feature = "vulkan"))]
 
-mod common;
-
+use crate::common::{self, Lcg};
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use burn_convpool::*;
-use common::Lcg;
 
 fn wgpu() -> Device {
     common::gpu()

@@ -1,11 +1,9 @@
 //! Finite-difference checks, in f64 on tiny shapes, of the pooling gradients that are not a
 //! plain routing through indices: average (every divisor rule), adaptive average and LP pooling.
 
-mod common;
-
+use crate::common::{Lcg, assert_central_differences, f64_tensor, f64_values};
 use burn::tensor::{Device, Tensor};
 use burn_convpool::*;
-use common::{FD_EPS, Lcg, f64_tensor, f64_values};
 
 /// Compare d(sum(op(x) * r))/dx from autodiff with central differences.
 fn gradcheck<const D: usize>(
@@ -36,18 +34,7 @@ fn gradcheck<const D: usize>(
         .sum()
         .backward();
     let analytic = f64_values(x_tracked.grad(&grads).unwrap());
-    for i in 0..x.len() {
-        let (mut plus, mut minus) = (x.clone(), x.clone());
-        plus[i] += FD_EPS;
-        minus[i] -= FD_EPS;
-        let numeric = (loss(&plus) - loss(&minus)) / (2.0 * FD_EPS);
-        let error = (numeric - analytic[i]).abs() / (1.0 + numeric.abs());
-        assert!(
-            error < 1e-6,
-            "{name}: d/dx[{i}] analytic {} vs numeric {numeric}",
-            analytic[i]
-        );
-    }
+    assert_central_differences(&format!("{name}: d/dx"), &x, &analytic, loss);
 }
 
 #[test]

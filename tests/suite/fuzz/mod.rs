@@ -6,7 +6,7 @@
 //! case, so does a wrong shape.
 //!
 //! `FUZZ_CASES` sets the cases per property on Flex (1024 by default, a quarter on NdArray; thousands for a longer
-//! run, e.g. `FUZZ_CASES=20000 cargo test --release --test fuzz`); in a build with `wgpu` or
+//! run, e.g. `FUZZ_CASES=20000 cargo test --release --test suite fuzz::`); in a build with `wgpu` or
 //! `vulkan`, `FUZZ_GPU_CASES` the cases on the CubeCL kernels (24 by default: lavapipe
 //! compiles a kernel for each new shape).
 

@@ -2,10 +2,8 @@
 //! with autodiff, with and without gradient checkpointing. A new case file for a supported op
 //! needs no code change; a case whose op has no runner fails.
 
-mod common;
-
+use crate::common::{Case, autodiff_devices, case_files, conv_cases, pool_cases};
 use burn::tensor::Device;
-use common::{Case, autodiff_devices, case_files, conv_cases, pool_cases};
 
 macro_rules! conv_fns {
     ($conv:ident, $transpose:ident) => {

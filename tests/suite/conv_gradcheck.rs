@@ -3,11 +3,9 @@
 //! The loss is `sum(op(x, weight, bias) * r)` for a fixed random `r`; each analytic gradient
 //! from autodiff must match the central difference of that loss within 1e-6 (relative).
 
-mod common;
-
+use crate::common::{Lcg, assert_central_differences, f64_tensor, f64_values};
 use burn::tensor::{Device, Tensor};
 use burn_convpool::*;
-use common::{FD_EPS, Lcg, f64_tensor, f64_values};
 
 /// A conv-family op with fixed options, applied to rank-D tensors.
 type Op<const D: usize> = Box<dyn Fn(Tensor<D>, Tensor<D>, Option<Tensor<1>>) -> Tensor<D>>;
@@ -55,21 +53,16 @@ fn gradcheck<const D: usize>(
 
     let inputs = [x, weight, bias];
     for (which, (label, grad)) in ["x", "weight", "bias"].iter().zip(&analytic).enumerate() {
-        for i in 0..inputs[which].len() {
-            let mut plus = inputs.clone();
-            let mut minus = inputs.clone();
-            plus[which][i] += FD_EPS;
-            minus[which][i] -= FD_EPS;
-            let numeric = (loss(&plus[0], &plus[1], &plus[2])
-                - loss(&minus[0], &minus[1], &minus[2]))
-                / (2.0 * FD_EPS);
-            let error = (numeric - grad[i]).abs() / (1.0 + numeric.abs());
-            assert!(
-                error < 1e-6,
-                "{name}: d/d{label}[{i}] analytic {} vs numeric {numeric}",
-                grad[i]
-            );
-        }
+        assert_central_differences(
+            &format!("{name}: d/d{label}"),
+            &inputs[which],
+            grad,
+            |values| {
+                let mut all = inputs.clone();
+                all[which] = values.to_vec();
+                loss(&all[0], &all[1], &all[2])
+            },
+        );
     }
 }
 

@@ -2,10 +2,10 @@
 //! It also checks that the `--ops builtin` network is the same network: converted to burn-nn's
 //! modules with the same weights, it gives the same logits.
 
-#[path = "../examples/resnet/data.rs"]
+#[path = "../../examples/resnet/data.rs"]
 #[allow(dead_code)]
 mod data;
-#[path = "../examples/resnet/model.rs"]
+#[path = "../../examples/resnet/model.rs"]
 mod model;
 
 use std::path::Path;

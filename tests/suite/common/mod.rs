@@ -252,6 +252,30 @@ pub fn f64_values<const D: usize>(tensor: Tensor<D>) -> Vec<f64> {
 /// Step of the central differences in the gradient checks.
 pub const FD_EPS: f64 = 1e-6;
 
+/// Assert that `analytic`, the gradient autodiff gave for `values`, matches central differences
+/// of `loss` in every element (relative error below 1e-6): the finite-difference loop of every
+/// gradient check. `what` names the op and the input in a failure.
+pub fn assert_central_differences(
+    what: &str,
+    values: &[f64],
+    analytic: &[f64],
+    loss: impl Fn(&[f64]) -> f64,
+) {
+    assert_eq!(values.len(), analytic.len(), "{what}: gradient length");
+    for i in 0..values.len() {
+        let (mut plus, mut minus) = (values.to_vec(), values.to_vec());
+        plus[i] += FD_EPS;
+        minus[i] -= FD_EPS;
+        let numeric = (loss(&plus) - loss(&minus)) / (2.0 * FD_EPS);
+        let error = (numeric - analytic[i]).abs() / (1.0 + numeric.abs());
+        assert!(
+            error < 1e-6,
+            "{what}[{i}]: analytic {} vs numeric {numeric}",
+            analytic[i]
+        );
+    }
+}
+
 /// A tiny deterministic generator for test data (no `rand` dependency needed).
 pub struct Lcg(u64);
 

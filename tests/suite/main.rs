@@ -1,0 +1,16 @@
+//! Every integration test, as modules of one binary: Burn, CubeCL and wgpu are linked once
+//! instead of once per file. Run one family with `cargo test --test suite <module>::`, e.g.
+//! `cargo test --test suite conv_errors::`.
+
+mod common;
+mod conv_errors;
+mod conv_gradcheck;
+#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+mod cube_cross;
+mod dtypes;
+mod fixtures;
+mod fuzz;
+mod nn;
+mod pool_errors;
+mod pool_gradcheck;
+mod resnet_train;
