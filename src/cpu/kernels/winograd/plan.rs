@@ -59,6 +59,15 @@ pub struct Run {
     column: usize,
 }
 
+/// Where one point of an output tile lands for a run of tiles: its output row (an offset in a
+/// plane), its first column, and how many of the run's tiles put it inside the output (none
+/// past an edge, when `row` and `first` are not to be used).
+struct OutputPoint {
+    row: usize,
+    first: usize,
+    count: usize,
+}
+
 /// The tiling and transforms of one convolution.
 ///
 /// The padded input keeps each row in `m` phases (`x = m * i + phase` at `phase * phase_len +
@@ -222,6 +231,28 @@ impl<'a, T: Element> Plan<'a, T> {
             };
             next += count;
             Some(run)
+        })
+    }
+
+    /// For every point of an output tile (in [`points`] order), where it lands for `run`: the
+    /// one home of the output-tile geometry, shared by the scatter of
+    /// [`Plan::transform_outputs`] and the gather of its adjoint [`Plan::transform_out_grads`].
+    fn output_points(&self, run: &Run) -> impl Iterator<Item = OutputPoint> + use<'a, T> {
+        let ms = self.axes.map(|a| a.m);
+        let [out_d, out_h, out_w] = self.geometry.out_size;
+        let ([td, th, tw], run_count) = (run.tile, run.count);
+        points(ms).map(move |[rd, rh, rw]| {
+            let (od, oh, first) = (td * ms[0] + rd, th * ms[1] + rh, tw * ms[2] + rw);
+            let inside = od < out_d && oh < out_h && first < out_w;
+            OutputPoint {
+                row: (od * out_h + oh) * out_w,
+                first,
+                count: if inside {
+                    run_count.min((out_w - first).div_ceil(ms[2]))
+                } else {
+                    0
+                },
+            }
         })
     }
 
@@ -612,9 +643,8 @@ impl<T: Element> WithSimd for Outputs<'_, '_, T> {
         let g = plan.geometry;
         let len = tiles.len();
         let cout_g = g.out_per_group();
-        let ms = plan.axes.map(|a| a.m);
+        let step = plan.axes[2].m;
         let alphas = plan.axes.map(|a| a.alpha);
-        let [out_d, out_h, out_w] = g.out_size;
         let out_vol = g.out_volume();
         let (values, temp) = scratch.split_at_mut(plan.points() * len);
         for k in 0..cout_g {
@@ -635,18 +665,14 @@ impl<T: Element> WithSimd for Outputs<'_, '_, T> {
             );
             let shift = bias.map_or(T::ZERO, |bias| bias[channel]);
             for run in plan.runs(tiles.clone()) {
-                let [td, th, tw] = run.tile;
                 let plane = &mut out[(run.image * g.out_channels + channel) * out_vol..][..out_vol];
-                for (q, [rd, rh, rw]) in points(ms).enumerate() {
-                    let (od, oh) = (td * ms[0] + rd, th * ms[1] + rh);
-                    let first_w = tw * ms[2] + rw;
-                    if od >= out_d || oh >= out_h || first_w >= out_w {
+                for (q, point) in plan.output_points(&run).enumerate() {
+                    if point.count == 0 {
                         continue;
                     }
-                    let count = run.count.min((out_w - first_w).div_ceil(ms[2]));
-                    let row = &mut plane[(od * out_h + oh) * out_w..][..out_w];
-                    let src = &values[q * len + run.column..][..count];
-                    for (slot, &value) in row[first_w..].iter_mut().step_by(ms[2]).zip(src) {
+                    let src = &values[q * len + run.column..][..point.count];
+                    let dst = plane[point.row + point.first..].iter_mut().step_by(step);
+                    for (slot, &value) in dst.zip(src) {
                         *slot = value + shift;
                     }
                 }
@@ -682,26 +708,23 @@ impl<T: Element> WithSimd for OutGrads<'_, '_, T> {
         let len = tiles.len();
         let cout_g = g.out_per_group();
         let ms = plan.axes.map(|a| a.m);
-        let [out_d, out_h, out_w] = g.out_size;
         let out_vol = g.out_volume();
         let (gathered, temp) = scratch.split_at_mut(plan.points() * len);
         for k in 0..cout_g {
             let channel = group * cout_g + k;
             for run in plan.runs(tiles.clone()) {
-                let [td, th, tw] = run.tile;
                 let plane =
                     &out_grad[(run.image * g.out_channels + channel) * out_vol..][..out_vol];
-                for (q, [rd, rh, rw]) in points(ms).enumerate() {
-                    let (od, oh) = (td * ms[0] + rd, th * ms[1] + rh);
+                for (q, point) in plan.output_points(&run).enumerate() {
                     let dst = &mut gathered[q * len + run.column..][..run.count];
-                    if od >= out_d || oh >= out_h {
-                        dst.fill(T::ZERO);
+                    let (inside, outside) = dst.split_at_mut(point.count);
+                    outside.fill(T::ZERO);
+                    if point.count == 0 {
                         continue;
                     }
-                    let row = &plane[(od * out_h + oh) * out_w..][..out_w];
-                    for (j, slot) in dst.iter_mut().enumerate() {
-                        let ow = (tw + j) * ms[2] + rw;
-                        *slot = if ow < out_w { row[ow] } else { T::ZERO };
+                    let src = plane[point.row + point.first..].iter().step_by(ms[2]);
+                    for (slot, &value) in inside.iter_mut().zip(src) {
+                        *slot = value;
                     }
                 }
             }
