@@ -412,9 +412,19 @@ fn lifted(dims: &[usize], n: usize) -> [usize; 5] {
     five
 }
 
-/// The conv property on `device`.
+/// The conv property on `device`, for the general cases.
 fn fuzz_conv(name: &str, device: Device, cases: u32) {
-    fuzz(name, cases, conv_case(), |case| {
+    fuzz_conv_cases(name, device, cases, conv_case());
+}
+
+/// The conv property on `device` for the cases `strategy` draws.
+fn fuzz_conv_cases(
+    name: &str,
+    device: Device,
+    cases: u32,
+    strategy: impl Strategy<Value = ConvCase>,
+) {
+    fuzz(name, cases, strategy, |case| {
         let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, &device)));
         let (x, w, b) = inputs(&case);
         let expected = case.expected(&x, &w, b.as_deref());
@@ -480,17 +490,11 @@ fn winograd_case() -> impl Strategy<Value = ConvCase> {
 
 #[test]
 fn winograd_sized_convs_match_the_reference() {
-    let device = Device::flex().autodiff();
-    fuzz(
+    fuzz_conv_cases(
         "winograd-sized conv on flex",
+        Device::flex().autodiff(),
         cases("FUZZ_CASES", 1024).div_ceil(64),
         winograd_case(),
-        |case| {
-            let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, &device)));
-            let (x, w, b) = inputs(&case);
-            let expected = case.expected(&x, &w, b.as_deref());
-            check(&format!("{case:?}"), got, expected, case.rank)
-        },
     );
 }
 
