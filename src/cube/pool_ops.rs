@@ -72,6 +72,26 @@ fn value_pool(op: &str, x: CubeTensor, spans: Spans, params: Params) -> CubeTens
     expect(op, &device, result).0
 }
 
+/// The gather-form backward of a pool whose windows are a span table (average, adaptive
+/// average): each input sums the gradient of the windows its cover names.
+fn spans_backward(
+    op: &str,
+    out_grad: CubeTensor,
+    x_size: [usize; 3],
+    spans: Spans,
+    params: Params,
+) -> CubeTensor {
+    let device = out_grad.device.clone();
+    let inputs = BackwardInputs {
+        grad: out_grad,
+        indices: None,
+        x: None,
+        cover: spans_cover(x_size, &spans),
+        spans: Some(spans),
+    };
+    expect(op, &device, pool::backward(inputs, x_size, params, false))
+}
+
 pub(super) fn max_pool_with_indices(
     x: CubeTensor,
     options: MaxPoolOptions<3>,
@@ -123,17 +143,14 @@ pub(super) fn avg_pool_backward(
     x_size: [usize; 3],
     options: AvgPoolNdOptions<3>,
 ) -> CubeTensor {
-    let device = out_grad.device.clone();
     let spans = window_spans(x_size, &avg_window(&options));
-    let inputs = BackwardInputs {
-        grad: out_grad,
-        indices: None,
-        x: None,
-        cover: spans_cover(x_size, &spans),
-        spans: Some(spans),
-    };
-    let result = pool::backward(inputs, x_size, avg_params(&options), false);
-    expect("avg_pool_backward", &device, result)
+    spans_backward(
+        "avg_pool_backward",
+        out_grad,
+        x_size,
+        spans,
+        avg_params(&options),
+    )
 }
 
 pub(super) fn adaptive_avg_pool(x: CubeTensor, output_size: [usize; 3]) -> CubeTensor {
@@ -142,17 +159,15 @@ pub(super) fn adaptive_avg_pool(x: CubeTensor, output_size: [usize; 3]) -> CubeT
 }
 
 pub(super) fn adaptive_avg_pool_backward(out_grad: CubeTensor, x_size: [usize; 3]) -> CubeTensor {
-    let device = out_grad.device.clone();
     let spans = adaptive_spans3(x_size, spatial(&dims5(&out_grad)));
-    let inputs = BackwardInputs {
-        grad: out_grad,
-        indices: None,
-        x: None,
-        cover: spans_cover(x_size, &spans),
-        spans: Some(spans),
-    };
-    let result = pool::backward(inputs, x_size, adaptive_avg_params(), false);
-    expect("adaptive_avg_pool_backward", &device, result)
+    let params = adaptive_avg_params();
+    spans_backward(
+        "adaptive_avg_pool_backward",
+        out_grad,
+        x_size,
+        spans,
+        params,
+    )
 }
 
 pub(super) fn adaptive_max_pool(
