@@ -58,6 +58,12 @@ fn pays(geometry: &ConvGeometry) -> bool {
         && (0..3).all(|a| g.kernel[a] != 3 || g.out_size[a] >= MIN_OUT_LEN)
 }
 
+/// Whether Winograd's algorithm computes a pass of `geometry` on these two operands: a shape it
+/// [`serves`], and values it may transform (see [`is_safe`]).
+fn takes<T: Element>(geometry: &ConvGeometry, operands: [&[T]; 2]) -> bool {
+    serves(geometry) && operands.iter().all(|values| is_safe(values))
+}
+
 /// Whether every value is finite and below [`SAFE_MAGNITUDE`] (false for NaN).
 fn is_safe<T: Element>(values: &[T]) -> bool {
     let (low, high) = (T::from_f64(-SAFE_MAGNITUDE), T::from_f64(SAFE_MAGNITUDE));
@@ -89,7 +95,7 @@ fn forward_where_served<T: Element>(
     weight: &[T],
     bias: Option<&[T]>,
 ) -> Option<Vec<T>> {
-    if !serves(geometry) || !is_safe(x) || !is_safe(weight) {
+    if !takes(geometry, [x, weight]) {
         return None;
     }
     Some(run_forward(geometry, x, weight, Layout::Conv, bias))
@@ -193,7 +199,7 @@ fn x_backward_where_served<T: Element>(
     weight: &[T],
     out_grad: &[T],
 ) -> Option<Vec<T>> {
-    if !serves(geometry) || !is_safe(out_grad) || !is_safe(weight) {
+    if !takes(geometry, [out_grad, weight]) {
         return None;
     }
     let adjoint = adjoint(geometry);
@@ -227,7 +233,7 @@ fn weight_backward_where_served<T: Element>(
     x: &[T],
     out_grad: &[T],
 ) -> Option<Vec<T>> {
-    if !serves(geometry) || !is_safe(x) || !is_safe(out_grad) {
+    if !takes(geometry, [x, out_grad]) {
         return None;
     }
     Some(run_weight_backward(geometry, x, out_grad))
