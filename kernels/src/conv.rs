@@ -351,12 +351,12 @@ pub fn rhs_value<F: Float, A: Float>(
 /// Write `C[m, n]` of group `group` into the partial result that starts at `split_base` (0
 /// without split-k; a split-k launch writes one `groups * m_len * n_len` result per split,
 /// summed afterwards), adding the bias of the output channel to a forward or input-gradient
-/// result when `has_bias` (to split 0's only, so it is added once).
+/// result when there is one (to split 0's only, so it is added once).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn store<F: Float, A: Float>(
     out: &mut Tensor<F>,
-    bias: &Tensor<F>,
+    bias: ComptimeOption<&Tensor<F>>,
     args: &ConvArgs,
     group: usize,
     split_base: usize,
@@ -364,7 +364,6 @@ pub fn store<F: Float, A: Float>(
     n: usize,
     value: A,
     #[comptime] kind: GemmKind,
-    #[comptime] has_bias: bool,
 ) {
     if comptime![kind == GemmKind::Weight] {
         let row_len = args.in_channels * kernel_volume(args);
@@ -386,7 +385,6 @@ pub fn store<F: Float, A: Float>(
             n,
             value,
             kind,
-            has_bias,
         );
     }
 }
@@ -397,7 +395,7 @@ pub fn store<F: Float, A: Float>(
 #[allow(clippy::too_many_arguments)]
 pub fn store_position<F: Float, A: Float>(
     out: &mut Tensor<F>,
-    bias: &Tensor<F>,
+    bias: ComptimeOption<&Tensor<F>>,
     args: &ConvArgs,
     group: usize,
     split_base: usize,
@@ -406,7 +404,6 @@ pub fn store_position<F: Float, A: Float>(
     n: usize,
     value: A,
     #[comptime] kind: GemmKind,
-    #[comptime] has_bias: bool,
 ) {
     let mut volume = out_volume(args);
     let mut channels = args.out_channels;
@@ -417,7 +414,8 @@ pub fn store_position<F: Float, A: Float>(
     let channel = group * channels + n;
     let plane = batch * args.groups * channels + channel;
     let mut result = F::cast_from(value);
-    if comptime![has_bias] {
+    #[comptime]
+    if let ComptimeOption::Some(bias) = bias {
         result += select(split_base == 0, bias[channel], F::new(0.0));
     }
     out[split_base + plane * volume + position] = result;
@@ -431,12 +429,11 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     lhs: &Tensor<F>,
     rhs: &Tensor<F>,
     k_table: &Tensor<u32>,
-    bias: &Tensor<F>,
+    bias: ComptimeOption<&Tensor<F>>,
     out: &mut Tensor<F>,
     args: ConvArgs,
     gemm: GemmArgs,
     #[comptime] kind: GemmKind,
-    #[comptime] has_bias: bool,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let tx = UNIT_POS_X as usize;
@@ -541,7 +538,6 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                     n,
                     acc[i * UNIT_BLOCK + j],
                     kind,
-                    has_bias,
                 );
             }
         }
@@ -589,12 +585,11 @@ fn load_block_weights<F: Float, A: Float>(
 pub fn conv_gemm_direct<F: Float, A: Float>(
     lhs: &Tensor<F>,
     rhs: &Tensor<F>,
-    bias: &Tensor<F>,
+    bias: ComptimeOption<&Tensor<F>>,
     out: &mut Tensor<F>,
     args: ConvArgs,
     gemm: GemmArgs,
     #[comptime] kind: GemmKind,
-    #[comptime] has_bias: bool,
     #[comptime] block_n: usize,
     #[comptime] block_w: usize,
     #[comptime] unit_stride: bool,
@@ -763,7 +758,6 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                     n0 + i,
                     acc[i * block_w + j],
                     kind,
-                    has_bias,
                 );
             }
         }
@@ -822,7 +816,7 @@ pub fn conv_weight_split<F: Float, A: Float>(
     }
     store::<F, A>(
         out,
-        x,
+        ComptimeOption::new_None(),
         &args,
         group,
         split * outputs,
@@ -830,7 +824,6 @@ pub fn conv_weight_split<F: Float, A: Float>(
         n,
         acc,
         GemmKind::Weight,
-        false,
     );
 }
 
@@ -950,7 +943,7 @@ pub fn conv_weight_direct<F: Float, A: Float>(
                 let tap = kernel_row * args.kernel_w + kw;
                 store::<F, A>(
                     out,
-                    x,
+                    ComptimeOption::new_None(),
                     &args,
                     group,
                     split * outputs,
@@ -958,7 +951,6 @@ pub fn conv_weight_direct<F: Float, A: Float>(
                     c * kernel_volume + tap,
                     acc[i * kernel_w + kw],
                     GemmKind::Weight,
-                    false,
                 );
             }
         }

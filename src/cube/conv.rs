@@ -176,8 +176,6 @@ pub fn gemm(
     }
     let (m, n, k) = gemm_sizes(geometry, kind);
     if n < DIRECT_BELOW || k < DIRECT_BELOW {
-        let has_bias = bias.is_some();
-        let bias = bias.unwrap_or_else(|| rhs.clone());
         // A unit computes up to 4 channels at up to 16 consecutive positions along the last
         // axis of the side it writes, 16 outputs at most.
         let side_w = out_dims[out_dims.len() - 1];
@@ -192,12 +190,11 @@ pub fn gemm(
             address_type(&[&lhs, &rhs, &out]),
             lhs.into_tensor_arg(),
             rhs.into_tensor_arg(),
-            bias.into_tensor_arg(),
+            bias.map(|bias| bias.into_tensor_arg()).into(),
             out.clone().into_tensor_arg(),
             conv_args(geometry),
             GemmArgsLaunch::new(m, n, k, k, 0),
             kind,
-            has_bias,
             block_n,
             block_w,
             geometry.stride == [1; 3],
@@ -300,8 +297,6 @@ fn tiled(
     let m_tiles = m.div_ceil(TILE_M);
     let tiles = m_tiles * n.div_ceil(TILE_N) * geometry.groups;
     let (splits, k_per_split) = split_k(k, tiles, TARGET_CUBES, min_k_per_split);
-    let has_bias = bias.is_some();
-    let bias = bias.unwrap_or_else(|| rhs.clone());
     with_splits(out, splits, |target| {
         // Long `m` (batch x positions) runs as several launches over consecutive tile
         // ranges.
@@ -320,12 +315,11 @@ fn tiled(
                 lhs.clone().into_tensor_arg(),
                 rhs.clone().into_tensor_arg(),
                 k_table.clone().into_tensor_arg(),
-                bias.clone().into_tensor_arg(),
+                bias.clone().map(|bias| bias.into_tensor_arg()).into(),
                 target.clone().into_tensor_arg(),
                 conv_args(geometry),
                 GemmArgsLaunch::new(m, n, k, k_per_split, first),
                 kind,
-                has_bias,
                 [dtype, accumulator_type(dtype)],
             );
         }
