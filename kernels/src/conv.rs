@@ -12,6 +12,8 @@
 
 use cubecl::prelude::*;
 
+use crate::axes::{Index3, flat_index, unflatten, volume};
+
 /// Which of a convolution's three GEMMs a kernel computes (a comptime parameter: each is its
 /// own compiled kernel, and no other value exists).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,24 +52,13 @@ pub struct ConvArgs {
     pub in_channels: usize,
     /// Output channels per group.
     pub out_channels: usize,
-    pub in_d: usize,
-    pub in_h: usize,
-    pub in_w: usize,
-    pub out_d: usize,
-    pub out_h: usize,
-    pub out_w: usize,
-    pub kernel_d: usize,
-    pub kernel_h: usize,
-    pub kernel_w: usize,
-    pub stride_d: usize,
-    pub stride_h: usize,
-    pub stride_w: usize,
-    pub dilation_d: usize,
-    pub dilation_h: usize,
-    pub dilation_w: usize,
-    pub pad_d: usize,
-    pub pad_h: usize,
-    pub pad_w: usize,
+    pub in_size: Index3,
+    pub out_size: Index3,
+    pub kernel: Index3,
+    pub stride: Index3,
+    pub dilation: Index3,
+    /// Padding before the first position, per axis.
+    pub pad: Index3,
 }
 
 /// Sizes of the GEMM of one group, the `k` range of one split (split-k runs one cube layer
@@ -83,38 +74,26 @@ pub struct GemmArgs {
     pub m_tile_offset: usize,
 }
 
-/// A position in a rank-3 volume.
-#[derive(CubeType, Clone, Copy)]
-pub struct Pos3 {
-    pub d: usize,
-    pub h: usize,
-    pub w: usize,
-}
-
+/// Size of the side whose positions are the rows of a forward (the output) or input-gradient
+/// (the input) GEMM.
 #[cube]
-fn unflatten(index: usize, h_len: usize, w_len: usize) -> Pos3 {
-    let w = index % w_len;
-    let rest = index / w_len;
-    Pos3 {
-        d: rest / h_len,
-        h: rest % h_len,
-        w,
+fn written_size(args: &ConvArgs, #[comptime] kind: GemmKind) -> Index3 {
+    if comptime![kind == GemmKind::Data] {
+        args.in_size.clone()
+    } else {
+        args.out_size.clone()
     }
 }
 
+/// Size of the side the taps of a forward (the input) or input-gradient (the output) GEMM
+/// read.
 #[cube]
-fn in_volume(args: &ConvArgs) -> usize {
-    args.in_d * args.in_h * args.in_w
-}
-
-#[cube]
-fn out_volume(args: &ConvArgs) -> usize {
-    args.out_d * args.out_h * args.out_w
-}
-
-#[cube]
-fn kernel_volume(args: &ConvArgs) -> usize {
-    args.kernel_d * args.kernel_h * args.kernel_w
+fn read_size(args: &ConvArgs, #[comptime] kind: GemmKind) -> Index3 {
+    if comptime![kind == GemmKind::Data] {
+        args.out_size.clone()
+    } else {
+        args.in_size.clone()
+    }
 }
 
 /// Where one tap reads, along one axis: the index on the read side for position `at` (`reach`
@@ -159,46 +138,39 @@ pub(crate) fn tap_along(
 #[cube]
 fn tap_position(
     args: &ConvArgs,
-    at: &Pos3,
-    tap: &Pos3,
+    at: &Index3,
+    tap: &Index3,
     #[comptime] kind: GemmKind,
-) -> (Pos3, bool) {
-    let mut len_d = args.in_d;
-    let mut len_h = args.in_h;
-    let mut len_w = args.in_w;
-    if comptime![kind == GemmKind::Data] {
-        len_d = args.out_d;
-        len_h = args.out_h;
-        len_w = args.out_w;
-    }
+) -> (Index3, bool) {
+    let len = read_size(args, kind);
     let (d, d_inside) = tap_along(
         at.d,
-        tap.d * args.dilation_d,
-        args.stride_d,
-        args.pad_d,
-        len_d,
+        tap.d * args.dilation.d,
+        args.stride.d,
+        args.pad.d,
+        len.d,
         kind,
         false,
     );
     let (h, h_inside) = tap_along(
         at.h,
-        tap.h * args.dilation_h,
-        args.stride_h,
-        args.pad_h,
-        len_h,
+        tap.h * args.dilation.h,
+        args.stride.h,
+        args.pad.h,
+        len.h,
         kind,
         false,
     );
     let (w, w_inside) = tap_along(
         at.w,
-        tap.w * args.dilation_w,
-        args.stride_w,
-        args.pad_w,
-        len_w,
+        tap.w * args.dilation.w,
+        args.stride.w,
+        args.pad.w,
+        len.w,
         kind,
         false,
     );
-    (Pos3 { d, h, w }, d_inside && h_inside && w_inside)
+    (Index3 { d, h, w }, d_inside && h_inside && w_inside)
 }
 
 /// `x[b, channel]` at the tap `tap` of output position `out`; zero in the padding.
@@ -208,14 +180,14 @@ fn input_tap<F: Float, A: Float>(
     args: &ConvArgs,
     batch: usize,
     channel: usize,
-    out: &Pos3,
-    tap: &Pos3,
+    out: &Index3,
+    tap: &Index3,
 ) -> A {
     let (at, inside) = tap_position(args, out, tap, GemmKind::Forward);
     let mut value = A::new(0.0);
     if inside {
         let plane = batch * args.groups * args.in_channels + channel;
-        value = A::cast_from(x[((plane * args.in_d + at.d) * args.in_h + at.h) * args.in_w + at.w]);
+        value = A::cast_from(x[flat_index(plane, &args.in_size, &at)]);
     }
     value
 }
@@ -228,16 +200,14 @@ fn output_tap<F: Float, A: Float>(
     args: &ConvArgs,
     batch: usize,
     channel: usize,
-    at: &Pos3,
-    tap: &Pos3,
+    at: &Index3,
+    tap: &Index3,
 ) -> A {
     let (out, inside) = tap_position(args, at, tap, GemmKind::Data);
     let mut value = A::new(0.0);
     if inside {
         let plane = batch * args.groups * args.out_channels + channel;
-        value = A::cast_from(
-            out_grad[((plane * args.out_d + out.d) * args.out_h + out.h) * args.out_w + out.w],
-        );
+        value = A::cast_from(out_grad[flat_index(plane, &args.out_size, &out)]);
     }
     value
 }
@@ -245,35 +215,29 @@ fn output_tap<F: Float, A: Float>(
 /// Row `m` of `A` with its position decomposed once: `(batch, spatial position)` for the
 /// forward and input-gradient GEMMs, whose rows are positions; the channel for the weight
 /// gradient's.
-#[derive(CubeType, Clone, Copy)]
+#[derive(CubeType, Clone)]
 pub struct Row {
     pub index: usize,
     pub batch: usize,
-    pub pos: Pos3,
+    pub pos: Index3,
 }
 
 #[cube]
 pub fn row_of(args: &ConvArgs, m: usize, #[comptime] kind: GemmKind) -> Row {
     // Positions run over the output for the forward GEMM, over the input for the input
     // gradient; the weight gradient's rows need no decomposition.
-    let mut volume = out_volume(args);
-    let mut h_len = args.out_h;
-    let mut w_len = args.out_w;
-    if comptime![kind == GemmKind::Data] {
-        volume = in_volume(args);
-        h_len = args.in_h;
-        w_len = args.in_w;
-    }
+    let size = written_size(args, kind);
+    let len = volume(&size);
     let mut batch = 0;
     let mut index = 0;
     if comptime![kind != GemmKind::Weight] {
-        batch = m / volume;
-        index = m % volume;
+        batch = m / len;
+        index = m % len;
     }
     Row {
         index: m,
         batch,
-        pos: unflatten(index, h_len, w_len),
+        pos: unflatten(index, &size),
     }
 }
 
@@ -292,12 +256,12 @@ pub fn lhs_value<F: Float, A: Float>(
 ) -> A {
     let value: A;
     if comptime![kind == GemmKind::Weight] {
-        let out_volume = out_volume(args);
+        let out_volume = volume(&args.out_size);
         let batch = k / out_volume;
         let plane = batch * args.groups * args.out_channels + group * args.out_channels + row.index;
         value = A::cast_from(lhs[plane * out_volume + k % out_volume]);
     } else {
-        let tap = Pos3 {
+        let tap = Index3 {
             d: k_table[k * 4 + 1] as usize,
             h: k_table[k * 4 + 2] as usize,
             w: k_table[k * 4 + 3] as usize,
@@ -317,7 +281,7 @@ pub fn lhs_value<F: Float, A: Float>(
 /// Flat index of `weight[out_channel, in_channel (within its group), tap]`.
 #[cube]
 fn weight_index(args: &ConvArgs, out_channel: usize, in_channel: usize, tap: usize) -> usize {
-    (out_channel * args.in_channels + in_channel) * kernel_volume(args) + tap
+    (out_channel * args.in_channels + in_channel) * volume(&args.kernel) + tap
 }
 
 /// `B[k, n]` of group `group`.
@@ -330,7 +294,7 @@ pub fn rhs_value<F: Float, A: Float>(
     n: usize,
     #[comptime] kind: GemmKind,
 ) -> A {
-    let kernel_volume = kernel_volume(args);
+    let kernel_volume = volume(&args.kernel);
     let value: A;
     if comptime![kind == GemmKind::Forward] {
         let out_channel = group * args.out_channels + n;
@@ -339,9 +303,9 @@ pub fn rhs_value<F: Float, A: Float>(
         let out_channel = group * args.out_channels + k / kernel_volume;
         value = A::cast_from(rhs[weight_index(args, out_channel, n, k % kernel_volume)]);
     } else {
-        let out_volume = out_volume(args);
-        let out = unflatten(k % out_volume, args.out_h, args.out_w);
-        let tap = unflatten(n % kernel_volume, args.kernel_h, args.kernel_w);
+        let out_volume = volume(&args.out_size);
+        let out = unflatten(k % out_volume, &args.out_size);
+        let tap = unflatten(n % kernel_volume, &args.kernel);
         let channel = group * args.in_channels + n / kernel_volume;
         value = input_tap::<F, A>(rhs, args, k / out_volume, channel, &out, &tap);
     }
@@ -366,22 +330,19 @@ pub fn store<F: Float, A: Float>(
     #[comptime] kind: GemmKind,
 ) {
     if comptime![kind == GemmKind::Weight] {
-        let row_len = args.in_channels * kernel_volume(args);
+        let row_len = args.in_channels * volume(&args.kernel);
         let row = group * args.out_channels + m;
         out[split_base + row * row_len + n] = F::cast_from(value);
     } else {
-        let mut volume = out_volume(args);
-        if comptime![kind == GemmKind::Data] {
-            volume = in_volume(args);
-        }
+        let len = volume(&written_size(args, kind));
         store_position::<F, A>(
             out,
             bias,
             args,
             group,
             split_base,
-            m / volume,
-            m % volume,
+            m / len,
+            m % len,
             n,
             value,
             kind,
@@ -405,10 +366,8 @@ pub fn store_position<F: Float, A: Float>(
     value: A,
     #[comptime] kind: GemmKind,
 ) {
-    let mut volume = out_volume(args);
     let mut channels = args.out_channels;
     if comptime![kind == GemmKind::Data] {
-        volume = in_volume(args);
         channels = args.in_channels;
     }
     let channel = group * channels + n;
@@ -418,7 +377,7 @@ pub fn store_position<F: Float, A: Float>(
     if let ComptimeOption::Some(bias) = bias {
         result += select(split_base == 0, bias[channel], F::new(0.0));
     }
-    out[split_base + plane * volume + position] = result;
+    out[split_base + plane * volume(&written_size(args, kind)) + position] = result;
 }
 
 /// The tiled schedule: a cube computes a 64x64 tile of `C` for one group (`CUBE_POS_Z =
@@ -597,41 +556,31 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     // The unit's side (written) and the read side of the GEMM's rows.
-    let mut side_d = args.out_d;
-    let mut side_h = args.out_h;
-    let mut side_w = args.out_w;
-    let mut read_d = args.in_d;
-    let mut read_h = args.in_h;
-    let mut read_w = args.in_w;
+    let side = written_size(&args, kind);
+    let read = read_size(&args, kind);
     let mut reduced = args.in_channels;
     if comptime![kind == GemmKind::Data] {
-        side_d = args.in_d;
-        side_h = args.in_h;
-        side_w = args.in_w;
-        read_d = args.out_d;
-        read_h = args.out_h;
-        read_w = args.out_w;
         reduced = args.out_channels;
     }
-    let w_blocks = side_w.div_ceil(block_w);
+    let w_blocks = side.w.div_ceil(block_w);
     let n_blocks = gemm.n_len.div_ceil(block_n);
-    let batches = gemm.m_len / (side_d * side_h * side_w);
-    if ABSOLUTE_POS >= args.groups * n_blocks * batches * side_d * side_h * w_blocks {
+    let batches = gemm.m_len / volume(&side);
+    if ABSOLUTE_POS >= args.groups * n_blocks * batches * side.d * side.h * w_blocks {
         terminate!();
     }
     let mut rest = ABSOLUTE_POS;
     let w0 = (rest % w_blocks) * block_w;
     rest /= w_blocks;
-    let h = rest % side_h;
-    rest /= side_h;
-    let d = rest % side_d;
-    rest /= side_d;
+    let h = rest % side.h;
+    rest /= side.h;
+    let d = rest % side.d;
+    rest /= side.d;
     let batch = rest % batches;
     rest /= batches;
     let n0 = (rest % n_blocks) * block_n;
     let group = rest / n_blocks;
 
-    let read_volume = read_d * read_h * read_w;
+    let read_volume = volume(&read);
     let mut acc = Array::<A>::new(comptime![block_n * block_w]);
     #[unroll]
     for i in 0..comptime![block_n * block_w] {
@@ -641,28 +590,28 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     for c in 0..reduced {
         let plane = (batch * args.groups * reduced + group * reduced + c) * read_volume;
         let mut tap = 0;
-        for kd in 0..args.kernel_d {
+        for kd in 0..args.kernel.d {
             let (rd, d_inside) = tap_along(
                 d,
-                kd * args.dilation_d,
-                args.stride_d,
-                args.pad_d,
-                read_d,
+                kd * args.dilation.d,
+                args.stride.d,
+                args.pad.d,
+                read.d,
                 kind,
                 unit_stride,
             );
-            for kh in 0..args.kernel_h {
+            for kh in 0..args.kernel.h {
                 let (rh, h_inside) = tap_along(
                     h,
-                    kh * args.dilation_h,
-                    args.stride_h,
-                    args.pad_h,
-                    read_h,
+                    kh * args.dilation.h,
+                    args.stride.h,
+                    args.pad.h,
+                    read.h,
                     kind,
                     unit_stride,
                 );
                 let row_inside = d_inside && h_inside;
-                let row = plane + (rd * read_h + rh) * read_w;
+                let row = plane + (rd * read.h + rh) * read.w;
                 if comptime![row_taps > 0] {
                     // Forward at unit stride and dilation along W: output `w0 + j` reads
                     // input `w0 + j + kw - pad`, so the block's `block_w + row_taps - 1`
@@ -672,7 +621,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                     #[unroll]
                     for t in 0..comptime![block_w + row_taps - 1] {
                         let (rw, w_inside) =
-                            tap_along(w0, t, 1, args.pad_w, read_w, GemmKind::Forward, true);
+                            tap_along(w0, t, 1, args.pad.w, read.w, GemmKind::Forward, true);
                         values[t] = A::new(0.0);
                         if row_inside && w_inside {
                             values[t] = A::cast_from(lhs[row + rw]);
@@ -702,7 +651,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                         tap += 1;
                     }
                 } else {
-                    for kw in 0..args.kernel_w {
+                    for kw in 0..args.kernel.w {
                         load_block_weights::<F, A>(
                             rhs,
                             &args,
@@ -719,10 +668,10 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                         for j in 0..block_w {
                             let (rw, w_inside) = tap_along(
                                 w0 + j,
-                                kw * args.dilation_w,
-                                args.stride_w,
-                                args.pad_w,
-                                read_w,
+                                kw * args.dilation.w,
+                                args.stride.w,
+                                args.pad.w,
+                                read.w,
                                 kind,
                                 unit_stride,
                             );
@@ -741,12 +690,12 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
             }
         }
     }
-    let row_start = (d * side_h + h) * side_w;
+    let row_start = (d * side.h + h) * side.w;
     #[unroll]
     for i in 0..block_n {
         #[unroll]
         for j in 0..block_w {
-            if n0 + i < gemm.n_len && w0 + j < side_w {
+            if n0 + i < gemm.n_len && w0 + j < side.w {
                 store_position::<F, A>(
                     out,
                     bias,
@@ -792,23 +741,23 @@ pub fn conv_weight_split<F: Float, A: Float>(
     let m = rest % gemm.m_len;
     let group = rest / gemm.m_len;
 
-    let kernel_volume = kernel_volume(&args);
+    let kernel_volume = volume(&args.kernel);
     let channel = group * args.in_channels + n / kernel_volume;
-    let tap = unflatten(n % kernel_volume, args.kernel_h, args.kernel_w);
+    let tap = unflatten(n % kernel_volume, &args.kernel);
     let grad_plane_of_batch = group * args.out_channels + m;
-    let row_begin = split * gemm.k_per_split / args.out_w;
-    let row_end = min(gemm.k_len, (split + 1) * gemm.k_per_split) / args.out_w;
+    let row_begin = split * gemm.k_per_split / args.out_size.w;
+    let row_end = min(gemm.k_len, (split + 1) * gemm.k_per_split) / args.out_size.w;
     let mut acc = A::new(0.0);
     for row in row_begin..row_end {
-        let batch = row / (args.out_d * args.out_h);
-        let d = (row / args.out_h) % args.out_d;
-        let h = row % args.out_h;
+        let batch = row / (args.out_size.d * args.out_size.h);
+        let d = (row / args.out_size.h) % args.out_size.d;
+        let h = row % args.out_size.h;
         let plane = batch * args.groups * args.out_channels + grad_plane_of_batch;
-        let grad_row = ((plane * args.out_d + d) * args.out_h + h) * args.out_w;
-        for w in 0..args.out_w {
+        let grad_row = ((plane * args.out_size.d + d) * args.out_size.h + h) * args.out_size.w;
+        for w in 0..args.out_size.w {
             let mut value = A::cast_from(out_grad[grad_row + w]);
             if comptime![!ones_rhs] {
-                let at = Pos3 { d, h, w };
+                let at = Index3 { d, h, w };
                 value *= input_tap::<F, A>(x, &args, batch, channel, &at, &tap);
             }
             acc += value;
@@ -847,7 +796,7 @@ pub fn conv_weight_direct<F: Float, A: Float>(
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let m_blocks = gemm.m_len.div_ceil(block_m);
-    let kernel_rows = args.kernel_d * args.kernel_h;
+    let kernel_rows = args.kernel.d * args.kernel.h;
     let units_per_split = args.groups * args.in_channels * kernel_rows * m_blocks;
     let splits = gemm.k_len.div_ceil(gemm.k_per_split);
     if ABSOLUTE_POS >= units_per_split * splits {
@@ -862,8 +811,8 @@ pub fn conv_weight_direct<F: Float, A: Float>(
     rest /= args.in_channels;
     let group = rest % args.groups;
     let split = rest / args.groups;
-    let kh = kernel_row % args.kernel_h;
-    let kd = kernel_row / args.kernel_h;
+    let kh = kernel_row % args.kernel.h;
+    let kd = kernel_row / args.kernel.h;
     let x_plane_of_batch = group * args.in_channels + c;
 
     let mut acc = Array::<A>::new(comptime![block_m * kernel_w]);
@@ -872,37 +821,37 @@ pub fn conv_weight_direct<F: Float, A: Float>(
         acc[i] = A::new(0.0);
     }
     let mut grads = Array::<A>::new(block_m);
-    let row_begin = split * gemm.k_per_split / args.out_w;
-    let row_end = min(gemm.k_len, (split + 1) * gemm.k_per_split) / args.out_w;
+    let row_begin = split * gemm.k_per_split / args.out_size.w;
+    let row_end = min(gemm.k_len, (split + 1) * gemm.k_per_split) / args.out_size.w;
     for row in row_begin..row_end {
-        let batch = row / (args.out_d * args.out_h);
-        let d = (row / args.out_h) % args.out_d;
-        let h = row % args.out_h;
+        let batch = row / (args.out_size.d * args.out_size.h);
+        let d = (row / args.out_size.h) % args.out_size.d;
+        let h = row % args.out_size.h;
         let (id, d_inside) = tap_along(
             d,
-            kd * args.dilation_d,
-            args.stride_d,
-            args.pad_d,
-            args.in_d,
+            kd * args.dilation.d,
+            args.stride.d,
+            args.pad.d,
+            args.in_size.d,
             GemmKind::Forward,
             false,
         );
         let (ih, h_inside) = tap_along(
             h,
-            kh * args.dilation_h,
-            args.stride_h,
-            args.pad_h,
-            args.in_h,
+            kh * args.dilation.h,
+            args.stride.h,
+            args.pad.h,
+            args.in_size.h,
             GemmKind::Forward,
             false,
         );
         let row_inside = d_inside && h_inside;
         let x_plane = batch * args.groups * args.in_channels + x_plane_of_batch;
-        let x_row = ((x_plane * args.in_d + id) * args.in_h + ih) * args.in_w;
+        let x_row = ((x_plane * args.in_size.d + id) * args.in_size.h + ih) * args.in_size.w;
         let grad_plane = batch * args.groups * args.out_channels + group * args.out_channels;
-        let grad_row_of_plane = (d * args.out_h + h) * args.out_w;
-        let plane_len = args.out_d * args.out_h * args.out_w;
-        for w in 0..args.out_w {
+        let grad_row_of_plane = (d * args.out_size.h + h) * args.out_size.w;
+        let plane_len = volume(&args.out_size);
+        for w in 0..args.out_size.w {
             // Channels past `m_len` (a partial block) read the block's first and are not
             // stored.
             #[unroll]
@@ -915,10 +864,10 @@ pub fn conv_weight_direct<F: Float, A: Float>(
             for kw in 0..kernel_w {
                 let (iw, w_inside) = tap_along(
                     w,
-                    kw * args.dilation_w,
-                    args.stride_w,
-                    args.pad_w,
-                    args.in_w,
+                    kw * args.dilation.w,
+                    args.stride.w,
+                    args.pad.w,
+                    args.in_size.w,
                     GemmKind::Forward,
                     false,
                 );
@@ -934,13 +883,13 @@ pub fn conv_weight_direct<F: Float, A: Float>(
         }
     }
     let outputs = args.groups * gemm.m_len * gemm.n_len;
-    let kernel_volume = kernel_volume(&args);
+    let kernel_volume = volume(&args.kernel);
     #[unroll]
     for i in 0..block_m {
         #[unroll]
         for kw in 0..kernel_w {
             if m0 + i < gemm.m_len {
-                let tap = kernel_row * args.kernel_w + kw;
+                let tap = kernel_row * args.kernel.w + kw;
                 store::<F, A>(
                     out,
                     ComptimeOption::new_None(),

@@ -1,6 +1,8 @@
 //! CubeCL kernels of `burn-convpool`. This crate depends on `cubecl` only; the host side
 //! (allocation, validation, launch sizes) lives in the main crate's `cube` module.
 //!
+//! - [`axes`]: the per-axis values (D, H, W) every kernel's arguments are made of, and the
+//!   index arithmetic of a rank-3 volume.
 //! - [`conv`]: one description of the three convolution GEMMs (forward, input gradient, weight
 //!   gradient) as `C[m, n] = sum_k A[m, k] * B[k, n]` over implicitly gathered operands, and the
 //!   three schedules that run it: a shared-memory tiled kernel, a per-output direct kernel for
@@ -15,6 +17,7 @@
 //! Every kernel takes `address_type = "dynamic"`: the launcher picks 32- or 64-bit addressing
 //! from the tensor sizes, so no index wraps silently.
 
+pub mod axes;
 pub mod conv;
 pub mod pool;
 pub mod sliding_max;

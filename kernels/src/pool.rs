@@ -12,6 +12,8 @@
 
 use cubecl::prelude::*;
 
+use crate::axes::{Axes, Index3, volume};
+
 /// What the window kernel reduces (a comptime parameter: each is its own compiled kernel).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Reduction {
@@ -31,20 +33,12 @@ pub enum Reduction {
 #[derive(CubeLaunch, CubeType)]
 pub struct PoolArgs {
     pub channels: usize,
-    pub in_d: usize,
-    pub in_h: usize,
-    pub in_w: usize,
-    pub out_d: usize,
-    pub out_h: usize,
-    pub out_w: usize,
+    pub in_size: Index3,
+    pub out_size: Index3,
     /// Window lengths of fractional pooling; `K` (their product) of LP pooling.
-    pub kernel_d: usize,
-    pub kernel_h: usize,
-    pub kernel_w: usize,
+    pub kernel: Index3,
     /// Fractional pooling's `(len - kernel) / (out - 1)` per axis, computed on the host.
-    pub alpha_d: f32,
-    pub alpha_h: f32,
-    pub alpha_w: f32,
+    pub alpha: Axes<f32>,
     /// `divisor_override`, or 0 for none.
     pub divisor_override: usize,
     pub norm: f32,
@@ -124,18 +118,39 @@ fn span_of<F: Float>(
     if comptime![fractional] {
         let u = f32::cast_from(samples[plane * 3 + axis as usize]);
         if comptime![axis == 0] {
-            fractional_span(o, args.in_d, args.out_d, args.kernel_d, args.alpha_d, u)
+            fractional_span(
+                o,
+                args.in_size.d,
+                args.out_size.d,
+                args.kernel.d,
+                args.alpha.d,
+                u,
+            )
         } else if comptime![axis == 1] {
-            fractional_span(o, args.in_h, args.out_h, args.kernel_h, args.alpha_h, u)
+            fractional_span(
+                o,
+                args.in_size.h,
+                args.out_size.h,
+                args.kernel.h,
+                args.alpha.h,
+                u,
+            )
         } else {
-            fractional_span(o, args.in_w, args.out_w, args.kernel_w, args.alpha_w, u)
+            fractional_span(
+                o,
+                args.in_size.w,
+                args.out_size.w,
+                args.kernel.w,
+                args.alpha.w,
+                u,
+            )
         }
     } else if comptime![axis == 0] {
         table_span(spans, o)
     } else if comptime![axis == 1] {
-        table_span(spans, args.out_d + o)
+        table_span(spans, args.out_size.d + o)
     } else {
-        table_span(spans, args.out_d + args.out_h + o)
+        table_span(spans, args.out_size.d + args.out_size.h + o)
     }
 }
 
@@ -234,7 +249,7 @@ fn write_sum<F: Float, A: Float>(
         out[at] = F::cast_from(sum / A::cast_from(divisor));
     } else {
         let nan = not_a_number::<F>();
-        let kernel_volume = args.kernel_d * args.kernel_h * args.kernel_w;
+        let kernel_volume = volume(&args.kernel);
         let scale = F::cast_from(kernel_volume) / F::cast_from(count);
         let total = F::cast_from(sum * A::cast_from(kernel_volume) / A::cast_from(count));
         // NaN is tested first: GPU float comparisons with NaN differ between runtimes.
@@ -283,34 +298,34 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     #[comptime] block_w: usize,
     #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
-    let w_blocks = args.out_w.div_ceil(block_w);
-    let rows = out.len() / args.out_w;
+    let w_blocks = args.out_size.w.div_ceil(block_w);
+    let rows = out.len() / args.out_size.w;
     if ABSOLUTE_POS >= rows * w_blocks {
         terminate!();
     }
     let row = ABSOLUTE_POS / w_blocks;
     let ow0 = (ABSOLUTE_POS % w_blocks) * block_w;
-    let oh = row % args.out_h;
-    let od = (row / args.out_h) % args.out_d;
-    let plane = row / (args.out_h * args.out_d);
+    let oh = row % args.out_size.h;
+    let od = (row / args.out_size.h) % args.out_size.d;
+    let plane = row / (args.out_size.h * args.out_size.d);
     let sd = span_of::<F>(spans, samples, &args, plane, od, 0u32, fractional);
     let sh = span_of::<F>(spans, samples, &args, plane, oh, 1u32, fractional);
     let (stride_d, stride_h, stride_w) = (x.stride(2), x.stride(3), x.stride(4));
     let base = plane_offset::<F>(x, &args, plane);
-    let ow_end = min(ow0 + block_w, args.out_w);
+    let ow_end = min(ow0 + block_w, args.out_size.w);
     for ow in ow0..ow_end {
         let sw = span_of::<F>(spans, samples, &args, plane, ow, 2u32, fractional);
-        let at = row * args.out_w + ow;
+        let at = row * args.out_size.w + ow;
         if comptime![reduction == Reduction::Max] {
             let mut best = neg_infinity::<F>();
             // PyTorch's start: the first tap, kept if every tap is -inf.
-            let mut best_index = (sd.start * args.in_h + sh.start) * args.in_w + sw.start;
+            let mut best_index = (sd.start * args.in_size.h + sh.start) * args.in_size.w + sw.start;
             for td in 0..sd.count {
                 let d = sd.start + td * sd.step;
                 for th in 0..sh.count {
                     let h = sh.start + th * sh.step;
                     let row_at = base + d * stride_d + h * stride_h;
-                    let row_index = (d * args.in_h + h) * args.in_w;
+                    let row_index = (d * args.in_size.h + h) * args.in_size.w;
                     for tw in 0..sw.count {
                         let w = sw.start + tw * sw.step;
                         let mut value = x[row_at + w * stride_w];
@@ -385,10 +400,10 @@ fn average_whole_plane<F: Float, A: Float>(
     #[comptime] count_include_pad: bool,
     #[comptime] block_w: usize,
 ) {
-    let volume = args.in_d * args.in_h * args.in_w;
-    let blocks = volume.div_ceil(block_w);
+    let in_volume = volume(&args.in_size);
+    let blocks = in_volume.div_ceil(block_w);
     let plane = ABSOLUTE_POS / blocks;
-    if plane < x_grad.len() / volume {
+    if plane < x_grad.len() / in_volume {
         let first = (ABSOLUTE_POS % blocks) * block_w;
         let sd = table_span(spans, 0);
         let sh = table_span(spans, 1);
@@ -402,8 +417,8 @@ fn average_whole_plane<F: Float, A: Float>(
         let share = F::cast_from(A::cast_from(grad[plane]) / A::cast_from(divisor));
         #[unroll]
         for j in 0..block_w {
-            if first + j < volume {
-                x_grad[plane * volume + first + j] = share;
+            if first + j < in_volume {
+                x_grad[plane * in_volume + first + j] = share;
             }
         }
     }
@@ -438,28 +453,28 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
         average_whole_plane::<F, A>(grad, spans, x_grad, &args, count_include_pad, block_w);
         terminate!();
     }
-    let w_blocks = args.in_w.div_ceil(block_w);
-    let rows = x_grad.len() / args.in_w;
+    let w_blocks = args.in_size.w.div_ceil(block_w);
+    let rows = x_grad.len() / args.in_size.w;
     if ABSOLUTE_POS >= rows * w_blocks {
         terminate!();
     }
     let row = ABSOLUTE_POS / w_blocks;
     let iw0 = (ABSOLUTE_POS % w_blocks) * block_w;
-    let ih = row % args.in_h;
-    let id = (row / args.in_h) % args.in_d;
-    let plane = row / (args.in_h * args.in_d);
-    let out_volume = args.out_d * args.out_h * args.out_w;
+    let ih = row % args.in_size.h;
+    let id = (row / args.in_size.h) % args.in_size.d;
+    let plane = row / (args.in_size.h * args.in_size.d);
+    let out_volume = volume(&args.out_size);
     let lo_d = cover[id * 2] as usize;
     let hi_d = cover[id * 2 + 1] as usize;
-    let lo_h = cover[(args.in_d + ih) * 2] as usize;
-    let hi_h = cover[(args.in_d + ih) * 2 + 1] as usize;
-    let in_block = min(block_w, args.in_w - iw0);
+    let lo_h = cover[(args.in_size.d + ih) * 2] as usize;
+    let hi_h = cover[(args.in_size.d + ih) * 2 + 1] as usize;
+    let in_block = min(block_w, args.in_size.w - iw0);
     // The outputs along W covering any element of the block: the union of their covers (an
     // element no window holds has the empty cover `(0, 0)`).
-    let mut lo_w = args.out_w;
+    let mut lo_w = args.out_size.w;
     let mut hi_w = 0usize;
     for j in 0..in_block {
-        let at = (args.in_d + args.in_h + iw0 + j) * 2;
+        let at = (args.in_size.d + args.in_size.h + iw0 + j) * 2;
         let (lo, hi) = (cover[at] as usize, cover[at + 1] as usize);
         if lo < hi {
             lo_w = min(lo_w, lo);
@@ -467,7 +482,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
         }
     }
     let grad_base = plane * out_volume;
-    let row_index = (id * args.in_h + ih) * args.in_w + iw0;
+    let row_index = (id * args.in_size.h + ih) * args.in_size.w + iw0;
     // Gradients accumulate in `A` (f32 for half types, f64 for f64).
     let mut acc = Array::<A>::new(block_w);
     #[unroll]
@@ -477,7 +492,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
     if comptime![reduction == Reduction::Max] {
         for od in lo_d..hi_d {
             for oh in lo_h..hi_h {
-                let o_row = grad_base + (od * args.out_h + oh) * args.out_w;
+                let o_row = grad_base + (od * args.out_size.h + oh) * args.out_size.w;
                 for ow in lo_w..hi_w {
                     let index = indices[o_row + ow];
                     if index >= I::new(0) {
@@ -497,11 +512,11 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
             let sd = table_span(spans, od);
             if covers(&sd, id) {
                 for oh in lo_h..hi_h {
-                    let sh = table_span(spans, args.out_d + oh);
+                    let sh = table_span(spans, args.out_size.d + oh);
                     if covers(&sh, ih) {
-                        let o_row = grad_base + (od * args.out_h + oh) * args.out_w;
+                        let o_row = grad_base + (od * args.out_size.h + oh) * args.out_size.w;
                         for ow in lo_w..hi_w {
-                            let sw = table_span(spans, args.out_d + args.out_h + ow);
+                            let sw = table_span(spans, args.out_size.d + args.out_size.h + ow);
                             let mut share = A::cast_from(grad[o_row + ow]);
                             if comptime![reduction == Reduction::Avg] {
                                 let divisor = average_divisor(
@@ -543,7 +558,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
                     result *= sign::<F>(value);
                 }
             }
-            x_grad[row * args.in_w + iw] = result;
+            x_grad[row * args.in_size.w + iw] = result;
         }
     }
 }

@@ -7,6 +7,7 @@
 
 use cubecl::prelude::*;
 
+use crate::axes::{Index3, along};
 use crate::conv::{GemmKind, tap_along};
 use crate::pool::{beats, neg_infinity};
 
@@ -14,24 +15,25 @@ use crate::pool::{beats, neg_infinity};
 #[derive(CubeLaunch, CubeType)]
 pub struct SlidingArgs {
     pub channels: usize,
-    pub in_size: Sequence<usize>,
-    pub out_size: Sequence<usize>,
-    pub stride: Sequence<usize>,
-    pub padding: Sequence<usize>,
-    pub dilation: Sequence<usize>,
+    pub in_size: Index3,
+    pub out_size: Index3,
+    pub stride: Index3,
+    /// Padding before the first position.
+    pub padding: Index3,
+    pub dilation: Index3,
 }
 
 /// One axis's tap of a window, by the forward conv's tap rule: its input position, clamped
 /// into the input so that a masked tap still reads a valid address, and whether it lies inside.
 #[cube]
 fn tap(args: &SlidingArgs, o: usize, t: usize, #[comptime] axis: usize) -> (usize, bool) {
-    let len = args.in_size[axis];
-    let reach = t * args.dilation[axis];
+    let len = along(&args.in_size, axis);
+    let reach = t * along(&args.dilation, axis);
     let (at, inside) = tap_along(
         o,
         reach,
-        args.stride[axis],
-        args.padding[axis],
+        along(&args.stride, axis),
+        along(&args.padding, axis),
         len,
         GemmKind::Forward,
         false,
@@ -51,8 +53,8 @@ pub fn max_pool_sliding<F: Float, I: Int>(
     #[comptime] block_w: usize,
     #[define(F, I)] _dtypes: [ElemType; 2],
 ) {
-    let (out_d, out_h, out_w) = (args.out_size[0], args.out_size[1], args.out_size[2]);
-    let (in_h, in_w) = (args.in_size[1], args.in_size[2]);
+    let (out_d, out_h, out_w) = (args.out_size.d, args.out_size.h, args.out_size.w);
+    let (in_h, in_w) = (args.in_size.h, args.in_size.w);
     let w_blocks = out_w.div_ceil(block_w);
     let rows = out.len() / out_w;
     if ABSOLUTE_POS >= rows * w_blocks {

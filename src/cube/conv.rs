@@ -18,8 +18,8 @@ use crate::conv_routing::ConvPasses;
 use crate::spec::ConvGeometry;
 
 use super::tensor::{
-    LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, contiguous, dims5, elementwise,
-    empty, entry, expect, float_type, grid, table, zeros,
+    LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, axes, contiguous, dims5,
+    elementwise, empty, entry, expect, float_type, grid, table, zeros,
 };
 use super::tune::{self, Pass};
 
@@ -99,34 +99,16 @@ fn launch_geometry(geometry: &ConvGeometry) -> Result<ConvGeometry, LaunchError>
 }
 
 fn conv_args(geometry: &ConvGeometry) -> ConvArgsLaunch {
-    let [in_d, in_h, in_w] = geometry.in_size;
-    let [out_d, out_h, out_w] = geometry.out_size;
-    let [kernel_d, kernel_h, kernel_w] = geometry.kernel;
-    let [stride_d, stride_h, stride_w] = geometry.stride;
-    let [dilation_d, dilation_h, dilation_w] = geometry.dilation;
-    let [pad_d, pad_h, pad_w] = geometry.pad_begin;
     ConvArgsLaunch::new(
         geometry.groups,
         geometry.in_per_group(),
         geometry.out_per_group(),
-        in_d,
-        in_h,
-        in_w,
-        out_d,
-        out_h,
-        out_w,
-        kernel_d,
-        kernel_h,
-        kernel_w,
-        stride_d,
-        stride_h,
-        stride_w,
-        dilation_d,
-        dilation_h,
-        dilation_w,
-        pad_d,
-        pad_h,
-        pad_w,
+        axes(geometry.in_size),
+        axes(geometry.out_size),
+        axes(geometry.kernel),
+        axes(geometry.stride),
+        axes(geometry.dilation),
+        axes(geometry.pad_begin),
     )
 }
 

@@ -3,18 +3,18 @@
 //! window identically.
 
 use burn::tensor::DType;
+use burn_convpool_kernels::axes::AxesLaunch;
 use burn_convpool_kernels::pool::{self as kernels, PoolArgsLaunch};
 use burn_convpool_kernels::sliding_max as sliding;
 use burn_convpool_kernels::unpool;
 use burn_cubecl::tensor::CubeTensor;
-use cubecl::prelude::SequenceArg;
 use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::{MaxPoolOptions, Spans, shapes, spatial};
 
 use super::tensor::{
-    LaunchError, accumulator_type, address_type, contiguous, dims5, elementwise, empty, entry,
-    float_type, int_type, strided, table,
+    LaunchError, accumulator_type, address_type, axes, contiguous, dims5, elementwise, empty,
+    entry, float_type, int_type, strided, table,
 };
 
 pub use kernels::Reduction;
@@ -86,18 +86,10 @@ fn pool_args(
     let p = params.norm;
     PoolArgsLaunch::new(
         channels,
-        in_size[0],
-        in_size[1],
-        in_size[2],
-        out_size[0],
-        out_size[1],
-        out_size[2],
-        kernel[0],
-        kernel[1],
-        kernel[2],
-        alpha(0),
-        alpha(1),
-        alpha(2),
+        axes(in_size),
+        axes(out_size),
+        axes(kernel),
+        axes([alpha(0), alpha(1), alpha(2)]),
         params.divisor_override,
         p as f32,
         (1.0 / p) as f32,
@@ -213,20 +205,19 @@ fn sliding_max_launch(
     }
     let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2]);
     let address = address_type(&[&x, &out]);
-    let axes = |values: [usize; 3]| -> Result<SequenceArg<usize>, LaunchError> {
-        let mut sequence = SequenceArg::new();
+    let checked = |values: [usize; 3]| -> Result<AxesLaunch<usize>, LaunchError> {
         for value in values {
-            sequence.push(entry(value)? as usize);
+            entry(value)?;
         }
-        Ok(sequence)
+        Ok(axes(values))
     };
     let args = sliding::SlidingArgsLaunch::new(
         dims[1],
-        axes(spatial(&dims))?,
-        axes(out_size)?,
-        axes(options.stride)?,
-        axes(options.padding.map(|(begin, _)| begin))?,
-        axes(options.dilation)?,
+        checked(spatial(&dims))?,
+        checked(out_size)?,
+        checked(options.stride)?,
+        checked(options.padding.map(|(begin, _)| begin))?,
+        checked(options.dilation)?,
     );
     sliding::max_pool_sliding::launch(
         &out.client.clone(),

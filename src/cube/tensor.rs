@@ -3,6 +3,7 @@
 
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::tensor::{DType, Shape};
+use burn_convpool_kernels::axes::AxesLaunch;
 use burn_cubecl::{
     CubeDevice,
     kernel::{into_contiguous, untile},
@@ -10,6 +11,7 @@ use burn_cubecl::{
     tensor::CubeTensor,
 };
 use cubecl::ir::{AddressType, ElemType, FloatKind};
+use cubecl::prelude::{CubeType, LaunchArg};
 use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -228,4 +230,14 @@ pub fn grid(axis: &'static str, cubes: usize) -> Result<u32, LaunchError> {
         return Err(LaunchError::Grid { axis, cubes });
     }
     Ok(cubes.max(1) as u32)
+}
+
+/// Per-axis launch values (D, H then W) of a kernel's
+/// [`Axes`](burn_convpool_kernels::axes::Axes) argument.
+pub fn axes<T>(values: [T; 3]) -> AxesLaunch<T>
+where
+    T: LaunchArg<RuntimeArg = T> + CubeType<ExpandType: Clone>,
+{
+    let [d, h, w] = values;
+    AxesLaunch::new(d, h, w)
 }

@@ -1,0 +1,53 @@
+//! Per-axis values of a rank-3 volume, the shape every kernel here works in.
+
+use cubecl::prelude::*;
+
+/// One value per spatial axis, D, H then W: a size, a stride, a padding, a position (1d and
+/// 2d volumes have unit leading axes).
+#[derive(CubeLaunch, CubeType, Clone)]
+#[expand(derive(Clone))]
+pub struct Axes<T: LaunchArg + CubeType<ExpandType: Clone>> {
+    pub d: T,
+    pub h: T,
+    pub w: T,
+}
+
+/// [`Axes`] of indices: sizes, strides, paddings, dilations and positions. (Struct literals
+/// in `#[cube]` code name this alias: the macro reads a turbofish as generic parameters.)
+pub type Index3 = Axes<usize>;
+
+/// Elements of a volume of size `size`.
+#[cube]
+pub fn volume(size: &Index3) -> usize {
+    size.d * size.h * size.w
+}
+
+/// Flat index of position `at` in plane `plane` of contiguous volumes of size `size`.
+#[cube]
+pub fn flat_index(plane: usize, size: &Index3, at: &Index3) -> usize {
+    ((plane * size.d + at.d) * size.h + at.h) * size.w + at.w
+}
+
+/// The position of flat index `index` within a volume of size `size`.
+#[cube]
+pub fn unflatten(index: usize, size: &Index3) -> Index3 {
+    let w = index % size.w;
+    let rest = index / size.w;
+    Index3 {
+        d: rest / size.h,
+        h: rest % size.h,
+        w,
+    }
+}
+
+/// The value on `axis` (0, 1, 2 = D, H, W) of `values`.
+#[cube]
+pub fn along(values: &Index3, #[comptime] axis: usize) -> usize {
+    if comptime![axis == 0] {
+        values.d
+    } else if comptime![axis == 1] {
+        values.h
+    } else {
+        values.w
+    }
+}
