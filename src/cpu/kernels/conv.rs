@@ -22,6 +22,7 @@ use super::depthwise;
 use super::element::{Element, Split, for_each_chunk, sum_of_partials};
 use super::gemm::{MatMut, MatRef, matmul};
 use super::im2col::{Lowering, images_per_tile, is_pointwise};
+use super::phases;
 use super::winograd;
 
 /// Images per task and tile for a batch-parallel pass: several when they are small, but never
@@ -148,6 +149,9 @@ pub fn forward<T: Element>(
     if let Some(out) = winograd::forward(g, x, weight, bias) {
         return out;
     }
+    if let Some(out) = phases::forward(g, x, weight, bias) {
+        return out;
+    }
     let lowering = Lowering::<T>::new(g);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
@@ -224,6 +228,9 @@ pub fn forward<T: Element>(
 pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
     let g = geometry;
     if let Some(x_grad) = winograd::x_backward(g, weight, out_grad) {
+        return x_grad;
+    }
+    if let Some(x_grad) = phases::x_backward(g, weight, out_grad) {
         return x_grad;
     }
     let lowering = Lowering::<T>::new(g);
@@ -303,6 +310,9 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
 pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
     let g = geometry;
     if let Some(weight_grad) = winograd::weight_backward(g, x, out_grad) {
+        return weight_grad;
+    }
+    if let Some(weight_grad) = phases::weight_backward(g, x, out_grad) {
         return weight_grad;
     }
     let lowering = Lowering::<T>::new(g);
@@ -388,6 +398,7 @@ pub fn bias_backward<T: Element>(out_grad: &[T], batch: usize, channels: usize) 
 pub(super) mod tests {
     use burn::tensor::ops::ConvOptions;
 
+    use super::super::points;
     use super::*;
 
     /// Deterministic values in [-1, 1).
@@ -449,6 +460,51 @@ pub(super) mod tests {
             }
         }
         out
+    }
+
+    /// Both gradients straight from their definitions: every output's gradient scattered back
+    /// through every tap that read an input, to that input and to that tap's weight.
+    pub(in crate::cpu::kernels) fn reference_grads(
+        g: &ConvGeometry,
+        x: &[f64],
+        weight: &[f64],
+        out_grad: &[f64],
+    ) -> (Vec<f64>, Vec<f64>) {
+        let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
+        let [in_d, in_h, in_w] = g.in_size;
+        let [k_d, k_h, k_w] = g.kernel;
+        let at = |o: usize, k: usize, axis: usize| {
+            let pos =
+                (o * g.stride[axis] + k * g.dilation[axis]) as isize - g.pad_begin[axis] as isize;
+            usize::try_from(pos).ok().filter(|&p| p < g.in_size[axis])
+        };
+        let mut x_grad = vec![0.0; x.len()];
+        let mut weight_grad = vec![0.0; weight.len()];
+        let mut index = 0;
+        for n in 0..g.batch {
+            for oc in 0..g.out_channels {
+                for [od, oh, ow] in points(g.out_size) {
+                    let dy = out_grad[index];
+                    index += 1;
+                    for c in 0..cin_g {
+                        let ic = oc / cout_g * cin_g + c;
+                        for [kd, kh, kw] in points(g.kernel) {
+                            let (Some(id), Some(ih), Some(iw)) =
+                                (at(od, kd, 0), at(oh, kh, 1), at(ow, kw, 2))
+                            else {
+                                continue;
+                            };
+                            let w_at = (((oc * cin_g + c) * k_d + kd) * k_h + kh) * k_w + kw;
+                            let x_at =
+                                (((n * g.in_channels + ic) * in_d + id) * in_h + ih) * in_w + iw;
+                            x_grad[x_at] += weight[w_at] * dy;
+                            weight_grad[w_at] += x[x_at] * dy;
+                        }
+                    }
+                }
+            }
+        }
+        (x_grad, weight_grad)
     }
 
     fn dot(a: &[f64], b: &[f64]) -> f64 {

@@ -498,6 +498,90 @@ fn winograd_sized_convs_match_the_reference() {
     );
 }
 
+/// Strided convolutions (and their transposes) whose kernel is a whole number of strides on
+/// every axis, wide enough for the CPU's phase-grid path (input channels per group times
+/// phases 64+, output channels per group 16+), which the general strategy's few channels
+/// never reach.
+fn phase_case() -> impl Strategy<Value = ConvCase> {
+    (
+        (
+            1usize..=3,
+            1usize..=2,
+            32usize..=36,
+            16usize..=20,
+            any::<bool>(),
+        ),
+        (
+            proptest::array::uniform3(1usize..=3),
+            proptest::array::uniform3(1usize..=2),
+            proptest::array::uniform3(0usize..=5),
+            proptest::array::uniform3((0usize..=7, 0usize..=7)),
+        ),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            proptest::array::uniform3(0usize..=2),
+            any::<u64>(),
+        ),
+    )
+        .prop_map(
+            |(
+                (rank, batch, c_in, per_out, grouped),
+                (stride, taps, extra, padding),
+                (bias, transpose, output_padding, seed),
+            )| {
+                let groups = if grouped { 2 } else { 1 };
+                let active = |a: usize| a >= 3 - rank;
+                // The last axis is strided, so there are at least two phases.
+                let stride: [usize; 3] = core::array::from_fn(|a| match (active(a), a) {
+                    (false, _) => 1,
+                    (true, 2) => stride[a].max(2),
+                    (true, _) => stride[a],
+                });
+                let kernel: [usize; 3] =
+                    core::array::from_fn(|a| if active(a) { stride[a] * taps[a] } else { 1 });
+                ConvCase {
+                    rank,
+                    batch,
+                    channels: (c_in * groups, per_out),
+                    groups,
+                    // 3D planes stay small: every case runs the f64 reference three times.
+                    size: core::array::from_fn(|a| match (active(a), rank) {
+                        (false, _) => 1,
+                        (true, 3) => kernel[a] + extra[a].min(2),
+                        (true, _) => kernel[a] + 2 * extra[a],
+                    }),
+                    kernel,
+                    stride,
+                    dilation: [1; 3],
+                    padding: core::array::from_fn(|a| {
+                        let (begin, end) = padding[a];
+                        if active(a) {
+                            (begin % kernel[a], end % kernel[a])
+                        } else {
+                            (0, 0)
+                        }
+                    }),
+                    bias,
+                    transpose,
+                    output_padding: core::array::from_fn(|a| output_padding[a] % stride[a]),
+                    output_size: None,
+                    seed,
+                }
+            },
+        )
+}
+
+#[test]
+fn phase_sized_convs_match_the_reference() {
+    fuzz_conv_cases(
+        "phase-sized strided conv on flex",
+        Device::flex().autodiff(),
+        cases("FUZZ_CASES", 1024).div_ceil(64),
+        phase_case(),
+    );
+}
+
 /// Which pool a case runs.
 #[derive(Debug, Clone, Copy)]
 enum PoolKind {

@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use crate::spec::ConvGeometry;
 
 use super::super::element::Element;
+use super::super::points;
 use super::transform::{F2, F4, Matrix, Minimal, Rows, along_axis};
 
 /// Bytes of transformed inputs and products per block of tiles: inside one core's L2.
@@ -118,11 +119,6 @@ fn minimal_for(out_len: usize, active: usize, element_size: usize) -> &'static M
     } else {
         &F2
     }
-}
-
-/// Every point of a `[d, h, w]` box in row-major order.
-pub fn points([d, h, w]: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
-    (0..d).flat_map(move |i| (0..h).flat_map(move |j| (0..w).map(move |k| [i, j, k])))
 }
 
 impl<'a, T: Element> Plan<'a, T> {

@@ -1,51 +1,8 @@
 use burn::tensor::ops::ConvOptions;
 
-use super::super::conv::tests::{reference, values};
-use super::plan::{Pass, Plan, points};
+use super::super::conv::tests::{reference, reference_grads, values};
+use super::plan::{Pass, Plan};
 use super::*;
-
-/// Both gradients straight from their definitions: every output's gradient scattered back
-/// through every tap that read an input, to that input and to that tap's weight.
-fn reference_grads(
-    g: &ConvGeometry,
-    x: &[f64],
-    weight: &[f64],
-    out_grad: &[f64],
-) -> (Vec<f64>, Vec<f64>) {
-    let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
-    let [in_d, in_h, in_w] = g.in_size;
-    let [k_d, k_h, k_w] = g.kernel;
-    let at = |o: usize, k: usize, axis: usize| {
-        let pos = (o + k) as isize - g.pad_begin[axis] as isize;
-        usize::try_from(pos).ok().filter(|&p| p < g.in_size[axis])
-    };
-    let mut x_grad = vec![0.0; x.len()];
-    let mut weight_grad = vec![0.0; weight.len()];
-    let mut index = 0;
-    for n in 0..g.batch {
-        for oc in 0..g.out_channels {
-            for [od, oh, ow] in points(g.out_size) {
-                let dy = out_grad[index];
-                index += 1;
-                for c in 0..cin_g {
-                    let ic = oc / cout_g * cin_g + c;
-                    for [kd, kh, kw] in points(g.kernel) {
-                        let (Some(id), Some(ih), Some(iw)) =
-                            (at(od, kd, 0), at(oh, kh, 1), at(ow, kw, 2))
-                        else {
-                            continue;
-                        };
-                        let w_at = (((oc * cin_g + c) * k_d + kd) * k_h + kh) * k_w + kw;
-                        let x_at = (((n * g.in_channels + ic) * in_d + id) * in_h + ih) * in_w + iw;
-                        x_grad[x_at] += weight[w_at] * dy;
-                        weight_grad[w_at] += x[x_at] * dy;
-                    }
-                }
-            }
-        }
-    }
-    (x_grad, weight_grad)
-}
 
 fn geometry(
     x: [usize; 5],

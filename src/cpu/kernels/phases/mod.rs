@@ -1,0 +1,277 @@
+//! Strided convolutions whose kernel is a whole number of strides on every axis (DCGAN's 4x4
+//! stride-2 up- and down-sampling, and so every pass of a `conv_transpose` with such a
+//! kernel) as stride-1 convolutions over the input's stride phases, with no patch matrix.
+//!
+//! Split into its phases (see [`plan::Plan`]), the input of a stride-`s`, `s * t`-tap axis is
+//! `s` grids on which the convolution has `t` taps of stride 1. Laid on rows as wide as the
+//! grids, the output of one tap is a GEMM of that tap's weights with a shifted view of the
+//! grids: `t^d` GEMMs over `channels x s^d` instead of one over an im2col matrix that is
+//! written and read once more per output. The columns past the output's width are computed
+//! and dropped (one in 17 for DCGAN). The input gradient is the same construction over the
+//! output gradient, scattered back from the phases, and the weight gradient sums each tap's
+//! product of output gradients and shifted grids.
+//!
+//! Each pass multiplies some values by zeros that the definition never pairs them with (a
+//! dropped column's gradient, a padding row's weight): an infinite or NaN operand there
+//! would turn a finite result into NaN, so such operands take the im2col path instead.
+
+mod plan;
+
+use crate::spec::ConvGeometry;
+
+use super::element::{Element, Split, for_each_chunk, sum_of_partials};
+use super::gemm::{MatMut, MatRef, matmul};
+use plan::Plan;
+
+/// Input channels per group times phases (the depth of each tap's GEMM) from which the phase
+/// grids pay; below it the im2col GEMM's single deeper product wins.
+const MIN_DEPTH: usize = 64;
+
+/// Output channels per group from which they pay.
+const MIN_OUT_CHANNELS: usize = 16;
+
+/// Whether the phase grids compute `geometry` (normalised): dilation 1, every kernel axis a
+/// whole number of strides, some stride above 1, and nothing empty.
+fn serves(geometry: &ConvGeometry) -> bool {
+    let g = geometry;
+    let axes_fit = (0..3).all(|a| g.dilation[a] == 1 && g.kernel[a].is_multiple_of(g.stride[a]));
+    axes_fit
+        && g.stride.iter().any(|&s| s > 1)
+        && g.out_volume() > 0
+        && g.in_volume() > 0
+        && g.batch > 0
+        && g.in_channels > 0
+        && g.out_channels > 0
+}
+
+/// Whether they are faster there than the im2col GEMM.
+fn pays(geometry: &ConvGeometry) -> bool {
+    let g = geometry;
+    let phases: usize = g.stride.iter().product();
+    g.in_per_group() * phases >= MIN_DEPTH && g.out_per_group() >= MIN_OUT_CHANNELS
+}
+
+/// The normalised geometry when this module computes `geometry`'s passes.
+fn plan_for(geometry: &ConvGeometry) -> Option<ConvGeometry> {
+    let g = geometry.normalised();
+    (serves(&g) && pays(&g)).then_some(g)
+}
+
+/// Whether every value is finite (false for NaN).
+fn all_finite<T: Element>(values: &[T]) -> bool {
+    let (low, high) = (T::NEG_INFINITY, T::from_f64(f64::INFINITY));
+    values.chunks(1024).all(|chunk| {
+        chunk
+            .iter()
+            .fold(true, |ok, &v| ok & (v > low) & (v < high))
+    })
+}
+
+/// Images per task: one contiguous run per thread.
+fn images_per_chunk(g: &ConvGeometry) -> usize {
+    g.batch.div_ceil(rayon::current_num_threads().max(1))
+}
+
+/// `conv(x, weight) + bias` on the phase grids where they serve and pay, or `None`.
+pub fn forward<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    weight: &[T],
+    bias: Option<&[T]>,
+) -> Option<Vec<T>> {
+    let g = plan_for(geometry)?;
+    Some(run_forward(&g, x, weight, bias))
+}
+
+/// The forward pass. Padding reaches the weights only as the im2col path's zeros do, and a
+/// dropped column never reaches a kept one, so every value is admitted.
+fn run_forward<T: Element>(g: &ConvGeometry, x: &[T], weight: &[T], bias: Option<&[T]>) -> Vec<T> {
+    let plan = Plan::new(g);
+    let folded = plan.fold_weights(weight);
+    let taps: Vec<[usize; 3]> = plan.taps().collect();
+    let (cin_g, cout_g, depth) = (g.in_per_group(), g.out_per_group(), plan.depth());
+    let (in_vol, out_vol, slice_len) = (g.in_volume(), g.out_volume(), plan.slice_len());
+    let mut out = vec![T::ZERO; g.out_shape().iter().product()];
+    let per_chunk = images_per_chunk(g);
+    let split = Split::for_items(g.batch.div_ceil(per_chunk));
+    let item_len = g.out_channels * out_vol;
+    let scratch = plan.input_len() + cout_g * slice_len;
+    for_each_chunk(
+        &mut out,
+        item_len,
+        per_chunk,
+        scratch,
+        split,
+        |images, out_chunk, scratch| {
+            let (grids, wide) = scratch.split_at_mut(plan.input_len());
+            for (n, out_n) in images.zip(out_chunk.chunks_mut(item_len)) {
+                for group in 0..g.groups {
+                    let x_group = &x[(n * g.in_channels + group * cin_g) * in_vol..];
+                    plan.gather_input(&x_group[..cin_g * in_vol], grids);
+                    let out_group = &mut out_n[group * cout_g * out_vol..][..cout_g * out_vol];
+                    let bias = bias.map(|bias| &bias[group * cout_g..][..cout_g]);
+                    for slice in 0..plan.out_slices() {
+                        for (index, &tap) in taps.iter().enumerate() {
+                            let weights = &folded[(group * taps.len() + index) * cout_g * depth..];
+                            matmul(
+                                MatMut::rows(wide, cout_g, slice_len),
+                                MatRef::rows(weights, cout_g, depth),
+                                MatRef::columns(
+                                    &grids[plan.input_offset(slice, tap)..],
+                                    depth,
+                                    slice_len,
+                                    plan.plane_len(),
+                                ),
+                                index > 0,
+                                split.inner,
+                            );
+                        }
+                        plan.store_slice(wide, slice, bias, out_group);
+                    }
+                }
+            }
+        },
+    );
+    out
+}
+
+/// The gradient of `conv` with respect to `x` on the phase grids where they serve and pay,
+/// or `None` (also when a weight is not finite: padding rows multiply every weight).
+pub fn x_backward<T: Element>(
+    geometry: &ConvGeometry,
+    weight: &[T],
+    out_grad: &[T],
+) -> Option<Vec<T>> {
+    let g = plan_for(geometry)?;
+    all_finite(weight).then(|| run_x_backward(&g, weight, out_grad))
+}
+
+/// The input gradient: per phase grid row `r`, tap `a` reads the output gradient at `r - a`,
+/// from a copy padded by `taps - 1` on both sides.
+fn run_x_backward<T: Element>(g: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
+    let plan = Plan::new(g);
+    let folded = plan.fold_weights(weight);
+    let taps: Vec<[usize; 3]> = plan.taps().collect();
+    let (cin_g, cout_g, depth) = (g.in_per_group(), g.out_per_group(), plan.depth());
+    let (in_vol, out_vol) = (g.in_volume(), g.out_volume());
+    let slice_len = plan.grad_slice_len();
+    let phased_len = depth * plan.grid_slices() * slice_len;
+    let mut x_grad = vec![T::ZERO; g.in_shape().iter().product()];
+    let per_chunk = images_per_chunk(g);
+    let split = Split::for_items(g.batch.div_ceil(per_chunk));
+    let item_len = g.in_channels * in_vol;
+    for_each_chunk(
+        &mut x_grad,
+        item_len,
+        per_chunk,
+        plan.grad_len() + phased_len,
+        split,
+        |images, x_grad_chunk, scratch| {
+            // The scratch starts zeroed, and `pad_out_grad` writes only the gradient's places,
+            // so the padding around them stays zero from image to image.
+            let (grads, phased) = scratch.split_at_mut(plan.grad_len());
+            for (n, x_grad_n) in images.zip(x_grad_chunk.chunks_mut(item_len)) {
+                for group in 0..g.groups {
+                    let out_grad_group =
+                        &out_grad[(n * g.out_channels + group * cout_g) * out_vol..];
+                    plan.pad_out_grad(&out_grad_group[..cout_g * out_vol], grads);
+                    for slice in 0..plan.grid_slices() {
+                        for (index, &tap) in taps.iter().enumerate() {
+                            let weights = &folded[(group * taps.len() + index) * cout_g * depth..];
+                            matmul(
+                                MatMut::columns(
+                                    &mut phased[slice * slice_len..],
+                                    depth,
+                                    slice_len,
+                                    plan.grid_slices() * slice_len,
+                                ),
+                                MatRef::transposed(&weights[..cout_g * depth], depth, cout_g),
+                                MatRef::columns(
+                                    &grads[plan.grad_offset(slice, tap)..],
+                                    cout_g,
+                                    slice_len,
+                                    plan.grad_plane_stride(),
+                                ),
+                                index > 0,
+                                split.inner,
+                            );
+                        }
+                    }
+                    let x_grad_group = &mut x_grad_n[group * cin_g * in_vol..][..cin_g * in_vol];
+                    plan.scatter_x_grad(phased, x_grad_group);
+                }
+            }
+        },
+    );
+    x_grad
+}
+
+/// The gradient of `conv` with respect to `weight` on the phase grids where they serve and
+/// pay, or `None` (also when an input is not finite: dropped columns multiply the inputs
+/// beside the output by zero).
+pub fn weight_backward<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    out_grad: &[T],
+) -> Option<Vec<T>> {
+    let g = plan_for(geometry)?;
+    all_finite(x).then(|| run_weight_backward(&g, x, out_grad))
+}
+
+/// The weight gradient: each tap's weights take the product of the output gradient (on the
+/// grid's rows, zero in dropped columns) with that tap's shifted view of the grids, summed
+/// over slices and images. The batch is cut into one run per thread, summed in order.
+fn run_weight_backward<T: Element>(g: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
+    let plan = Plan::new(g);
+    let taps: Vec<[usize; 3]> = plan.taps().collect();
+    let (cin_g, cout_g, depth) = (g.in_per_group(), g.out_per_group(), plan.depth());
+    let (in_vol, out_vol, slice_len) = (g.in_volume(), g.out_volume(), plan.slice_len());
+    let wide_len = cout_g * plan.out_slices() * slice_len;
+    let per_chunk = images_per_chunk(g);
+    let chunks = g.batch.div_ceil(per_chunk);
+    let split = Split::for_items(chunks);
+    let weight_len = g.out_channels * g.patch_len();
+    let partial = |chunk: usize| {
+        let mut folded = vec![T::ZERO; weight_len];
+        let mut grids = vec![T::ZERO; plan.input_len()];
+        let mut wide = vec![T::ZERO; wide_len];
+        let images = chunk * per_chunk..((chunk + 1) * per_chunk).min(g.batch);
+        for (i, n) in images.enumerate() {
+            for group in 0..g.groups {
+                let x_group = &x[(n * g.in_channels + group * cin_g) * in_vol..];
+                plan.gather_input(&x_group[..cin_g * in_vol], &mut grids);
+                let out_grad_group = &out_grad[(n * g.out_channels + group * cout_g) * out_vol..];
+                plan.widen_out_grad(&out_grad_group[..cout_g * out_vol], &mut wide);
+                for slice in 0..plan.out_slices() {
+                    for (index, &tap) in taps.iter().enumerate() {
+                        let at = (group * taps.len() + index) * cout_g * depth;
+                        matmul(
+                            MatMut::rows(&mut folded[at..], cout_g, depth),
+                            MatRef::columns(
+                                &wide[slice * slice_len..],
+                                cout_g,
+                                slice_len,
+                                plan.out_slices() * slice_len,
+                            ),
+                            MatRef::columns(
+                                &grids[plan.input_offset(slice, tap)..],
+                                depth,
+                                slice_len,
+                                plan.plane_len(),
+                            )
+                            .transpose(),
+                            i > 0 || slice > 0,
+                            split.inner,
+                        );
+                    }
+                }
+            }
+        }
+        folded
+    };
+    let folded = sum_of_partials(chunks, weight_len, split, partial);
+    plan.unfold_weights(&folded)
+}
+
+#[cfg(test)]
+mod tests;

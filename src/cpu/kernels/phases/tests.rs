@@ -1,0 +1,213 @@
+use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
+
+use super::super::conv::tests::{reference, reference_grads, values};
+use super::*;
+
+fn geometry(
+    x: [usize; 5],
+    out_channels: usize,
+    kernel: [usize; 3],
+    stride: [usize; 3],
+    padding: [usize; 3],
+    groups: usize,
+) -> ConvGeometry {
+    let weight = [out_channels, x[1] / groups, kernel[0], kernel[1], kernel[2]];
+    let options = ConvOptions::new(stride, padding, [1, 1, 1], groups);
+    ConvGeometry::conv(&x, &weight, &options)
+}
+
+fn assert_close(what: &str, got: &[f64], expected: &[f64], g: &ConvGeometry) {
+    assert_eq!(got.len(), expected.len(), "{what}: length");
+    for (i, (a, b)) in got.iter().zip(expected).enumerate() {
+        assert!((a - b).abs() < 1e-10, "{what}[{i}]: {a} vs {b} ({g:?})");
+    }
+}
+
+/// All three passes in f64 against the definitions, for a shape the grids serve (whether or
+/// not they pay there).
+fn check(geometry: &ConvGeometry) {
+    let g = geometry.normalised();
+    assert!(serves(&g), "{g:?}");
+    let x = values(g.in_shape().iter().product(), 21);
+    let weight = values(g.weight_shape().iter().product(), 22);
+    let bias = values(g.out_channels, 23);
+    let out = run_forward(&g, &x, &weight, Some(&bias));
+    let mut expected = reference(&g, &x, &weight);
+    for (i, value) in expected.iter_mut().enumerate() {
+        *value += bias[i / g.out_volume() % g.out_channels];
+    }
+    assert_close("forward", &out, &expected, &g);
+    let out_grad = values(out.len(), 24);
+    let (expected_x_grad, expected_weight_grad) = reference_grads(&g, &x, &weight, &out_grad);
+    assert_close(
+        "x_backward",
+        &run_x_backward(&g, &weight, &out_grad),
+        &expected_x_grad,
+        &g,
+    );
+    assert_close(
+        "weight_backward",
+        &run_weight_backward(&g, &x, &out_grad),
+        &expected_weight_grad,
+        &g,
+    );
+}
+
+#[test]
+fn dcgan_shapes_every_padding() {
+    // 4x4, stride 2: padding 0 to 3 (3 leaves a whole phase row of padding at each end).
+    for pad in 0..4 {
+        check(&geometry(
+            [2, 3, 1, 8, 8],
+            4,
+            [1, 4, 4],
+            [1, 2, 2],
+            [0, pad, pad],
+            1,
+        ));
+    }
+}
+
+#[test]
+fn inputs_past_the_last_window_and_odd_sizes() {
+    // 9 and 7 inputs with 4 taps and stride 2: the last input (and with padding 0 also the
+    // one before) is read by no window, and gets a zero gradient.
+    check(&geometry(
+        [1, 2, 1, 9, 7],
+        3,
+        [1, 4, 4],
+        [1, 2, 2],
+        [0, 0, 1],
+        1,
+    ));
+    check(&geometry(
+        [2, 2, 1, 5, 11],
+        2,
+        [1, 2, 6],
+        [1, 2, 3],
+        [0, 1, 2],
+        1,
+    ));
+}
+
+#[test]
+fn groups_batches_and_strides_in_every_rank() {
+    check(&geometry(
+        [3, 4, 1, 6, 6],
+        6,
+        [1, 4, 4],
+        [1, 2, 2],
+        [0, 1, 1],
+        2,
+    ));
+    // 1D, and 3D with a stride-1 axis (its two taps are two grid rows of one phase).
+    check(&geometry(
+        [2, 3, 1, 1, 13],
+        2,
+        [1, 1, 6],
+        [1, 1, 3],
+        [0, 0, 2],
+        1,
+    ));
+    check(&geometry(
+        [2, 2, 5, 6, 7],
+        3,
+        [2, 4, 2],
+        [1, 2, 2],
+        [1, 1, 0],
+        1,
+    ));
+    check(&geometry(
+        [1, 2, 8, 5, 5],
+        2,
+        [4, 2, 2],
+        [2, 2, 2],
+        [1, 0, 1],
+        1,
+    ));
+}
+
+#[test]
+fn transposed_convolutions_with_output_padding() {
+    // `conv_transpose` runs as its adjoint: big side 2 * 5 - 2 + 4 + 1 = 13 (output padding
+    // 1), which no window of the adjoint reaches at its end.
+    let x = [2, 4, 1, 5, 5];
+    let weight = [4, 3, 1, 4, 4];
+    let options = ConvTransposeOptions::new([1, 2, 2], [0, 1, 1], [0, 1, 1], [1, 1, 1], 1);
+    check(&ConvGeometry::transpose(&x, &weight, &options));
+}
+
+#[test]
+fn shapes_it_does_not_serve() {
+    let g = |kernel, stride| geometry([1, 2, 1, 9, 9], 2, kernel, stride, [0, 0, 0], 1);
+    assert!(
+        !serves(&g([1, 3, 3], [1, 2, 2]).normalised()),
+        "3 taps, stride 2"
+    );
+    assert!(
+        !serves(&g([1, 4, 4], [1, 1, 1]).normalised()),
+        "stride 1: im2col or Winograd"
+    );
+    let dilated = ConvGeometry {
+        dilation: [1, 2, 2],
+        ..g([1, 2, 2], [1, 2, 2])
+    };
+    assert!(!serves(&dilated.normalised()), "dilation");
+}
+
+#[test]
+fn non_finite_operands_take_the_im2col_path() {
+    // DCGAN's down-sampling layer, where the grids pay.
+    let g = geometry([2, 64, 1, 8, 8], 32, [1, 4, 4], [1, 2, 2], [0, 1, 1], 1);
+    let x = values(g.in_shape().iter().product(), 31);
+    let weight = values(g.weight_shape().iter().product(), 32);
+    let out_grad = values(g.out_shape().iter().product(), 33);
+    assert!(x_backward(&g, &weight, &out_grad).is_some());
+    assert!(weight_backward(&g, &x, &out_grad).is_some());
+    let mut bad_weight = weight.clone();
+    bad_weight[5] = f64::INFINITY;
+    assert!(x_backward(&g, &bad_weight, &out_grad).is_none());
+    let mut bad_x = x.clone();
+    bad_x[7] = f64::NAN;
+    assert!(weight_backward(&g, &bad_x, &out_grad).is_none());
+    // The forward pass pairs values exactly as the definition does, so it takes them: an
+    // infinite input reaches the outputs whose windows hold it, as infinities, and no other.
+    let mut inf_x = x.clone();
+    inf_x[9] = f64::INFINITY;
+    let out = forward(&g, &inf_x, &weight, None).expect("the forward pass admits any value");
+    let expected = reference(&g, &inf_x, &weight);
+    for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
+        let same = (a.is_infinite() && a == b) || (a - b).abs() < 1e-10;
+        assert!(same, "forward[{i}]: {a} vs {b}");
+    }
+    assert!(out.iter().any(|v| v.is_infinite()));
+}
+
+#[test]
+fn where_it_pays() {
+    // DCGAN's 128-to-64 up-sampling layer (as its adjoint) pays, and so does the 64-channel
+    // down-sampling one; its last layer's 3 image channels do not (depth 12).
+    let up = ConvGeometry::transpose(
+        &[8, 128, 1, 16, 16],
+        &[128, 64, 1, 4, 4],
+        &ConvTransposeOptions::new([1, 2, 2], [0, 1, 1], [0, 0, 0], [1, 1, 1], 1),
+    );
+    assert!(plan_for(&up).is_some());
+    assert!(
+        plan_for(&geometry(
+            [8, 64, 1, 32, 32],
+            128,
+            [1, 4, 4],
+            [1, 2, 2],
+            [0, 1, 1],
+            1
+        ))
+        .is_some()
+    );
+    let image = ConvGeometry::transpose(
+        &[8, 64, 1, 32, 32],
+        &[64, 3, 1, 4, 4],
+        &ConvTransposeOptions::new([1, 2, 2], [0, 1, 1], [0, 0, 0], [1, 1, 1], 1),
+    );
+    assert!(plan_for(&image).is_none());
+}
