@@ -499,9 +499,10 @@ fn winograd_sized_convs_match_the_reference() {
 }
 
 /// Strided convolutions (and their transposes) whose kernel is a whole number of strides on
-/// every axis, wide enough for the CPU's phase-grid path (input channels per group times
-/// phases 64+, output channels per group 16+), which the general strategy's few channels
-/// never reach.
+/// every axis, sized for the CPU's phase-grid path (input channels per group times phases 64+,
+/// output channels per group 16+, and outputs long enough on multi-tap axes), which the
+/// general strategy's few channels and small planes never reach. In 3D only the last axis
+/// has several taps, so the f64 reference stays small.
 fn phase_case() -> impl Strategy<Value = ConvCase> {
     (
         (
@@ -513,9 +514,9 @@ fn phase_case() -> impl Strategy<Value = ConvCase> {
         ),
         (
             proptest::array::uniform3(1usize..=3),
-            proptest::array::uniform3(1usize..=2),
-            proptest::array::uniform3(0usize..=5),
-            proptest::array::uniform3((0usize..=7, 0usize..=7)),
+            proptest::array::uniform3(1usize..=3),
+            proptest::array::uniform3(0usize..=3),
+            proptest::array::uniform3((0usize..=8, 0usize..=8)),
         ),
         (
             any::<bool>(),
@@ -532,36 +533,55 @@ fn phase_case() -> impl Strategy<Value = ConvCase> {
             )| {
                 let groups = if grouped { 2 } else { 1 };
                 let active = |a: usize| a >= 3 - rank;
-                // The last axis is strided, so there are at least two phases.
+                // The last axis is strided and has two taps or more; in 3D it is the only one.
                 let stride: [usize; 3] = core::array::from_fn(|a| match (active(a), a) {
                     (false, _) => 1,
                     (true, 2) => stride[a].max(2),
                     (true, _) => stride[a],
                 });
-                let kernel: [usize; 3] =
-                    core::array::from_fn(|a| if active(a) { stride[a] * taps[a] } else { 1 });
+                let taps: [usize; 3] = core::array::from_fn(|a| match (active(a), a, rank) {
+                    (false, _, _) | (true, 0 | 1, 3) => 1,
+                    (true, 2, _) => taps[a].max(2),
+                    (true, _, _) => taps[a],
+                });
+                let kernel: [usize; 3] = core::array::from_fn(|a| stride[a] * taps[a]);
+                // Outputs: 14 per extra tap keeps the grids within 1.15 points per output
+                // with two multi-tap axes; a one-tap axis may be short.
+                let out: [usize; 3] = core::array::from_fn(|a| match (active(a), taps[a]) {
+                    (false, _) => 1,
+                    (true, 1) => 1 + extra[a],
+                    (true, t) => 14 * (t - 1) + extra[a],
+                });
+                let padding: [(usize, usize); 3] = core::array::from_fn(|a| {
+                    let (begin, end) = (padding[a].0 % kernel[a], padding[a].1 % kernel[a]);
+                    if !active(a) {
+                        (0, 0)
+                    } else if transpose {
+                        (begin, begin)
+                    } else {
+                        // At least one input: the padded length `(out - 1) s + k` keeps one.
+                        let span = (out[a] - 1) * stride[a] + kernel[a];
+                        (begin, end.min(span - 1 - begin))
+                    }
+                });
                 ConvCase {
                     rank,
                     batch,
                     channels: (c_in * groups, per_out),
                     groups,
-                    // 3D planes stay small: every case runs the f64 reference three times.
-                    size: core::array::from_fn(|a| match (active(a), rank) {
-                        (false, _) => 1,
-                        (true, 3) => kernel[a] + extra[a].min(2),
-                        (true, _) => kernel[a] + 2 * extra[a],
+                    // A transposed conv takes the small side, whose length is the adjoint's
+                    // output; a conv the input that gives exactly `out`.
+                    size: core::array::from_fn(|a| {
+                        if !active(a) || transpose {
+                            out[a]
+                        } else {
+                            (out[a] - 1) * stride[a] + kernel[a] - padding[a].0 - padding[a].1
+                        }
                     }),
                     kernel,
                     stride,
                     dilation: [1; 3],
-                    padding: core::array::from_fn(|a| {
-                        let (begin, end) = padding[a];
-                        if active(a) {
-                            (begin % kernel[a], end % kernel[a])
-                        } else {
-                            (0, 0)
-                        }
-                    }),
+                    padding,
                     bias,
                     transpose,
                     output_padding: core::array::from_fn(|a| output_padding[a] % stride[a]),

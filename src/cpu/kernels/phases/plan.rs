@@ -27,9 +27,6 @@ pub struct Plan<'a> {
     taps: [usize; 3],
     /// The phased input grid of one channel and phase: `out + taps - 1` per axis.
     grid: [usize; 3],
-    /// The output-gradient grid of the input gradient: `out + 2 (taps - 1)` per axis, so the
-    /// taps of every grid position (not only the output's) are inside it.
-    grad_grid: [usize; 3],
     /// Per phase of the first two axes (`p_d * s_h + p_h`), the input row each grid row
     /// holds, as its offset in an input plane, or `None` for a padding row.
     rows: Vec<Vec<Option<usize>>>,
@@ -113,7 +110,6 @@ impl<'a> Plan<'a> {
             stride: g.stride,
             taps,
             grid,
-            grad_grid: core::array::from_fn(|a| g.out_size[a] + 2 * (taps[a] - 1)),
             rows,
             columns,
         }
@@ -270,23 +266,24 @@ impl<'a> Plan<'a> {
         }
     }
 
-    /// Elements of one image's output gradient on the gradient grid, for one group, with
-    /// room for the shifted views to run past the last grid.
+    /// Elements of one image's output gradient on the gradient grids, for one group, with a
+    /// grid of zeros after the last for the shifted views to run into.
+    ///
+    /// A gradient grid has the input grid's size, the gradient at `taps - 1` on each axis and
+    /// zeros before it. Grid row `r` of tap `a` reads output `r - a`, at `r - a + taps - 1`:
+    /// past a row's end (up to `taps - 1` beyond it) it runs into the next row's leading
+    /// zeros, which stand for the trailing zeros the definition has there; the same holds
+    /// for the other axes, and for the last grid, the zeros after it.
     pub fn grad_len(&self) -> usize {
-        self.geometry.out_per_group() * self.grad_plane_len() + self.grad_grid[2]
+        (self.geometry.out_per_group() + 1) * self.plane_len()
     }
 
-    fn grad_plane_len(&self) -> usize {
-        self.grad_grid.iter().product()
-    }
-
-    /// Columns of one input-gradient slice (a fixed first grid axis): the grid's rows at the
-    /// gradient grid's width.
+    /// Columns of one input-gradient slice (a fixed first grid axis): every row of the grid.
     pub fn grad_slice_len(&self) -> usize {
-        self.grid[1] * self.grad_grid[2]
+        self.grid[1] * self.grid[2]
     }
 
-    /// Rows of the phased input gradient: one slice per first-axis grid row.
+    /// Slices of the phased input gradient (the grid's first axis).
     pub fn grid_slices(&self) -> usize {
         self.grid[0]
     }
@@ -296,31 +293,23 @@ impl<'a> Plan<'a> {
         self.geometry.out_size[0]
     }
 
-    /// Row stride of the gradient grids in the input gradient's GEMM.
-    pub fn grad_plane_stride(&self) -> usize {
-        self.grad_plane_len()
-    }
-
-    /// Where tap `tap`'s view for grid slice `slice` starts in each gradient grid: grid row
-    /// `r` of tap `a` reads output `r - a`, stored at `r - a + taps - 1`.
+    /// Where tap `tap`'s view for grid slice `slice` starts in each gradient grid.
     pub fn grad_offset(&self, slice: usize, tap: [usize; 3]) -> usize {
         let at = [
             slice + self.taps[0] - 1 - tap[0],
             self.taps[1] - 1 - tap[1],
             self.taps[2] - 1 - tap[2],
         ];
-        flat(at, self.grad_grid)
+        flat(at, self.grid)
     }
 
     /// Place one group's output gradient of one image into its gradient grids (`dst`, of
-    /// [`Plan::grad_len`]), `taps - 1` zeros before each axis and at least as many after. The
-    /// zeros are never written here: `dst` holds them on entry (zeroed once, then only ever
-    /// written by this).
+    /// [`Plan::grad_len`]). The zeros are never written here: `dst` holds them on entry
+    /// (zeroed once, then only ever written by this).
     pub fn pad_out_grad<T: Element>(&self, out_grad_group: &[T], dst: &mut [T]) {
         let g = self.geometry;
         let [out_d, out_h, out_w] = g.out_size;
-        let grid_len = self.grad_plane_len();
-        let grids = dst.chunks_exact_mut(grid_len);
+        let grids = dst.chunks_exact_mut(self.plane_len());
         for (src, grid) in out_grad_group.chunks_exact(g.out_volume()).zip(grids) {
             let rows = src.chunks_exact(out_w);
             let at = |o_d: usize, o_h: usize| {
@@ -329,7 +318,7 @@ impl<'a> Plan<'a> {
                     o_h + self.taps[1] - 1,
                     self.taps[2] - 1,
                 ];
-                flat(at, self.grad_grid)
+                flat(at, self.grid)
             };
             let positions = (0..out_d).flat_map(|o_d| (0..out_h).map(move |o_h| (o_d, o_h)));
             for (row, (o_d, o_h)) in rows.zip(positions) {
@@ -338,13 +327,13 @@ impl<'a> Plan<'a> {
         }
     }
 
-    /// Scatter the phased input gradient of one image's group (`phased`, `depth x
-    /// grid_slices * grad_slice_len`) to the input planes (`x_grad_group`, zero on entry):
+    /// Scatter the phased input gradient of one image's group (`phased`, a grid per channel
+    /// and phase) to the input planes (`x_grad_group`, zero on entry):
     /// each grid point that holds an input sends it back; inputs no tap reads stay zero.
     pub fn scatter_x_grad<T: Element>(&self, phased: &[T], x_grad_group: &mut [T]) {
         let in_vol = self.geometry.in_volume();
-        let row_len = self.grid_slices() * self.grad_slice_len();
-        let (s_w, width) = (self.stride[2], self.grad_grid[2]);
+        let row_len = self.plane_len();
+        let (s_w, width) = (self.stride[2], self.grid[2]);
         let phases = self
             .rows
             .iter()

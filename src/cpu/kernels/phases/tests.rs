@@ -88,6 +88,23 @@ fn inputs_past_the_last_window_and_odd_sizes() {
         [0, 1, 2],
         1,
     ));
+    // Three taps per axis: a grid row's views run two past its end.
+    check(&geometry(
+        [1, 2, 1, 13, 17],
+        2,
+        [1, 6, 9],
+        [1, 2, 3],
+        [0, 2, 4],
+        1,
+    ));
+    check(&geometry(
+        [1, 2, 7, 8, 9],
+        2,
+        [3, 6, 6],
+        [1, 2, 2],
+        [1, 1, 0],
+        1,
+    ));
 }
 
 #[test]
@@ -158,7 +175,7 @@ fn shapes_it_does_not_serve() {
 #[test]
 fn non_finite_operands_take_the_im2col_path() {
     // DCGAN's down-sampling layer, where the grids pay.
-    let g = geometry([2, 64, 1, 8, 8], 32, [1, 4, 4], [1, 2, 2], [0, 1, 1], 1);
+    let g = geometry([2, 64, 1, 32, 32], 32, [1, 4, 4], [1, 2, 2], [0, 1, 1], 1);
     let x = values(g.in_shape().iter().product(), 31);
     let weight = values(g.weight_shape().iter().product(), 32);
     let out_grad = values(g.out_shape().iter().product(), 33);
@@ -185,14 +202,12 @@ fn non_finite_operands_take_the_im2col_path() {
 
 #[test]
 fn where_it_pays() {
-    // DCGAN's 128-to-64 up-sampling layer (as its adjoint) pays, and so does the 64-channel
-    // down-sampling one; its last layer's 3 image channels do not (depth 12).
-    let up = ConvGeometry::transpose(
-        &[8, 128, 1, 16, 16],
-        &[128, 64, 1, 4, 4],
-        &ConvTransposeOptions::new([1, 2, 2], [0, 1, 1], [0, 0, 0], [1, 1, 1], 1),
-    );
-    assert!(plan_for(&up).is_some());
+    let transpose = |x: [usize; 5], out_channels: usize| {
+        let options = ConvTransposeOptions::new([1, 2, 2], [0, 1, 1], [0, 0, 0], [1, 1, 1], 1);
+        ConvGeometry::transpose(&x, &[x[1], out_channels, 1, 4, 4], &options)
+    };
+    // DCGAN's generator at 16x16 inputs (as its adjoint) and its discriminator at 32x32.
+    assert!(plan_for(&transpose([8, 128, 1, 16, 16], 64)).is_some());
     assert!(
         plan_for(&geometry(
             [8, 64, 1, 32, 32],
@@ -204,10 +219,42 @@ fn where_it_pays() {
         ))
         .is_some()
     );
-    let image = ConvGeometry::transpose(
-        &[8, 64, 1, 32, 32],
-        &[64, 3, 1, 4, 4],
-        &ConvTransposeOptions::new([1, 2, 2], [0, 1, 1], [0, 0, 0], [1, 1, 1], 1),
+    assert!(
+        plan_for(&geometry(
+            [8, 16, 1, 32, 32],
+            32,
+            [1, 4, 4],
+            [1, 2, 2],
+            [0, 1, 1],
+            1
+        ))
+        .is_some()
     );
-    assert!(plan_for(&image).is_none());
+    // Too small a plane: at 8x8 outputs the grids compute 1.27 points per output.
+    assert!(plan_for(&transpose([8, 256, 1, 8, 8], 128)).is_none());
+    // Its last layer's 3 image channels, its first layer's depth of 3 x 4.
+    assert!(plan_for(&transpose([8, 64, 1, 32, 32], 3)).is_none());
+    assert!(
+        plan_for(&geometry(
+            [8, 3, 1, 64, 64],
+            64,
+            [1, 4, 4],
+            [1, 2, 2],
+            [0, 1, 1],
+            1
+        ))
+        .is_none()
+    );
+    // One tap: nothing to save.
+    assert!(
+        plan_for(&geometry(
+            [8, 64, 1, 56, 56],
+            128,
+            [1, 2, 2],
+            [1, 2, 2],
+            [0, 0, 0],
+            1
+        ))
+        .is_none()
+    );
 }
