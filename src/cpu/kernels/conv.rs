@@ -6,8 +6,9 @@
 //! megabytes through memory, or several small images side by side (`images_per_tile`), so a
 //! late-stage layer of a few dozen positions still runs one wide GEMM instead of one per image.
 //! The depthwise forward pass skips the lowering altogether (`depthwise`), and 3-tap stride-1
-//! convolutions with enough channels take Winograd's algorithm (`winograd`) for the forward
-//! pass and the input gradient.
+//! convolutions with enough channels take Winograd's algorithm (`winograd`), and strided ones
+//! whose kernel is a whole number of strides the stride-phase grids (`phases`), for all three
+//! passes.
 //!
 //! Every routine takes a [`ConvGeometry`] and contiguous NCDHW slices; transposed convolutions
 //! reuse them through the adjoint geometry (see `ConvGeometry::transpose`).
