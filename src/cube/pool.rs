@@ -10,7 +10,7 @@ use burn_convpool_kernels::unpool;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
-use crate::spec::{MaxPoolOptions, Spans, shapes, spatial};
+use crate::spec::{MaxPoolOptions, Spans, shapes, spatial, used_step};
 
 use super::tensor::{
     LaunchError, accumulator_type, address_type, axes, contiguous, dims5, elementwise, empty,
@@ -215,9 +215,13 @@ fn sliding_max_launch(
         dims[1],
         checked(spatial(&dims))?,
         checked(out_size)?,
-        checked(options.stride)?,
+        checked(core::array::from_fn(|a| {
+            used_step(options.stride[a], out_size[a])
+        }))?,
         checked(options.padding.map(|(begin, _)| begin))?,
-        checked(options.dilation)?,
+        checked(core::array::from_fn(|a| {
+            used_step(options.dilation[a], options.kernel_size[a])
+        }))?,
     );
     sliding::max_pool_sliding::launch(
         &out.client.clone(),

@@ -909,6 +909,42 @@ fn found_max_pool() -> PoolCase {
     }
 }
 
+fn found_unused_huge_steps() -> [PoolCase; 2] {
+    // A stride over a single output, and a dilation between the taps of a one-tap window,
+    // multiply nothing, and validation allows them up to 2^62: the CubeCL sliding max pool
+    // passed them raw and failed its 32-bit launch check, an error at the first read.
+    let huge = 1 << 40;
+    let case = PoolCase {
+        rank: 1,
+        batch: 1,
+        channels: 1,
+        size: [1, 1, 5],
+        kind: PoolKind::Sliding(Sliding::Max),
+        window: Window {
+            kernel: [1, 1, 2],
+            stride: [1, 1, huge],
+            dilation: [1, 1, 1],
+            padding: [(0, 0); 3],
+        },
+        ceil: false,
+        output_size: [1, 1, 1],
+        seed: 8,
+    };
+    let one_tap = Window {
+        kernel: [1, 1, 1],
+        stride: [1, 1, 2],
+        dilation: [1, 1, huge],
+        padding: [(0, 0); 3],
+    };
+    [
+        case.clone(),
+        PoolCase {
+            window: one_tap,
+            ..case
+        },
+    ]
+}
+
 fn found_empty_batch_conv() -> ConvCase {
     // An empty batch: the weight gradient is a sum over nothing. The CubeCL direct schedule
     // launched no unit for it and returned whatever its buffer held.
@@ -936,6 +972,12 @@ fn check_found(device: &Device) {
     let x = data(case.seed, case.x_dims().iter().product());
     let verdict = check("dilated max pool", got, case.expected(&x), 1);
     assert!(matches!(verdict, Ok(true)), "{verdict:?}");
+    for case in found_unused_huge_steps() {
+        let got = catch_unwind(AssertUnwindSafe(|| run_pool(&case, device)));
+        let x = data(case.seed, case.x_dims().iter().product());
+        let verdict = check("max pool with unused huge steps", got, case.expected(&x), 1);
+        assert!(matches!(verdict, Ok(true)), "{case:?}: {verdict:?}");
+    }
     // Dirty the device's memory pool first, so an unwritten gradient shows.
     let dirty = ConvCase {
         batch: 2,
