@@ -36,6 +36,11 @@ const MIN_OUT_CHANNELS: usize = 16;
 /// 1.02-1.15x faster than im2col, at 8x8 (1.27) 0.73-0.94x and at 4x4 0.35-0.59x.
 const MAX_WASTE: f64 = 1.15;
 
+/// Elements of one image's grids (input side and output side of a group) up to which the grids
+/// are used: 64 MiB of f64 per thread. They hold a whole image, where the im2col path works
+/// through cache-sized tiles, so a larger image (a big volume) takes that path instead.
+const MAX_GRID_ELEMENTS: usize = 8 << 20;
+
 /// Whether the phase grids compute `geometry` (normalised): dilation 1, every kernel axis a
 /// whole number of strides, some stride above 1, and nothing empty.
 fn serves(geometry: &ConvGeometry) -> bool {
@@ -57,13 +62,17 @@ fn pays(geometry: &ConvGeometry) -> bool {
     let g = geometry;
     let phases: usize = g.stride.iter().product();
     let taps: [usize; 3] = core::array::from_fn(|a| g.kernel[a] / g.stride[a]);
+    let grid: [usize; 3] = core::array::from_fn(|a| g.out_size[a] + taps[a] - 1);
     let waste: f64 = (0..3)
-        .map(|a| (g.out_size[a] + taps[a] - 1) as f64 / g.out_size[a] as f64)
+        .map(|a| grid[a] as f64 / g.out_size[a] as f64)
         .product();
+    let grid_elements =
+        (g.in_per_group() * phases + g.out_per_group()).saturating_mul(grid.iter().product());
     g.in_per_group() * phases >= MIN_DEPTH
         && g.out_per_group() >= MIN_OUT_CHANNELS
         && taps.iter().product::<usize>() > 1
         && waste <= MAX_WASTE
+        && grid_elements <= MAX_GRID_ELEMENTS
 }
 
 /// The normalised geometry when this module computes `geometry`'s passes.

@@ -245,6 +245,27 @@ fn where_it_pays() {
         ))
         .is_none()
     );
+    // A large volume: its grids would hold the whole image, where im2col works in tiles.
+    let volume = geometry(
+        [1, 64, 64, 256, 256],
+        64,
+        [4, 4, 4],
+        [2, 2, 2],
+        [1, 1, 1],
+        1,
+    );
+    assert!(plan_for(&volume).is_none());
+    assert!(
+        plan_for(&geometry(
+            [1, 32, 32, 64, 64],
+            64,
+            [4, 4, 4],
+            [2, 2, 2],
+            [1, 1, 1],
+            1
+        ))
+        .is_some()
+    );
     // One tap: nothing to save.
     assert!(
         plan_for(&geometry(
