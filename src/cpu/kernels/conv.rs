@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use crate::spec::ConvGeometry;
 
 use super::depthwise;
-use super::element::{Element, Split, for_each_chunk, sum_of_partials};
+use super::element::{Element, Split, for_each_chunk, items_per_thread, sum_of_partials};
 use super::gemm::{MatMut, MatRef, matmul};
 use super::im2col::{Lowering, images_per_tile, is_pointwise};
 use super::phases;
@@ -29,7 +29,7 @@ use super::winograd;
 /// Images per task and tile for a batch-parallel pass: several when they are small, but never
 /// so many that a thread is left without a task.
 fn images_per_task<T>(geometry: &ConvGeometry) -> usize {
-    let per_thread = geometry.batch.div_ceil(rayon::current_num_threads().max(1));
+    let per_thread = items_per_thread(geometry.batch);
     images_per_tile(geometry, size_of::<T>(), per_thread)
 }
 
@@ -506,6 +506,45 @@ pub(super) mod tests {
             }
         }
         (x_grad, weight_grad)
+    }
+
+    /// A fast path's three passes of `g` in f64 against the definitions, within 1e-10: the
+    /// forward pass with a bias (`forward(x, weight, bias)`), `x_backward(weight, out_grad)`
+    /// and `weight_backward(x, out_grad)`, on values drawn from `seed` on.
+    pub(in crate::cpu::kernels) fn check_passes(
+        g: &ConvGeometry,
+        seed: u64,
+        forward: impl Fn(&[f64], &[f64], &[f64]) -> Vec<f64>,
+        x_backward: impl Fn(&[f64], &[f64]) -> Vec<f64>,
+        weight_backward: impl Fn(&[f64], &[f64]) -> Vec<f64>,
+    ) {
+        let close = |what: &str, got: &[f64], expected: &[f64]| {
+            assert_eq!(got.len(), expected.len(), "{what}: length");
+            for (i, (a, b)) in got.iter().zip(expected).enumerate() {
+                assert!((a - b).abs() < 1e-10, "{what}[{i}]: {a} vs {b} ({g:?})");
+            }
+        };
+        let x = values(g.in_shape().iter().product(), seed);
+        let weight = values(g.weight_shape().iter().product(), seed + 1);
+        let bias = values(g.out_channels, seed + 2);
+        let out = forward(&x, &weight, &bias);
+        let mut expected = reference(g, &x, &weight);
+        for (i, value) in expected.iter_mut().enumerate() {
+            *value += bias[i / g.out_volume() % g.out_channels];
+        }
+        close("forward", &out, &expected);
+        let out_grad = values(out.len(), seed + 3);
+        let (expected_x_grad, expected_weight_grad) = reference_grads(g, &x, &weight, &out_grad);
+        close(
+            "x_backward",
+            &x_backward(&weight, &out_grad),
+            &expected_x_grad,
+        );
+        close(
+            "weight_backward",
+            &weight_backward(&x, &out_grad),
+            &expected_weight_grad,
+        );
     }
 
     fn dot(a: &[f64], b: &[f64]) -> f64 {

@@ -92,6 +92,22 @@ impl Split {
     }
 }
 
+/// Batch items per thread when a batch of `batch` is cut into one contiguous run per thread.
+pub fn items_per_thread(batch: usize) -> usize {
+    batch.div_ceil(rayon::current_num_threads().max(1))
+}
+
+/// Whether every value lies strictly between `-bound` and `bound` (false for NaN): with an
+/// infinite bound, whether every value is finite.
+pub fn all_within<T: Element>(values: &[T], bound: f64) -> bool {
+    let (low, high) = (T::from_f64(-bound), T::from_f64(bound));
+    values.chunks(1024).all(|chunk| {
+        chunk
+            .iter()
+            .fold(true, |ok, &v| ok & (v > low) & (v < high))
+    })
+}
+
 /// Run `body(items, chunk, scratch)` for every run of `per_chunk` batch items (`chunk` holds
 /// their `item_len` elements each), on rayon when `split.outer`, with one scratch buffer per
 /// worker.

@@ -19,7 +19,9 @@ mod plan;
 
 use crate::spec::ConvGeometry;
 
-use super::element::{Element, Split, for_each_chunk, sum_of_partials};
+use super::element::{
+    Element, Split, all_within, for_each_chunk, items_per_thread, sum_of_partials,
+};
 use super::gemm::{MatMut, MatRef, matmul};
 use plan::Plan;
 
@@ -61,8 +63,7 @@ fn serves(geometry: &ConvGeometry) -> bool {
 fn pays(geometry: &ConvGeometry) -> bool {
     let g = geometry;
     let phases: usize = g.stride.iter().product();
-    let taps: [usize; 3] = core::array::from_fn(|a| g.kernel[a] / g.stride[a]);
-    let grid: [usize; 3] = core::array::from_fn(|a| g.out_size[a] + taps[a] - 1);
+    let (taps, grid) = (plan::taps(g), plan::grid(g));
     let waste: f64 = (0..3)
         .map(|a| grid[a] as f64 / g.out_size[a] as f64)
         .product();
@@ -79,21 +80,6 @@ fn pays(geometry: &ConvGeometry) -> bool {
 fn plan_for(geometry: &ConvGeometry) -> Option<ConvGeometry> {
     let g = geometry.normalised();
     (serves(&g) && pays(&g)).then_some(g)
-}
-
-/// Whether every value is finite (false for NaN).
-fn all_finite<T: Element>(values: &[T]) -> bool {
-    let (low, high) = (T::NEG_INFINITY, T::from_f64(f64::INFINITY));
-    values.chunks(1024).all(|chunk| {
-        chunk
-            .iter()
-            .fold(true, |ok, &v| ok & (v > low) & (v < high))
-    })
-}
-
-/// Images per task: one contiguous run per thread.
-fn images_per_chunk(g: &ConvGeometry) -> usize {
-    g.batch.div_ceil(rayon::current_num_threads().max(1))
 }
 
 /// `conv(x, weight) + bias` on the phase grids where they serve and pay, or `None`.
@@ -116,7 +102,7 @@ fn run_forward<T: Element>(g: &ConvGeometry, x: &[T], weight: &[T], bias: Option
     let (cin_g, cout_g, depth) = (g.in_per_group(), g.out_per_group(), plan.depth());
     let (in_vol, out_vol, slice_len) = (g.in_volume(), g.out_volume(), plan.slice_len());
     let mut out = vec![T::ZERO; g.out_shape().iter().product()];
-    let per_chunk = images_per_chunk(g);
+    let per_chunk = items_per_thread(g.batch);
     let split = Split::for_items(g.batch.div_ceil(per_chunk));
     let item_len = g.out_channels * out_vol;
     let scratch = plan.input_len() + cout_g * slice_len;
@@ -136,16 +122,14 @@ fn run_forward<T: Element>(g: &ConvGeometry, x: &[T], weight: &[T], bias: Option
                     let bias = bias.map(|bias| &bias[group * cout_g..][..cout_g]);
                     for slice in 0..plan.out_slices() {
                         for (index, &tap) in taps.iter().enumerate() {
-                            let weights = &folded[(group * taps.len() + index) * cout_g * depth..];
                             matmul(
                                 MatMut::rows(wide, cout_g, slice_len),
-                                MatRef::rows(weights, cout_g, depth),
-                                MatRef::columns(
-                                    &grids[plan.input_offset(slice, tap)..],
+                                MatRef::rows(
+                                    plan.tap_weights(&folded, group, index),
+                                    cout_g,
                                     depth,
-                                    slice_len,
-                                    plan.plane_len(),
                                 ),
+                                plan.input_view(grids, slice, tap),
                                 index > 0,
                                 split.inner,
                             );
@@ -167,11 +151,11 @@ pub fn x_backward<T: Element>(
     out_grad: &[T],
 ) -> Option<Vec<T>> {
     let g = plan_for(geometry)?;
-    all_finite(weight).then(|| run_x_backward(&g, weight, out_grad))
+    all_within(weight, f64::INFINITY).then(|| run_x_backward(&g, weight, out_grad))
 }
 
 /// The input gradient: per phase grid row `r`, tap `a` reads the output gradient at `r - a`,
-/// from a copy padded by `taps - 1` on both sides.
+/// from grids holding it after `taps - 1` zeros on each axis (see [`Plan::grad_len`]).
 fn run_x_backward<T: Element>(g: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
     let plan = Plan::new(g);
     let folded = plan.fold_weights(weight);
@@ -179,9 +163,9 @@ fn run_x_backward<T: Element>(g: &ConvGeometry, weight: &[T], out_grad: &[T]) ->
     let (cin_g, cout_g, depth) = (g.in_per_group(), g.out_per_group(), plan.depth());
     let (in_vol, out_vol) = (g.in_volume(), g.out_volume());
     let slice_len = plan.grad_slice_len();
-    let phased_len = depth * plan.grid_slices() * slice_len;
+    let phased_len = depth * plan.plane_len();
     let mut x_grad = vec![T::ZERO; g.in_shape().iter().product()];
-    let per_chunk = images_per_chunk(g);
+    let per_chunk = items_per_thread(g.batch);
     let split = Split::for_items(g.batch.div_ceil(per_chunk));
     let item_len = g.in_channels * in_vol;
     for_each_chunk(
@@ -201,15 +185,15 @@ fn run_x_backward<T: Element>(g: &ConvGeometry, weight: &[T], out_grad: &[T]) ->
                     plan.pad_out_grad(&out_grad_group[..cout_g * out_vol], grads);
                     for slice in 0..plan.grid_slices() {
                         for (index, &tap) in taps.iter().enumerate() {
-                            let weights = &folded[(group * taps.len() + index) * cout_g * depth..];
+                            let weights = plan.tap_weights(&folded, group, index);
                             matmul(
                                 MatMut::columns(
                                     &mut phased[slice * slice_len..],
                                     depth,
                                     slice_len,
-                                    plan.grid_slices() * slice_len,
+                                    plan.plane_len(),
                                 ),
-                                MatRef::transposed(&weights[..cout_g * depth], depth, cout_g),
+                                MatRef::transposed(weights, depth, cout_g),
                                 MatRef::columns(
                                     &grads[plan.grad_offset(slice, tap)..],
                                     cout_g,
@@ -239,7 +223,7 @@ pub fn weight_backward<T: Element>(
     out_grad: &[T],
 ) -> Option<Vec<T>> {
     let g = plan_for(geometry)?;
-    all_finite(x).then(|| run_weight_backward(&g, x, out_grad))
+    all_within(x, f64::INFINITY).then(|| run_weight_backward(&g, x, out_grad))
 }
 
 /// The weight gradient: each tap's weights take the product of the output gradient (on the
@@ -251,7 +235,7 @@ fn run_weight_backward<T: Element>(g: &ConvGeometry, x: &[T], out_grad: &[T]) ->
     let (cin_g, cout_g, depth) = (g.in_per_group(), g.out_per_group(), plan.depth());
     let (in_vol, out_vol, slice_len) = (g.in_volume(), g.out_volume(), plan.slice_len());
     let wide_len = cout_g * plan.out_slices() * slice_len;
-    let per_chunk = images_per_chunk(g);
+    let per_chunk = items_per_thread(g.batch);
     let chunks = g.batch.div_ceil(per_chunk);
     let split = Split::for_items(chunks);
     let weight_len = g.out_channels * g.patch_len();
@@ -268,22 +252,19 @@ fn run_weight_backward<T: Element>(g: &ConvGeometry, x: &[T], out_grad: &[T]) ->
                 plan.widen_out_grad(&out_grad_group[..cout_g * out_vol], &mut wide);
                 for slice in 0..plan.out_slices() {
                     for (index, &tap) in taps.iter().enumerate() {
-                        let at = (group * taps.len() + index) * cout_g * depth;
                         matmul(
-                            MatMut::rows(&mut folded[at..], cout_g, depth),
+                            MatMut::rows(
+                                plan.tap_weights_mut(&mut folded, group, index),
+                                cout_g,
+                                depth,
+                            ),
                             MatRef::columns(
                                 &wide[slice * slice_len..],
                                 cout_g,
                                 slice_len,
                                 plan.out_slices() * slice_len,
                             ),
-                            MatRef::columns(
-                                &grids[plan.input_offset(slice, tap)..],
-                                depth,
-                                slice_len,
-                                plan.plane_len(),
-                            )
-                            .transpose(),
+                            plan.input_view(&grids, slice, tap).transpose(),
                             i > 0 || slice > 0,
                             split.inner,
                         );

@@ -6,11 +6,23 @@
 use crate::spec::ConvGeometry;
 
 use super::super::element::Element;
+use super::super::gemm::MatRef;
 use super::super::points;
 
 /// Position `at` of a box of size `size`, flattened.
 fn flat(at: [usize; 3], size: [usize; 3]) -> usize {
     (at[0] * size[1] + at[1]) * size[2] + at[2]
+}
+
+/// Taps per axis of the folded kernel: `kernel / stride`.
+pub fn taps(g: &ConvGeometry) -> [usize; 3] {
+    core::array::from_fn(|a| g.kernel[a] / g.stride[a])
+}
+
+/// Rows per axis of one channel and phase's input grid: `out + taps - 1`.
+pub fn grid(g: &ConvGeometry) -> [usize; 3] {
+    let taps = taps(g);
+    core::array::from_fn(|a| g.out_size[a] + taps[a] - 1)
 }
 
 /// One strided convolution seen through its stride phases (`geometry` normalised, dilation 1,
@@ -76,8 +88,7 @@ impl<'a> Plan<'a> {
     /// The plan of a normalised geometry that `super::serves` accepted.
     pub fn new(geometry: &'a ConvGeometry) -> Self {
         let g = geometry;
-        let taps: [usize; 3] = core::array::from_fn(|a| g.kernel[a] / g.stride[a]);
-        let grid: [usize; 3] = core::array::from_fn(|a| g.out_size[a] + taps[a] - 1);
+        let (taps, grid) = (taps(g), grid(g));
         // The input grid row `row` of phase `phase` holds along `axis`, if not padding.
         let source = |axis: usize, phase: usize, row: usize| {
             (g.stride[axis] * row + phase)
@@ -147,9 +158,44 @@ impl<'a> Plan<'a> {
         self.depth() * self.plane_len() + self.grid[2]
     }
 
-    /// Where tap `tap`'s view of output slice `slice` starts in each grid.
-    pub fn input_offset(&self, slice: usize, tap: [usize; 3]) -> usize {
-        flat([slice + tap[0], tap[1], tap[2]], self.grid)
+    /// Tap `tap`'s view of output slice `slice` in the phased input `grids` (`depth x
+    /// slice_len`, each row a grid): one GEMM operand.
+    pub fn input_view<'g, T>(
+        &self,
+        grids: &'g [T],
+        slice: usize,
+        tap: [usize; 3],
+    ) -> MatRef<'g, T> {
+        let offset = flat([slice + tap[0], tap[1], tap[2]], self.grid);
+        MatRef::columns(
+            &grids[offset..],
+            self.depth(),
+            self.slice_len(),
+            self.plane_len(),
+        )
+    }
+
+    /// Group `group`'s weights for the folded kernel's tap number `tap` (`C_out/groups x
+    /// depth`) in [`Plan::fold_weights`]'s order.
+    pub fn tap_weights<'w, T>(&self, folded: &'w [T], group: usize, tap: usize) -> &'w [T] {
+        &folded[self.tap_range(group, tap)]
+    }
+
+    /// [`Plan::tap_weights`], for writing a folded weight gradient.
+    pub fn tap_weights_mut<'w, T>(
+        &self,
+        folded: &'w mut [T],
+        group: usize,
+        tap: usize,
+    ) -> &'w mut [T] {
+        &mut folded[self.tap_range(group, tap)]
+    }
+
+    fn tap_range(&self, group: usize, tap: usize) -> core::ops::Range<usize> {
+        let len = self.geometry.out_per_group() * self.depth();
+        let taps: usize = self.taps.iter().product();
+        let start = (group * taps + tap) * len;
+        start..start + len
     }
 
     /// Gather one group's channels of one image (`x_group`, `in_per_group` planes) into their

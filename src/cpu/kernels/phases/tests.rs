@@ -1,6 +1,6 @@
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
-use super::super::conv::tests::{reference, reference_grads, values};
+use super::super::conv::tests::{check_passes, reference, values};
 use super::*;
 
 fn geometry(
@@ -16,40 +16,17 @@ fn geometry(
     ConvGeometry::conv(&x, &weight, &options)
 }
 
-fn assert_close(what: &str, got: &[f64], expected: &[f64], g: &ConvGeometry) {
-    assert_eq!(got.len(), expected.len(), "{what}: length");
-    for (i, (a, b)) in got.iter().zip(expected).enumerate() {
-        assert!((a - b).abs() < 1e-10, "{what}[{i}]: {a} vs {b} ({g:?})");
-    }
-}
-
 /// All three passes in f64 against the definitions, for a shape the grids serve (whether or
 /// not they pay there).
 fn check(geometry: &ConvGeometry) {
     let g = geometry.normalised();
     assert!(serves(&g), "{g:?}");
-    let x = values(g.in_shape().iter().product(), 21);
-    let weight = values(g.weight_shape().iter().product(), 22);
-    let bias = values(g.out_channels, 23);
-    let out = run_forward(&g, &x, &weight, Some(&bias));
-    let mut expected = reference(&g, &x, &weight);
-    for (i, value) in expected.iter_mut().enumerate() {
-        *value += bias[i / g.out_volume() % g.out_channels];
-    }
-    assert_close("forward", &out, &expected, &g);
-    let out_grad = values(out.len(), 24);
-    let (expected_x_grad, expected_weight_grad) = reference_grads(&g, &x, &weight, &out_grad);
-    assert_close(
-        "x_backward",
-        &run_x_backward(&g, &weight, &out_grad),
-        &expected_x_grad,
+    check_passes(
         &g,
-    );
-    assert_close(
-        "weight_backward",
-        &run_weight_backward(&g, &x, &out_grad),
-        &expected_weight_grad,
-        &g,
+        21,
+        |x, weight, bias| run_forward(&g, x, weight, Some(bias)),
+        |weight, out_grad| run_x_backward(&g, weight, out_grad),
+        |x, out_grad| run_weight_backward(&g, x, out_grad),
     );
 }
 

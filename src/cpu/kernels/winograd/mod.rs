@@ -17,7 +17,9 @@ mod transform;
 
 use crate::spec::ConvGeometry;
 
-use super::element::{Element, Split, for_each_chunk, sum_of_partials};
+use super::element::{
+    Element, Split, all_within, for_each_chunk, items_per_thread, sum_of_partials,
+};
 use super::gemm::{MatMut, MatRef, matmul};
 use plan::{Layout, Pass, Plan};
 
@@ -59,19 +61,12 @@ fn pays(geometry: &ConvGeometry) -> bool {
 }
 
 /// Whether Winograd's algorithm computes a pass of `geometry` on these two operands: a shape it
-/// [`serves`], and values it may transform (see [`is_safe`]).
+/// [`serves`], and values it may transform: all below [`SAFE_MAGNITUDE`] (and not NaN).
 fn takes<T: Element>(geometry: &ConvGeometry, operands: [&[T]; 2]) -> bool {
-    serves(geometry) && operands.iter().all(|values| is_safe(values))
-}
-
-/// Whether every value is finite and below [`SAFE_MAGNITUDE`] (false for NaN).
-fn is_safe<T: Element>(values: &[T]) -> bool {
-    let (low, high) = (T::from_f64(-SAFE_MAGNITUDE), T::from_f64(SAFE_MAGNITUDE));
-    values.chunks(1024).all(|chunk| {
-        chunk
+    serves(geometry)
+        && operands
             .iter()
-            .fold(true, |ok, &v| ok & (v > low) & (v < high))
-    })
+            .all(|values| all_within(values, SAFE_MAGNITUDE))
 }
 
 /// `conv(x, weight) + bias` by Winograd's algorithm where it [`pays`], or `None`: the shape is
@@ -114,7 +109,7 @@ fn run_forward<T: Element>(
     let filters = plan.filters(weight, layout);
     let (cin_g, cout_g, points) = (g.in_per_group(), g.out_per_group(), plan.points());
     let mut out = vec![T::ZERO; g.out_shape().iter().product()];
-    let per_chunk = g.batch.div_ceil(rayon::current_num_threads().max(1));
+    let per_chunk = items_per_thread(g.batch);
     let split = Split::for_items(g.batch.div_ceil(per_chunk));
     let item_len = g.out_channels * g.out_volume();
     for_each_chunk(
@@ -245,7 +240,7 @@ fn run_weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
     let g = geometry;
     let plan = Plan::<T>::new(g);
     let (cin_g, cout_g, points) = (g.in_per_group(), g.out_per_group(), plan.points());
-    let per_chunk = g.batch.div_ceil(rayon::current_num_threads().max(1));
+    let per_chunk = items_per_thread(g.batch);
     let chunks = g.batch.div_ceil(per_chunk);
     let split = Split::for_items(chunks);
     let item_len = g.out_channels * g.out_volume();

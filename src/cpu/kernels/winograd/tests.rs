@@ -1,6 +1,6 @@
 use burn::tensor::ops::ConvOptions;
 
-use super::super::conv::tests::{reference, reference_grads, values};
+use super::super::conv::tests::{check_passes, reference, values};
 use super::plan::{Pass, Plan};
 use super::*;
 
@@ -16,30 +16,15 @@ fn geometry(
     ConvGeometry::conv(&x, &weight, &options)
 }
 
-fn assert_close(what: &str, got: &[f64], expected: &[f64], g: &ConvGeometry) {
-    assert_eq!(got.len(), expected.len(), "{what}: length");
-    for (i, (a, b)) in got.iter().zip(expected).enumerate() {
-        assert!((a - b).abs() < 1e-10, "{what}[{i}]: {a} vs {b} ({g:?})");
-    }
-}
-
 /// Forward (with bias) and both gradients in f64 against the definitions.
 fn check(g: &ConvGeometry) {
-    let x = values(g.in_shape().iter().product(), 11);
-    let weight = values(g.weight_shape().iter().product(), 12);
-    let bias = values(g.out_channels, 13);
-    let out = forward_where_served(g, &x, &weight, Some(&bias)).expect("finite inputs");
-    let mut expected = reference(g, &x, &weight);
-    for (i, value) in expected.iter_mut().enumerate() {
-        *value += bias[i / g.out_volume() % g.out_channels];
-    }
-    assert_close("forward", &out, &expected, g);
-    let out_grad = values(out.len(), 14);
-    let (expected_x_grad, expected_weight_grad) = reference_grads(g, &x, &weight, &out_grad);
-    let x_grad = x_backward_where_served(g, &weight, &out_grad).expect("finite inputs");
-    assert_close("x_backward", &x_grad, &expected_x_grad, g);
-    let weight_grad = weight_backward_where_served(g, &x, &out_grad).expect("finite inputs");
-    assert_close("weight_backward", &weight_grad, &expected_weight_grad, g);
+    check_passes(
+        g,
+        11,
+        |x, weight, bias| forward_where_served(g, x, weight, Some(bias)).expect("finite inputs"),
+        |weight, out_grad| x_backward_where_served(g, weight, out_grad).expect("finite inputs"),
+        |x, out_grad| weight_backward_where_served(g, x, out_grad).expect("finite inputs"),
+    );
 }
 
 #[test]
