@@ -22,7 +22,7 @@ use crate::spec::ConvGeometry;
 use super::depthwise;
 use super::element::{Element, Split, for_each_chunk, items_per_thread, sum_of_partials};
 use super::gemm::{MatMut, MatRef, matmul};
-use super::im2col::{Lowering, images_per_tile, is_pointwise};
+use super::im2col::{Lowering, gather_images, images_per_tile, is_pointwise};
 use super::phases;
 use super::winograd;
 
@@ -33,13 +33,24 @@ fn images_per_task<T>(geometry: &ConvGeometry) -> usize {
     images_per_tile(geometry, size_of::<T>(), per_thread)
 }
 
+/// Columns a GEMM over a tile of several images runs on when they are its output's columns:
+/// their `columns`, rounded up to whole 16-float vectors. `gemm` reads a patch matrix (or a
+/// gathered gradient) of such a width in place, where any other width has it repack the whole
+/// operand first (a sixth of a 14x14 layer's time). The extra columns hold leftovers and are
+/// never read back.
+fn padded_width(columns: usize) -> usize {
+    columns.next_multiple_of(16)
+}
+
 /// Elements of scratch one tile's patch matrix needs (none when the input is its own), plus,
-/// for a tile of several images, the `cout_g` rows of output or gradient gathered beside it.
+/// for a tile of several images, the `cout_g` rows of output or gradient gathered beside it
+/// and the lowering's staging.
 fn scratch_len<T: Element>(lowering: &Lowering<'_, T>, images: usize) -> usize {
     let geometry = lowering.geometry();
     if images > 1 {
-        let columns = images * geometry.out_volume();
-        return (geometry.patch_len() + geometry.out_per_group()) * columns;
+        let columns = padded_width(images * geometry.out_volume());
+        let rows = geometry.patch_len() + geometry.out_per_group();
+        return rows * columns + lowering.staging_len();
     }
     if is_pointwise(geometry) {
         return 0;
@@ -48,39 +59,21 @@ fn scratch_len<T: Element>(lowering: &Lowering<'_, T>, images: usize) -> usize {
     geometry.patch_len() * largest.len()
 }
 
-/// The channels `channels` of each image of `images` in an `(N, C, volume)` tensor, placed side
-/// by side: row `c` of `dst` is channel `c` of every image in turn.
-fn gather_images<T: Copy>(
-    src: &[T],
-    images: Range<usize>,
-    channels_per_image: usize,
-    channels: Range<usize>,
-    volume: usize,
-    dst: &mut [T],
-) {
-    let width = images.len() * volume;
-    for (i, n) in images.enumerate() {
-        for (row, c) in channels.clone().enumerate() {
-            dst[row * width + i * volume..][..volume]
-                .copy_from_slice(&src[(n * channels_per_image + c) * volume..][..volume]);
-        }
-    }
-}
-
 /// A tile of several whole `images`: its scratch split into room for the patch matrix
-/// (`patch_len x width`) and group `group`'s output-gradient channels of those images,
-/// gathered side by side (`cout_g x width`), `width` being `images.len() * out_vol`.
+/// (`patch_len x width`), group `group`'s output-gradient channels of those images, gathered
+/// side by side (`cout_g x width`, columns past `images.len() * out_vol` untouched), and the
+/// rest (the lowering's staging).
 fn gathered_tile<'s, T: Copy>(
     geometry: &ConvGeometry,
     scratch: &'s mut [T],
     out_grad: &[T],
     images: Range<usize>,
     group: usize,
-) -> (&'s mut [T], &'s [T]) {
+    width: usize,
+) -> (&'s mut [T], &'s [T], &'s mut [T]) {
     let (cout_g, out_vol) = (geometry.out_per_group(), geometry.out_volume());
-    let width = images.len() * out_vol;
-    let (col, gathered) = scratch.split_at_mut(geometry.patch_len() * width);
-    let gathered = &mut gathered[..cout_g * width];
+    let (col, rest) = scratch.split_at_mut(geometry.patch_len() * width);
+    let (gathered, staging) = rest.split_at_mut(cout_g * width);
     let channels = group * cout_g..(group + 1) * cout_g;
     gather_images(
         out_grad,
@@ -88,28 +81,10 @@ fn gathered_tile<'s, T: Copy>(
         geometry.out_channels,
         channels,
         out_vol,
+        width,
         gathered,
     );
-    (col, gathered)
-}
-
-/// The patch matrix of a tile of whole `images`, side by side in `col` (`patch_len x
-/// images.len() * out_vol`), lowered from the group's channels starting at `first_channel`.
-fn lower_images<T: Element>(
-    lowering: &Lowering<'_, T>,
-    x: &[T],
-    images: Range<usize>,
-    first_channel: usize,
-    col: &mut [T],
-) {
-    let geometry = lowering.geometry();
-    let (in_vol, out_vol) = (geometry.in_volume(), geometry.out_volume());
-    let width = images.len() * out_vol;
-    let cin_g = geometry.in_per_group();
-    for (i, n) in images.enumerate() {
-        let x_group = &x[(n * geometry.in_channels + first_channel) * in_vol..][..cin_g * in_vol];
-        lowering.im2col(x_group, 0..out_vol, &mut col[i * out_vol..], width);
-    }
+    (col, gathered, staging)
 }
 
 /// Call `body(columns, patches)` for each tile of output positions, with the tile's patch
@@ -153,11 +128,11 @@ pub fn forward<T: Element>(
     if let Some(out) = phases::forward(g, x, weight, bias) {
         return out;
     }
-    let lowering = Lowering::<T>::new(g);
+    let images = images_per_task::<T>(g);
+    let lowering = Lowering::<T>::new(g, images);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
     let mut out = vec![T::ZERO; g.out_shape().iter().product()];
-    let images = images_per_task::<T>(g);
     let split = Split::for_items(g.batch.div_ceil(images));
     let item_len = g.out_channels * out_vol;
     for_each_chunk(
@@ -169,10 +144,12 @@ pub fn forward<T: Element>(
         |items, out_chunk, scratch| {
             if items.len() > 1 {
                 // One GEMM for the whole tile, then each image's block moved into place.
-                let width = items.len() * out_vol;
-                let (col, product) = scratch.split_at_mut(patch * width);
+                let width = padded_width(items.len() * out_vol);
+                let (col, rest) = scratch.split_at_mut(patch * width);
+                let (product, staging) = rest.split_at_mut(cout_g * width);
                 for group in 0..g.groups {
-                    lower_images(&lowering, x, items.clone(), group * cin_g, col);
+                    let first = group * cin_g;
+                    lowering.im2col_images(x, items.clone(), first, col, width, staging);
                     let weight_group = &weight[group * cout_g * patch..][..cout_g * patch];
                     matmul(
                         MatMut::rows(&mut product[..cout_g * width], cout_g, width),
@@ -234,11 +211,11 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
     if let Some(x_grad) = phases::x_backward(g, weight, out_grad) {
         return x_grad;
     }
-    let lowering = Lowering::<T>::new(g);
+    let images = images_per_task::<T>(g);
+    let lowering = Lowering::<T>::new(g, images);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
     let mut x_grad = vec![T::ZERO; g.in_shape().iter().product()];
-    let images = images_per_task::<T>(g);
     let split = Split::for_items(g.batch.div_ceil(images));
     let item_len = g.in_channels * in_vol;
     for_each_chunk(
@@ -255,8 +232,10 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
                 if items.len() > 1 {
                     // The tile's output gradient gathered side by side, one GEMM, then each
                     // image's columns scattered back.
-                    let width = items.len() * out_vol;
-                    let (col, gathered) = gathered_tile(g, scratch, out_grad, items.clone(), group);
+                    let width = padded_width(items.len() * out_vol);
+                    let (col, gathered, staging) =
+                        gathered_tile(g, scratch, out_grad, items.clone(), group, width);
+                    let col = &mut col[..patch * width];
                     matmul(
                         MatMut::rows(col, patch, width),
                         weight_t,
@@ -264,11 +243,8 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
                         false,
                         split.inner,
                     );
-                    for (i, x_grad_n) in x_grad_chunk.chunks_mut(item_len).enumerate() {
-                        let x_grad_group =
-                            &mut x_grad_n[group * cin_g * in_vol..][..cin_g * in_vol];
-                        lowering.col2im(&mut col[i * out_vol..], width, 0..out_vol, x_grad_group);
-                    }
+                    let first = group * cin_g;
+                    lowering.col2im_images(col, width, first, x_grad_chunk, staging);
                     continue;
                 }
                 let n = items.start;
@@ -316,7 +292,6 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
     if let Some(weight_grad) = phases::weight_backward(g, x, out_grad) {
         return weight_grad;
     }
-    let lowering = Lowering::<T>::new(g);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
     let weight_len = g.out_channels * patch;
@@ -324,6 +299,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
     let split = Split::for_items(chunks);
     let per_chunk = g.batch.div_ceil(chunks).max(1);
     let images = images_per_tile(g, size_of::<T>(), per_chunk);
+    let lowering = Lowering::<T>::new(g, images);
     let partial = |chunk: usize| {
         let mut weight_grad = vec![T::ZERO; weight_len];
         let mut scratch = vec![T::ZERO; scratch_len(&lowering, images)];
@@ -336,10 +312,12 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
                 let weight_grad_group =
                     &mut weight_grad[channels.start * patch..][..cout_g * patch];
                 if images > 1 {
+                    // Unpadded: here the columns are the GEMM's sum, and leftovers would join it.
                     let width = tile.len() * out_vol;
-                    let (col, gathered) =
-                        gathered_tile(g, &mut scratch, out_grad, tile.clone(), group);
-                    lower_images(&lowering, x, tile.clone(), group * cin_g, col);
+                    let (col, gathered, staging) =
+                        gathered_tile(g, &mut scratch, out_grad, tile.clone(), group, width);
+                    let col = &mut col[..patch * width];
+                    lowering.im2col_images(x, tile.clone(), group * cin_g, col, width, staging);
                     matmul(
                         MatMut::rows(weight_grad_group, cout_g, patch),
                         MatRef::rows(gathered, cout_g, width),
@@ -724,6 +702,43 @@ pub(super) mod tests {
                 "biased[{i}]: {a} vs {expected}"
             );
         }
+    }
+
+    /// Small "same" volumes, several to a tile, lowered from their channels staged side by side
+    /// (`Lowering::im2col_images`, `col2im_images`), on two threads as on CI: groups, tiles of
+    /// unequal sizes, dilation, 1D and 3D; all three passes against the definitions.
+    #[test]
+    fn same_volumes_staged_side_by_side() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let cases = [
+            ([13, 4, 1, 5, 6], 6, [1, 3, 3], [0, 1, 1], [1; 3], 2),
+            ([9, 3, 1, 4, 4], 5, [1, 3, 3], [0, 2, 2], [1, 2, 2], 1),
+            ([10, 2, 1, 1, 7], 3, [1, 1, 5], [0, 0, 2], [1; 3], 1),
+            ([6, 2, 3, 3, 3], 4, [3, 3, 3], [1; 3], [1; 3], 1),
+            ([7, 3, 1, 4, 4], 4, [1, 3, 3], [0, 1, 1], [1; 3], 1),
+        ];
+        pool.install(|| {
+            for (seed, (x, out_channels, kernel, padding, dilation, groups)) in
+                (10..).step_by(4).zip(cases)
+            {
+                let [k_d, k_h, k_w] = kernel;
+                let weight = [out_channels, x[1] / groups, k_d, k_h, k_w];
+                let options = ConvOptions::new([1; 3], padding, dilation, groups);
+                let g = ConvGeometry::conv(&x, &weight, &options);
+                let lowering = Lowering::<f64>::new(&g, images_per_task::<f64>(&g));
+                assert!(lowering.staging_len() > 0, "{g:?} lowers image by image");
+                check_passes(
+                    &g,
+                    seed,
+                    |x, w, b| forward(&g, x, w, Some(b)),
+                    |w, y| x_backward(&g, w, y),
+                    |x, y| weight_backward(&g, x, y),
+                );
+            }
+        });
     }
 
     /// The depthwise stencil on rows of 3, 5, 7 and 4 taps, on inputs narrower and wider than

@@ -94,20 +94,112 @@ fn for_each_run(
 pub struct Lowering<'a, T> {
     geometry: &'a ConvGeometry,
     masks: Option<TapMasks>,
+    /// Images per tile of several images ([`Self::im2col_images`]).
+    images: usize,
+    /// With masks and several images per tile, the masks of a tile's volumes side by side: its
+    /// input, staged channel by channel, then lowers in one long row per (channel, tap) instead
+    /// of one per image, which at 4x4 is 16 elements long and costs more to set up than to copy.
+    tile_masks: Option<TapMasks>,
     /// The element type: its size sets how many columns a tile holds.
     element: PhantomData<T>,
 }
 
 impl<'a, T: Element> Lowering<'a, T> {
-    /// The lowering of `geometry`.
-    pub fn new(geometry: &'a ConvGeometry) -> Self {
+    /// The lowering of `geometry`, for tiles of `images` whole images when more than one.
+    pub fn new(geometry: &'a ConvGeometry, images: usize) -> Self {
         let masks = (!is_pointwise(geometry))
             .then(|| TapMasks::new(geometry))
+            .flatten();
+        let tile_masks = (images > 1 && masks.is_some())
+            .then(|| TapMasks::side_by_side(geometry, images))
             .flatten();
         Self {
             geometry,
             masks,
+            images,
+            tile_masks,
             element: PhantomData,
+        }
+    }
+
+    /// Elements of scratch [`Self::im2col_images`] and [`Self::col2im_images`] stage a tile in:
+    /// one group's channels of each image of a tile, side by side (none when they lower image
+    /// by image).
+    pub fn staging_len(&self) -> usize {
+        let g = self.geometry;
+        match self.tile_masks {
+            Some(_) => g.in_per_group() * self.images * g.in_volume(),
+            None => 0,
+        }
+    }
+
+    /// The patch matrix of a tile of whole `images` (at most the tile size this lowering was
+    /// made for), side by side: `patch_len` rows `row_stride` apart, image `i`'s columns from
+    /// `i * out_vol`, lowered from one group's channels, from `first_channel` on, of the batch
+    /// `x`. `staging` holds [`Self::staging_len`] elements of scratch.
+    pub fn im2col_images(
+        &self,
+        x: &[T],
+        images: Range<usize>,
+        first_channel: usize,
+        col: &mut [T],
+        row_stride: usize,
+        staging: &mut [T],
+    ) {
+        let g = self.geometry;
+        let (in_vol, out_vol, cin_g) = (g.in_volume(), g.out_volume(), g.in_per_group());
+        let channels = first_channel..first_channel + cin_g;
+        if let Some(masks) = &self.tile_masks {
+            let staged = &mut staging[..self.staging_len()];
+            let (count, stride) = (images.len(), self.images * in_vol);
+            gather_images(x, images, g.in_channels, channels, in_vol, stride, staged);
+            masks.im2col(staged, 0..count * out_vol, col, row_stride);
+            return;
+        }
+        for (i, n) in images.enumerate() {
+            let x_group = &x[(n * g.in_channels + channels.start) * in_vol..][..cin_g * in_vol];
+            self.im2col(x_group, 0..out_vol, &mut col[i * out_vol..], row_stride);
+        }
+    }
+
+    /// Add a tile's patch matrix, laid out as [`Self::im2col_images`] writes it, into the
+    /// gradients `x_grad` of the tile's images (whole images, one after the other), at one
+    /// group's channels from `first_channel` on. `col` is scratch, as for [`Self::col2im`].
+    pub fn col2im_images(
+        &self,
+        col: &mut [T],
+        row_stride: usize,
+        first_channel: usize,
+        x_grad: &mut [T],
+        staging: &mut [T],
+    ) {
+        let g = self.geometry;
+        let (in_vol, out_vol, cin_g) = (g.in_volume(), g.out_volume(), g.in_per_group());
+        let image_len = g.in_channels * in_vol;
+        if let Some(masks) = &self.tile_masks {
+            let staged = &mut staging[..self.staging_len()];
+            let (count, stride) = (x_grad.len() / image_len.max(1), self.images * in_vol);
+            staged.fill(T::ZERO);
+            masks.col2im(col, row_stride, 0..count * out_vol, staged);
+            for (i, x_grad_n) in x_grad.chunks_mut(image_len).enumerate() {
+                for c in 0..cin_g {
+                    let dst = &mut x_grad_n[(first_channel + c) * in_vol..][..in_vol];
+                    let src = &staged[c * stride + i * in_vol..][..in_vol];
+                    dst.iter_mut()
+                        .zip(src)
+                        .for_each(|(slot, value)| *slot += *value);
+                }
+            }
+            return;
+        }
+        for (i, x_grad_n) in x_grad.chunks_mut(image_len).enumerate() {
+            let x_grad_group = &mut x_grad_n[first_channel * in_vol..][..cin_g * in_vol];
+            self.col2im(
+                &mut col[i * out_vol..],
+                row_stride,
+                0..out_vol,
+                x_grad_group,
+            );
         }
     }
 
@@ -162,6 +254,25 @@ impl<'a, T: Element> Lowering<'a, T> {
         let out_w = self.geometry.out_size[2].max(1);
         debug_assert!(positions.start.is_multiple_of(out_w) && positions.end.is_multiple_of(out_w));
         positions.start / out_w..positions.end / out_w
+    }
+}
+
+/// The channels `channels` of each image of `images` in an `(N, C, volume)` tensor, placed side
+/// by side: row `c` of `dst` (`width` apart) is channel `c` of every image in turn.
+pub fn gather_images<T: Copy>(
+    src: &[T],
+    images: Range<usize>,
+    channels_per_image: usize,
+    channels: Range<usize>,
+    volume: usize,
+    width: usize,
+    dst: &mut [T],
+) {
+    for (i, n) in images.enumerate() {
+        for (row, c) in channels.clone().enumerate() {
+            dst[row * width + i * volume..][..volume]
+                .copy_from_slice(&src[(n * channels_per_image + c) * volume..][..volume]);
+        }
     }
 }
 

@@ -27,11 +27,19 @@ impl TapMasks {
     /// The masks of `geometry`, if its output is shaped as its input at stride 1 and they are
     /// small.
     pub fn new(geometry: &ConvGeometry) -> Option<Self> {
+        Self::side_by_side(geometry, 1)
+    }
+
+    /// The masks of `images` volumes of `geometry` laid side by side, each tap's mask repeated
+    /// per volume (a tap's shift never carries a read it keeps into the neighbouring volume),
+    /// for input staged channel by channel, the images of each channel side by side.
+    pub fn side_by_side(geometry: &ConvGeometry, images: usize) -> Option<Self> {
         let taps: usize = geometry.kernel.iter().product();
-        let volume = geometry.out_volume();
+        let plane = geometry.out_volume();
+        let volume = plane.checked_mul(images)?;
         if geometry.stride != [1; 3]
             || geometry.out_size != geometry.in_size
-            || volume * taps > MAX_MASK_LEN
+            || volume.saturating_mul(taps) > MAX_MASK_LEN
         {
             return None;
         }
@@ -49,6 +57,7 @@ impl TapMasks {
             let reads = |position: usize, axis: usize| {
                 (0..size[axis] as isize).contains(&(position as isize + shift[axis]))
             };
+            let first = masks.len();
             for d in 0..size[0] {
                 for h in 0..size[1] {
                     for w in 0..size[2] {
@@ -56,6 +65,9 @@ impl TapMasks {
                         masks.push(inside);
                     }
                 }
+            }
+            for _ in 1..images {
+                masks.extend_from_within(first..first + plane);
             }
         }
         Some(Self {
