@@ -741,6 +741,68 @@ pub(super) mod tests {
         });
     }
 
+    /// Small outputs of other shapes, several to a tile, lowered by table (`TapTable`), on two
+    /// threads: strided with padding, dilated without, one-tap strided, 3D, 1D and grouped over
+    /// tiles of unequal sizes; all three passes against the definitions.
+    #[test]
+    fn small_outputs_lowered_by_table() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let cases = [
+            (
+                [8, 3, 1, 7, 7],
+                4,
+                [1, 3, 3],
+                [1, 2, 2],
+                [0, 1, 1],
+                [1; 3],
+                1,
+            ),
+            ([6, 2, 1, 9, 8], 3, [1, 3, 3], [1; 3], [0; 3], [1, 2, 2], 1),
+            ([10, 4, 1, 6, 6], 5, [1, 1, 1], [1, 2, 2], [0; 3], [1; 3], 1),
+            ([4, 2, 4, 5, 5], 3, [2, 3, 3], [1, 2, 2], [1; 3], [1; 3], 1),
+            (
+                [9, 2, 1, 1, 20],
+                3,
+                [1, 1, 4],
+                [1, 1, 3],
+                [0, 0, 2],
+                [1; 3],
+                1,
+            ),
+            (
+                [13, 4, 1, 6, 5],
+                6,
+                [1, 3, 2],
+                [1, 2, 1],
+                [0, 1, 0],
+                [1; 3],
+                2,
+            ),
+        ];
+        pool.install(|| {
+            for (seed, (x, out_channels, kernel, stride, padding, dilation, groups)) in
+                (40..).step_by(4).zip(cases)
+            {
+                let [k_d, k_h, k_w] = kernel;
+                let weight = [out_channels, x[1] / groups, k_d, k_h, k_w];
+                let options = ConvOptions::new(stride, padding, dilation, groups);
+                let g = ConvGeometry::conv(&x, &weight, &options);
+                let lowering = Lowering::<f64>::new(&g, images_per_task::<f64>(&g));
+                assert!(lowering.by_table(), "{g:?} lowers by rows");
+                check_passes(
+                    &g,
+                    seed,
+                    |x, w, b| forward(&g, x, w, Some(b)),
+                    |w, y| x_backward(&g, w, y),
+                    |x, y| weight_backward(&g, x, y),
+                );
+            }
+        });
+    }
+
     /// The depthwise stencil on rows of 3, 5, 7 and 4 taps, on inputs narrower and wider than
     /// the kernel, and dilated.
     #[test]

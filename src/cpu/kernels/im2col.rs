@@ -12,6 +12,7 @@ use crate::spec::{ConvGeometry, inside};
 
 use super::element::Element;
 use super::tap_masks::{TapMasks, readable};
+use super::tap_table::TapTable;
 
 /// Bytes of patch matrix per tile: well inside one core's L2, so the GEMM reads back what the
 /// lowering just wrote from cache instead of memory.
@@ -100,6 +101,8 @@ pub struct Lowering<'a, T> {
     /// input, staged channel by channel, then lowers in one long row per (channel, tap) instead
     /// of one per image, which at 4x4 is 16 elements long and costs more to set up than to copy.
     tile_masks: Option<TapMasks>,
+    /// Without them, with several images per tile, the table each image lowers by.
+    table: Option<TapTable>,
     /// The element type: its size sets how many columns a tile holds.
     element: PhantomData<T>,
 }
@@ -113,13 +116,23 @@ impl<'a, T: Element> Lowering<'a, T> {
         let tile_masks = (images > 1 && masks.is_some())
             .then(|| TapMasks::side_by_side(geometry, images))
             .flatten();
+        let table = (images > 1 && tile_masks.is_none() && !is_pointwise(geometry))
+            .then(|| TapTable::new(geometry))
+            .flatten();
         Self {
             geometry,
             masks,
             images,
             tile_masks,
+            table,
             element: PhantomData,
         }
+    }
+
+    /// Whether tiles of several images lower by table.
+    #[cfg(test)]
+    pub fn by_table(&self) -> bool {
+        self.table.is_some()
     }
 
     /// Elements of scratch [`Self::im2col_images`] and [`Self::col2im_images`] stage a tile in:
@@ -158,7 +171,11 @@ impl<'a, T: Element> Lowering<'a, T> {
         }
         for (i, n) in images.enumerate() {
             let x_group = &x[(n * g.in_channels + channels.start) * in_vol..][..cin_g * in_vol];
-            self.im2col(x_group, 0..out_vol, &mut col[i * out_vol..], row_stride);
+            let col = &mut col[i * out_vol..];
+            match &self.table {
+                Some(table) => table.im2col(x_group, col, row_stride),
+                None => self.im2col(x_group, 0..out_vol, col, row_stride),
+            }
         }
     }
 
@@ -194,12 +211,11 @@ impl<'a, T: Element> Lowering<'a, T> {
         }
         for (i, x_grad_n) in x_grad.chunks_mut(image_len).enumerate() {
             let x_grad_group = &mut x_grad_n[first_channel * in_vol..][..cin_g * in_vol];
-            self.col2im(
-                &mut col[i * out_vol..],
-                row_stride,
-                0..out_vol,
-                x_grad_group,
-            );
+            let col = &mut col[i * out_vol..];
+            match &self.table {
+                Some(table) => table.col2im(col, row_stride, x_grad_group),
+                None => self.col2im(col, row_stride, 0..out_vol, x_grad_group),
+            }
         }
     }
 

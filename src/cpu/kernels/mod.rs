@@ -8,6 +8,7 @@ mod im2col;
 mod phases;
 pub(super) mod pool;
 mod tap_masks;
+mod tap_table;
 mod winograd;
 
 /// Every point of a `[d, h, w]` box in row-major order.

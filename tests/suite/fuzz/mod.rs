@@ -602,6 +602,103 @@ fn phase_sized_convs_match_the_reference() {
     );
 }
 
+/// Small outputs (1 to 8 per axis) over batches of 4 to 9, so that on two threads (as on CI)
+/// each task holds several images and the CPU lowers them a tile of several images at a time:
+/// "same" ones from channels staged side by side, the others by table. Any stride, dilation,
+/// asymmetric padding, groups and transposes, which the general strategy's batches of one or
+/// two never tile.
+fn tiled_case() -> impl Strategy<Value = ConvCase> {
+    (
+        (1usize..=3, 4usize..=9, 1usize..=4, 1usize..=4, 1usize..=2),
+        (
+            proptest::array::uniform3(1usize..=8),
+            proptest::array::uniform3(1usize..=3),
+            proptest::array::uniform3(1usize..=3),
+            proptest::array::uniform3(1usize..=2),
+            proptest::array::uniform3((0usize..=3, 0usize..=3)),
+        ),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            proptest::array::uniform3(0usize..=2),
+            any::<u64>(),
+        ),
+    )
+        .prop_map(
+            |(
+                (rank, batch, c_in, per_out, groups),
+                (out, kernel, stride, dilation, padding),
+                (same, bias, transpose, output_padding, seed),
+            )| {
+                let active = |a: usize| a >= 3 - rank;
+                let pick = |values: [usize; 3]| -> [usize; 3] {
+                    core::array::from_fn(|a| if active(a) { values[a] } else { 1 })
+                };
+                // "Same": stride 1 and odd kernels padded by half their dilated extent.
+                let (kernel, stride, dilation) = if same {
+                    (
+                        pick(kernel.map(|k| 2 * (k / 2) + 1)),
+                        [1; 3],
+                        pick(dilation),
+                    )
+                } else {
+                    (pick(kernel), pick(stride), pick(dilation))
+                };
+                let out = pick(out);
+                let extent: [usize; 3] =
+                    core::array::from_fn(|a| (kernel[a] - 1) * dilation[a] + 1);
+                let padding: [(usize, usize); 3] = core::array::from_fn(|a| {
+                    if !active(a) {
+                        (0, 0)
+                    } else if same {
+                        (extent[a] / 2, extent[a] / 2)
+                    } else if transpose {
+                        let begin = padding[a].0 % extent[a];
+                        (begin, begin)
+                    } else {
+                        // At least one input: the padded length `(out - 1) s + extent`.
+                        let span = (out[a] - 1) * stride[a] + extent[a];
+                        let begin = padding[a].0 % extent[a];
+                        (begin, (padding[a].1 % extent[a]).min(span - 1 - begin))
+                    }
+                });
+                ConvCase {
+                    rank,
+                    batch,
+                    channels: (c_in * groups, per_out),
+                    groups,
+                    size: core::array::from_fn(|a| {
+                        if !active(a) || transpose {
+                            out[a]
+                        } else {
+                            (out[a] - 1) * stride[a] + extent[a] - padding[a].0 - padding[a].1
+                        }
+                    }),
+                    kernel,
+                    stride,
+                    dilation,
+                    padding,
+                    bias,
+                    transpose,
+                    output_padding: core::array::from_fn(|a| output_padding[a] % stride[a]),
+                    output_size: None,
+                    seed,
+                }
+            },
+        )
+}
+
+#[test]
+fn tiled_small_convs_match_the_reference() {
+    fuzz_conv_cases(
+        "small conv in tiles of several images on flex",
+        Device::flex().autodiff(),
+        cases("FUZZ_CASES", 1024).div_ceil(16),
+        tiled_case(),
+    );
+}
+
 /// Which pool a case runs.
 #[derive(Debug, Clone, Copy)]
 enum PoolKind {
