@@ -20,6 +20,7 @@ pub struct MatMut<'a, T> {
     rows: usize,
     cols: usize,
     row_stride: usize,
+    col_stride: usize,
 }
 
 fn span(rows: usize, cols: usize, row_stride: usize, col_stride: usize) -> usize {
@@ -94,8 +95,25 @@ impl<'a, T> MatMut<'a, T> {
     /// `rows x cols`, each row `row_stride` apart: a block of columns of a wider row-major
     /// matrix, `data` starting at its first element.
     pub fn columns(data: &'a mut [T], rows: usize, cols: usize, row_stride: usize) -> Self {
+        Self::strided(data, rows, cols, row_stride, 1)
+    }
+
+    /// `rows x cols` stored column by column (a row-major `cols x rows` matrix, transposed):
+    /// `gemm` then runs its vectors down the columns, so it repacks the `lhs` of a product
+    /// (`rows` long) rather than its `rhs`.
+    pub fn column_major(data: &'a mut [T], rows: usize, cols: usize) -> Self {
+        Self::strided(data, rows, cols, 1, rows)
+    }
+
+    fn strided(
+        data: &'a mut [T],
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+        col_stride: usize,
+    ) -> Self {
         assert!(
-            span(rows, cols, row_stride, 1) <= data.len(),
+            span(rows, cols, row_stride, col_stride) <= data.len(),
             "matrix out of bounds"
         );
         Self {
@@ -103,6 +121,7 @@ impl<'a, T> MatMut<'a, T> {
             rows,
             cols,
             row_stride,
+            col_stride,
         }
     }
 }
@@ -123,8 +142,10 @@ pub fn matmul<T: Element>(
     }
     if lhs.cols == 0 {
         if !accumulate {
-            for row in dst.data.chunks_mut(dst.row_stride).take(dst.rows) {
-                row[..dst.cols].fill(T::ZERO);
+            for i in 0..dst.rows {
+                for j in 0..dst.cols {
+                    dst.data[i * dst.row_stride + j * dst.col_stride] = T::ZERO;
+                }
             }
         }
         return;
@@ -138,7 +159,7 @@ pub fn matmul<T: Element>(
             dst.cols,
             lhs.cols,
             dst.data.as_mut_ptr(),
-            1,
+            dst.col_stride as isize,
             dst.row_stride as isize,
             accumulate,
             lhs.data.as_ptr(),
@@ -175,5 +196,29 @@ mod tests {
             Parallelism::None,
         );
         assert_eq!(dst, [1.0 + 17.0, 1.0 + 23.0, 1.0 + 39.0, 1.0 + 53.0]);
+    }
+
+    #[test]
+    fn column_major_destination() {
+        // dst = [[1, 2, 3], [4, 5, 6]] * I, held column by column; then an empty product.
+        let lhs = [1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let identity = [1.0f64, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
+        let mut dst = [0.0f64; 6];
+        matmul(
+            MatMut::column_major(&mut dst, 2, 3),
+            MatRef::rows(&lhs, 2, 3),
+            MatRef::rows(&identity, 3, 3),
+            false,
+            Parallelism::None,
+        );
+        assert_eq!(dst, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+        matmul(
+            MatMut::column_major(&mut dst[..4], 2, 2),
+            MatRef::rows(&[], 2, 0),
+            MatRef::rows(&[], 0, 2),
+            false,
+            Parallelism::None,
+        );
+        assert_eq!(dst, [0.0, 0.0, 0.0, 0.0, 3.0, 6.0]);
     }
 }
