@@ -4,7 +4,9 @@
 //! matrix is built one cache-sized tile at a time: a range of output rows of one image
 //! (`Lowering::tiles`), so a large image (video, audio) never streams a patch matrix of tens of
 //! megabytes through memory, or several small images side by side (`images_per_tile`), so a
-//! late-stage layer of a few dozen positions still runs one wide GEMM instead of one per image.
+//! late-stage layer of a few dozen positions still runs one wide GEMM instead of one per image
+//! (lowered by `Lowering::im2col_images`: from the tile's channels staged side by side for a
+//! "same" conv, by a table of tap sources for other small outputs).
 //! The depthwise forward pass skips the lowering altogether (`depthwise`), and 3-tap stride-1
 //! convolutions with enough channels take Winograd's algorithm (`winograd`), and strided ones
 //! whose kernel is a whole number of strides the stride-phase grids (`phases`), for all three
