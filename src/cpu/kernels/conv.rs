@@ -734,32 +734,36 @@ pub(super) mod tests {
         }
     }
 
-    /// Small "same" volumes, several to a tile, lowered from their channels staged side by side
-    /// (`Lowering::im2col_images`, `col2im_images`), on two threads as on CI: groups, tiles of
-    /// unequal sizes, dilation, 1D and 3D; all three passes against the definitions.
-    #[test]
-    fn same_volumes_staged_side_by_side() {
+    /// A convolution of `x` `(N, C, D, H, W)` into `out_channels` by `kernel` with `stride`,
+    /// `padding`, `dilation` and `groups`.
+    type Case = (
+        [usize; 5],
+        usize,
+        [usize; 3],
+        [usize; 3],
+        [usize; 3],
+        [usize; 3],
+        usize,
+    );
+
+    /// Each case on two threads (as on CI, so a task holds several small images), through the
+    /// three passes against the definitions, after `lowers` confirms that its tiles take the
+    /// lowering under test.
+    fn check_tiled(cases: &[Case], lowers: impl Fn(&Lowering<'_, f64>) -> bool + Sync) {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .unwrap();
-        let cases = [
-            ([13, 4, 1, 5, 6], 6, [1, 3, 3], [0, 1, 1], [1; 3], 2),
-            ([9, 3, 1, 4, 4], 5, [1, 3, 3], [0, 2, 2], [1, 2, 2], 1),
-            ([10, 2, 1, 1, 7], 3, [1, 1, 5], [0, 0, 2], [1; 3], 1),
-            ([6, 2, 3, 3, 3], 4, [3, 3, 3], [1; 3], [1; 3], 1),
-            ([7, 3, 1, 4, 4], 4, [1, 3, 3], [0, 1, 1], [1; 3], 1),
-        ];
         pool.install(|| {
-            for (seed, (x, out_channels, kernel, padding, dilation, groups)) in
+            for (seed, &(x, out_channels, kernel, stride, padding, dilation, groups)) in
                 (10..).step_by(4).zip(cases)
             {
                 let [k_d, k_h, k_w] = kernel;
                 let weight = [out_channels, x[1] / groups, k_d, k_h, k_w];
-                let options = ConvOptions::new([1; 3], padding, dilation, groups);
+                let options = ConvOptions::new(stride, padding, dilation, groups);
                 let g = ConvGeometry::conv(&x, &weight, &options);
                 let lowering = Lowering::<f64>::new(&g, images_per_task::<f64>(&g));
-                assert!(lowering.staging_len() > 0, "{g:?} lowers image by image");
+                assert!(lowers(&lowering), "{g:?} takes another lowering");
                 check_passes(
                     &g,
                     seed,
@@ -771,66 +775,36 @@ pub(super) mod tests {
         });
     }
 
-    /// Small outputs of other shapes, several to a tile, lowered by table (`TapTable`), on two
-    /// threads: strided with padding, dilated without, one-tap strided, 3D, 1D and grouped over
-    /// tiles of unequal sizes; all three passes against the definitions.
+    /// Small "same" volumes lowered from their channels staged side by side
+    /// (`Lowering::im2col_images`, `col2im_images`): groups, tiles of unequal sizes, dilation,
+    /// 1D and 3D.
+    #[test]
+    fn same_volumes_staged_side_by_side() {
+        let one = [1; 3];
+        let cases: [Case; 5] = [
+            ([13, 4, 1, 5, 6], 6, [1, 3, 3], one, [0, 1, 1], one, 2),
+            ([9, 3, 1, 4, 4], 5, [1, 3, 3], one, [0, 2, 2], [1, 2, 2], 1),
+            ([10, 2, 1, 1, 7], 3, [1, 1, 5], one, [0, 0, 2], one, 1),
+            ([6, 2, 3, 3, 3], 4, [3, 3, 3], one, one, one, 1),
+            ([7, 3, 1, 4, 4], 4, [1, 3, 3], one, [0, 1, 1], one, 1),
+        ];
+        check_tiled(&cases, |lowering| lowering.staging_len() > 0);
+    }
+
+    /// Small outputs of other shapes lowered by table (`TapTable`): strided with padding,
+    /// dilated without, one-tap strided, 3D, 1D and grouped over tiles of unequal sizes.
     #[test]
     fn small_outputs_lowered_by_table() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
-        let cases = [
-            (
-                [8, 3, 1, 7, 7],
-                4,
-                [1, 3, 3],
-                [1, 2, 2],
-                [0, 1, 1],
-                [1; 3],
-                1,
-            ),
-            ([6, 2, 1, 9, 8], 3, [1, 3, 3], [1; 3], [0; 3], [1, 2, 2], 1),
-            ([10, 4, 1, 6, 6], 5, [1, 1, 1], [1, 2, 2], [0; 3], [1; 3], 1),
-            ([4, 2, 4, 5, 5], 3, [2, 3, 3], [1, 2, 2], [1; 3], [1; 3], 1),
-            (
-                [9, 2, 1, 1, 20],
-                3,
-                [1, 1, 4],
-                [1, 1, 3],
-                [0, 0, 2],
-                [1; 3],
-                1,
-            ),
-            (
-                [13, 4, 1, 6, 5],
-                6,
-                [1, 3, 2],
-                [1, 2, 1],
-                [0, 1, 0],
-                [1; 3],
-                2,
-            ),
+        let (one, s2) = ([1; 3], [1, 2, 2]);
+        let cases: [Case; 6] = [
+            ([8, 3, 1, 7, 7], 4, [1, 3, 3], s2, [0, 1, 1], one, 1),
+            ([6, 2, 1, 9, 8], 3, [1, 3, 3], one, [0; 3], s2, 1),
+            ([10, 4, 1, 6, 6], 5, one, s2, [0; 3], one, 1),
+            ([4, 2, 4, 5, 5], 3, [2, 3, 3], s2, one, one, 1),
+            ([9, 2, 1, 1, 20], 3, [1, 1, 4], [1, 1, 3], [0, 0, 2], one, 1),
+            ([13, 4, 1, 6, 5], 6, [1, 3, 2], [1, 2, 1], [0, 1, 0], one, 2),
         ];
-        pool.install(|| {
-            for (seed, (x, out_channels, kernel, stride, padding, dilation, groups)) in
-                (40..).step_by(4).zip(cases)
-            {
-                let [k_d, k_h, k_w] = kernel;
-                let weight = [out_channels, x[1] / groups, k_d, k_h, k_w];
-                let options = ConvOptions::new(stride, padding, dilation, groups);
-                let g = ConvGeometry::conv(&x, &weight, &options);
-                let lowering = Lowering::<f64>::new(&g, images_per_task::<f64>(&g));
-                assert!(lowering.by_table(), "{g:?} lowers by rows");
-                check_passes(
-                    &g,
-                    seed,
-                    |x, w, b| forward(&g, x, w, Some(b)),
-                    |w, y| x_backward(&g, w, y),
-                    |x, y| weight_backward(&g, x, y),
-                );
-            }
-        });
+        check_tiled(&cases, |lowering| lowering.by_table());
     }
 
     /// The depthwise stencil on rows of 3, 5, 7 and 4 taps, on inputs narrower and wider than

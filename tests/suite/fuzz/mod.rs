@@ -552,32 +552,13 @@ fn phase_case() -> impl Strategy<Value = ConvCase> {
                     (true, 1) => 1 + extra[a],
                     (true, t) => 14 * (t - 1) + extra[a],
                 });
-                let padding: [(usize, usize); 3] = core::array::from_fn(|a| {
-                    let (begin, end) = (padding[a].0 % kernel[a], padding[a].1 % kernel[a]);
-                    if !active(a) {
-                        (0, 0)
-                    } else if transpose {
-                        (begin, begin)
-                    } else {
-                        // At least one input: the padded length `(out - 1) s + k` keeps one.
-                        let span = (out[a] - 1) * stride[a] + kernel[a];
-                        (begin, end.min(span - 1 - begin))
-                    }
-                });
+                let (padding, size) = fitted(out, stride, kernel, padding, rank, transpose);
                 ConvCase {
                     rank,
                     batch,
                     channels: (c_in * groups, per_out),
                     groups,
-                    // A transposed conv takes the small side, whose length is the adjoint's
-                    // output; a conv the input that gives exactly `out`.
-                    size: core::array::from_fn(|a| {
-                        if !active(a) || transpose {
-                            out[a]
-                        } else {
-                            (out[a] - 1) * stride[a] + kernel[a] - padding[a].0 - padding[a].1
-                        }
-                    }),
+                    size,
                     kernel,
                     stride,
                     dilation: [1; 3],
@@ -600,6 +581,42 @@ fn phase_sized_convs_match_the_reference() {
         cases("FUZZ_CASES", 1024).div_ceil(64),
         phase_case(),
     );
+}
+
+/// The padding and input size of a case of rank `rank` with `out` outputs per axis and kernels
+/// spanning `extent` (dilation included), from `drawn` padding: below the extent, symmetric for
+/// a transposed conv, and for a conv leaving at least one input (the padded length is
+/// `(out - 1) s + extent`); none and unit sizes on the axes below the rank. A transposed conv
+/// takes the small side, whose length is the adjoint's output; a conv the input that gives
+/// exactly `out`.
+fn fitted(
+    out: [usize; 3],
+    stride: [usize; 3],
+    extent: [usize; 3],
+    drawn: [(usize, usize); 3],
+    rank: usize,
+    transpose: bool,
+) -> ([(usize, usize); 3], [usize; 3]) {
+    let active = |a: usize| a >= 3 - rank;
+    let span = |a: usize| (out[a] - 1) * stride[a] + extent[a];
+    let padding: [(usize, usize); 3] = core::array::from_fn(|a| {
+        let (begin, end) = (drawn[a].0 % extent[a], drawn[a].1 % extent[a]);
+        if !active(a) {
+            (0, 0)
+        } else if transpose {
+            (begin, begin)
+        } else {
+            (begin, end.min(span(a) - 1 - begin))
+        }
+    });
+    let size = core::array::from_fn(|a| {
+        if !active(a) || transpose {
+            out[a]
+        } else {
+            span(a) - padding[a].0 - padding[a].1
+        }
+    });
+    (padding, size)
 }
 
 /// Small outputs (1 to 8 per axis) over batches of 4 to 9, so that on two threads (as on CI)
@@ -648,33 +665,19 @@ fn tiled_case() -> impl Strategy<Value = ConvCase> {
                 let out = pick(out);
                 let extent: [usize; 3] =
                     core::array::from_fn(|a| (kernel[a] - 1) * dilation[a] + 1);
-                let padding: [(usize, usize); 3] = core::array::from_fn(|a| {
-                    if !active(a) {
-                        (0, 0)
-                    } else if same {
-                        (extent[a] / 2, extent[a] / 2)
-                    } else if transpose {
-                        let begin = padding[a].0 % extent[a];
-                        (begin, begin)
-                    } else {
-                        // At least one input: the padded length `(out - 1) s + extent`.
-                        let span = (out[a] - 1) * stride[a] + extent[a];
-                        let begin = padding[a].0 % extent[a];
-                        (begin, (padding[a].1 % extent[a]).min(span - 1 - begin))
-                    }
-                });
+                // "Same" pads half the (odd) extent on both sides, which `fitted` keeps.
+                let padding = if same {
+                    extent.map(|e| (e / 2, e / 2))
+                } else {
+                    padding
+                };
+                let (padding, size) = fitted(out, stride, extent, padding, rank, transpose);
                 ConvCase {
                     rank,
                     batch,
                     channels: (c_in * groups, per_out),
                     groups,
-                    size: core::array::from_fn(|a| {
-                        if !active(a) || transpose {
-                            out[a]
-                        } else {
-                            (out[a] - 1) * stride[a] + extent[a] - padding[a].0 - padding[a].1
-                        }
-                    }),
+                    size,
                     kernel,
                     stride,
                     dilation,
