@@ -621,17 +621,18 @@ fn fitted(
 
 /// Small outputs (1 to 8 per axis) over batches of 4 to 9, so that on two threads (as on CI)
 /// each task holds several images and the CPU lowers them a tile of several images at a time:
-/// "same" ones from channels staged side by side, the others by table. Any stride, dilation,
-/// asymmetric padding, groups and transposes, which the general strategy's batches of one or
-/// two never tile.
+/// "same" ones from channels staged side by side, the others by table. Any stride, dilation
+/// (2^40 where never taken), asymmetric padding, groups and transposes, which the general
+/// strategy's batches of one or two never tile.
 fn tiled_case() -> impl Strategy<Value = ConvCase> {
+    const HUGE_STEP: usize = 1 << 40;
     (
         (1usize..=3, 4usize..=9, 1usize..=4, 1usize..=4, 1usize..=2),
         (
             proptest::array::uniform3(1usize..=8),
             proptest::array::uniform3(1usize..=3),
-            proptest::array::uniform3(1usize..=3),
-            proptest::array::uniform3(1usize..=2),
+            proptest::array::uniform3(prop_oneof![15 => 1usize..=3, 1 => Just(HUGE_STEP)]),
+            proptest::array::uniform3(prop_oneof![15 => 1usize..=2, 1 => Just(HUGE_STEP)]),
             proptest::array::uniform3((0usize..=3, 0usize..=3)),
         ),
         (
@@ -663,6 +664,18 @@ fn tiled_case() -> impl Strategy<Value = ConvCase> {
                     (pick(kernel), pick(stride), pick(dilation))
                 };
                 let out = pick(out);
+                // A huge step is valid (as in PyTorch) where it is never taken: a stride over
+                // one output, a dilation in a one-tap window; elsewhere it becomes 2.
+                let stride = core::array::from_fn(|a| match (stride[a], out[a]) {
+                    (HUGE_STEP, 1) => HUGE_STEP,
+                    (HUGE_STEP, _) => 2,
+                    (step, _) => step,
+                });
+                let dilation = core::array::from_fn(|a| match (dilation[a], kernel[a]) {
+                    (HUGE_STEP, 1) => HUGE_STEP,
+                    (HUGE_STEP, _) => 2,
+                    (step, _) => step,
+                });
                 let extent: [usize; 3] =
                     core::array::from_fn(|a| (kernel[a] - 1) * dilation[a] + 1);
                 // "Same" pads half the (odd) extent on both sides, which `fitted` keeps.
