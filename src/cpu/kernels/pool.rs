@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use crate::spec::{AvgPoolNdOptions, Span, Spans};
 
-use super::element::Element;
+use super::element::{Element, lane_sum};
 
 /// Call `visit(out_index, [d, h, w] spans)` for every output position, in row-major order.
 fn for_each_box(spans: [&[Span]; 3], mut visit: impl FnMut(usize, [&Span; 3])) {
@@ -333,9 +333,6 @@ fn max_of_box<T: Element>(
 /// Planes one task of a global pool reduces: enough that a task is not a few dozen additions.
 const PLANES_PER_TASK: usize = 64;
 
-/// Partial sums of a global pool: one per vector lane, so the additions vectorize.
-const LANES: usize = 16;
-
 /// The box of a pool with one window covering the whole plane (a global average), if it is one.
 fn whole_plane(in_size: [usize; 3], spans: &Spans) -> Option<[&Span; 3]> {
     let boxed = [&spans[0], &spans[1], &spans[2]].map(|spans| match spans.as_slice() {
@@ -353,8 +350,7 @@ fn whole_plane(in_size: [usize; 3], spans: &Spans) -> Option<[&Span; 3]> {
         .then_some(boxed)
 }
 
-/// Each plane's sum divided by `divisor`: a row reduction at memory speed. The sum runs in
-/// [`LANES`] interleaved partial sums, added in lane order, then the remainder.
+/// Each plane's sum divided by `divisor`: a row reduction at memory speed ([`lane_sum`]).
 fn global_avg_pool<T: Element>(x: &[T], in_volume: usize, divisor: T, out: &mut [T]) {
     out.par_chunks_mut(PLANES_PER_TASK)
         .enumerate()
@@ -364,20 +360,6 @@ fn global_avg_pool<T: Element>(x: &[T], in_volume: usize, divisor: T, out: &mut 
                 *out = lane_sum(plane).div(divisor);
             }
         });
-}
-
-/// The sum of `values` in [`LANES`] partial sums.
-fn lane_sum<T: Element>(values: &[T]) -> T {
-    let mut lanes = [T::ZERO; LANES];
-    let blocks = values.chunks_exact(LANES);
-    let rest = blocks.remainder();
-    for block in blocks {
-        for (lane, value) in lanes.iter_mut().zip(block) {
-            *lane += *value;
-        }
-    }
-    let total = lanes.into_iter().fold(T::ZERO, |sum, lane| sum + lane);
-    rest.iter().fold(total, |sum, value| sum + *value)
 }
 
 /// Sum over each box divided by `divisor(box)`: average and adaptive-average pooling.

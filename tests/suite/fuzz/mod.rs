@@ -1058,6 +1058,27 @@ fn found_unused_huge_steps() -> [PoolCase; 2] {
     ]
 }
 
+fn found_long_bias_sum() -> ConvCase {
+    // The bias gradient sums 20736 output-gradient values per channel; the CPU's running f32
+    // sum was 2.6e-4 off (now summed in vector lanes).
+    ConvCase {
+        rank: 3,
+        batch: 9,
+        channels: (2, 1),
+        groups: 2,
+        size: [8, 6, 7],
+        kernel: [3, 1, 2],
+        stride: [2, 3, 1],
+        dilation: [2, 1, 2],
+        padding: [(2, 2), (0, 0), (0, 0)],
+        bias: true,
+        transpose: true,
+        output_padding: [1, 0, 0],
+        output_size: None,
+        seed: 2671011927823560721,
+    }
+}
+
 fn found_empty_batch_conv() -> ConvCase {
     // An empty batch: the weight gradient is a sum over nothing. The CubeCL direct schedule
     // launched no unit for it and returned whatever its buffer held.
@@ -1102,6 +1123,12 @@ fn check_found(device: &Device) {
     let (x, w, b) = inputs(&case);
     let expected = case.expected(&x, &w, b.as_deref());
     let verdict = check("empty-batch conv", got, expected, 1);
+    assert!(matches!(verdict, Ok(true)), "{verdict:?}");
+    let case = found_long_bias_sum();
+    let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, device)));
+    let (x, w, b) = inputs(&case);
+    let expected = case.expected(&x, &w, b.as_deref());
+    let verdict = check("long bias sum", got, expected, case.rank);
     assert!(matches!(verdict, Ok(true)), "{verdict:?}");
 }
 
