@@ -996,6 +996,13 @@ fn cubecl_kernels_match_the_reference() {
     let device = Device::vulkan(Default::default());
     let cases = cases("FUZZ_GPU_CASES", 24);
     fuzz_conv("conv on cubecl", device.clone().autodiff(), cases);
+    // Batches of 4-9, which the general strategy's one or two never reach.
+    fuzz_conv_cases(
+        "small conv in batches of 4-9 on cubecl",
+        device.clone().autodiff(),
+        cases.div_ceil(4),
+        tiled_case(),
+    );
     fuzz_pool("pool on cubecl", device.autodiff(), cases);
 }
 
