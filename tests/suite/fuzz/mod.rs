@@ -666,16 +666,14 @@ fn tiled_case() -> impl Strategy<Value = ConvCase> {
                 let out = pick(out);
                 // A huge step is valid (as in PyTorch) where it is never taken: a stride over
                 // one output, a dilation in a one-tap window; elsewhere it becomes 2.
-                let stride = core::array::from_fn(|a| match (stride[a], out[a]) {
-                    (HUGE_STEP, 1) => HUGE_STEP,
-                    (HUGE_STEP, _) => 2,
-                    (step, _) => step,
-                });
-                let dilation = core::array::from_fn(|a| match (dilation[a], kernel[a]) {
-                    (HUGE_STEP, 1) => HUGE_STEP,
-                    (HUGE_STEP, _) => 2,
-                    (step, _) => step,
-                });
+                let unused_only = |steps: [usize; 3], counts: [usize; 3]| {
+                    core::array::from_fn(|a| match (steps[a], counts[a]) {
+                        (HUGE_STEP, 1) => HUGE_STEP,
+                        (HUGE_STEP, _) => 2,
+                        (step, _) => step,
+                    })
+                };
+                let (stride, dilation) = (unused_only(stride, out), unused_only(dilation, kernel));
                 let extent: [usize; 3] =
                     core::array::from_fn(|a| (kernel[a] - 1) * dilation[a] + 1);
                 // "Same" pads half the (odd) extent on both sides, which `fitted` keeps.
@@ -1125,18 +1123,16 @@ fn check_found(device: &Device) {
         ..found_empty_batch_conv()
     };
     let _ = run_conv(&dirty, device);
-    let case = found_empty_batch_conv();
-    let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, device)));
-    let (x, w, b) = inputs(&case);
-    let expected = case.expected(&x, &w, b.as_deref());
-    let verdict = check("empty-batch conv", got, expected, 1);
-    assert!(matches!(verdict, Ok(true)), "{verdict:?}");
-    let case = found_long_bias_sum();
-    let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, device)));
-    let (x, w, b) = inputs(&case);
-    let expected = case.expected(&x, &w, b.as_deref());
-    let verdict = check("long bias sum", got, expected, case.rank);
-    assert!(matches!(verdict, Ok(true)), "{verdict:?}");
+    for (what, case) in [
+        ("empty-batch conv", found_empty_batch_conv()),
+        ("long bias sum", found_long_bias_sum()),
+    ] {
+        let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, device)));
+        let (x, w, b) = inputs(&case);
+        let expected = case.expected(&x, &w, b.as_deref());
+        let verdict = check(what, got, expected, case.rank);
+        assert!(matches!(verdict, Ok(true)), "{what}: {verdict:?}");
+    }
 }
 
 #[test]
