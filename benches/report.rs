@@ -268,8 +268,8 @@ fn write_markdown(
     let _ = writeln!(
         md,
         "Written by `bash benches/report.sh` (profile `{profile}`; shapes in \
-         `benches/catalogue.json`). Machine: {}. f32, criterion mean of 10 samples, every call \
-         synchronized with the device. **ratio = built-in / ours: above 1 means ours is \
+         `benches/catalogue.json`). Machine: {}. f32, criterion mean of 10 samples, each a batch of \
+         calls queued back to back with one device sync at its end. **ratio = built-in / ours: above 1 means ours is \
          faster.** Throughput is ours: GFLOP/s for convolutions (2 x the direct algorithm's \
          multiply-adds, so Winograd rows show an effective rate; every pass does the same \
          work), GB/s for pools (bytes read and written at least). {}\n",

@@ -1,6 +1,6 @@
 //! What every bench shares: the catalogue of shapes, the devices to compare on, random
-//! primitives of any rank, and a timed call that waits for the device, so asynchronous GPU work
-//! is inside the measurement.
+//! primitives of any rank, and a timed batch of calls that waits for the device once at its end,
+//! so asynchronous GPU work is inside the measurement but one sync is not timed per call.
 
 #![allow(dead_code)]
 
@@ -11,6 +11,7 @@ use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::FloatTensor;
 use burn::tensor::{Device, Distribution, Shape, Tensor};
 use criterion::Criterion;
+use std::time::{Duration, Instant};
 
 /// Flex always; the default device of every CubeCL runtime compiled in.
 pub fn devices() -> Vec<(&'static str, Device)> {
@@ -25,11 +26,20 @@ pub fn devices() -> Vec<(&'static str, Device)> {
     devices
 }
 
-/// Run `op` and wait until the device has finished it.
-pub fn synced<T>(device: &Device, op: impl FnOnce() -> T) -> T {
-    let out = op();
+/// The time of `iters` calls of `op` queued back to back, waiting for the device once after the
+/// last: a sync per call would time the sync (about 0.2 ms on wgpu's Vulkan path, more than
+/// many kernels take), not the op. Work queued before is drained first, outside the timing.
+pub fn batch_time<T, F>(device: &Device, iters: u64, op: &mut F) -> Duration
+where
+    F: FnMut() -> T + ?Sized,
+{
     device.sync().expect("device sync failed");
-    out
+    let start = Instant::now();
+    for _ in 0..iters {
+        std::hint::black_box(op());
+    }
+    device.sync().expect("device sync failed");
+    start.elapsed()
 }
 
 /// A random `U(0, 1)` float primitive of shape `dims`, any rank.
@@ -69,8 +79,8 @@ pub fn criterion() -> Criterion {
         .measurement_time(std::time::Duration::from_secs(2))
 }
 
-/// `ours` and `burn` for one bench id (`{family}/{device}/{case}/{pass}`), each waiting for the
-/// device; `burn` is skipped where Burn has no such op.
+/// `ours` and `burn` for one bench id (`{family}/{device}/{case}/{pass}`), each timed in
+/// batches by [`batch_time`]; `burn` is skipped where Burn has no such op.
 pub fn compare<T, U>(
     c: &mut Criterion,
     id: &str,
@@ -80,11 +90,11 @@ pub fn compare<T, U>(
 ) {
     let mut group = c.benchmark_group(id);
     group.bench_function("ours", |b| {
-        b.iter(|| synced(device, || std::hint::black_box(ours())))
+        b.iter_custom(|iters| batch_time(device, iters, &mut ours))
     });
     if let Some(burn) = burn {
         group.bench_function("burn", |b| {
-            b.iter(|| synced(device, || std::hint::black_box(burn())))
+            b.iter_custom(|iters| batch_time(device, iters, burn))
         });
     }
     group.finish();
