@@ -38,6 +38,11 @@ pub const TILE_UNITS: u32 = 16;
 const UNITS: usize = TILE_UNITS as usize;
 /// Rows and columns of `C` each unit computes.
 const UNIT_BLOCK: usize = TILE_M / UNITS;
+/// Row length of a k-major shared tile (`TILE_M` values and 2 of padding). The loads that
+/// run k-fast (B, and A of the weight gradient) store 16 consecutive `k` per half-warp: at a
+/// row length of 64 all 16 fall in one of the 32 banks (a 16-way conflict); at 66, `k * 66 +
+/// m` spreads a warp's 32 stores over the 32 banks.
+const TILE_ROW: usize = TILE_M + 2;
 /// Passes the cube's units take to load one tile of each operand.
 const LOAD_PASSES: usize = TILE_M * TILE_K / (UNITS * UNITS);
 // The tiled kernel's index arithmetic assumes square tiles that the units cover exactly.
@@ -73,6 +78,29 @@ pub struct GemmArgs {
     pub k_per_split: usize,
     pub m_tile_offset: usize,
 }
+
+/// The input positions the rows of a tiled input-gradient launch run over: `first + step * j`
+/// per axis, `j < count`. A strided conv's input gradient runs one launch per stride phase
+/// (positions alike modulo the stride, `step` = stride), each summing only the taps that
+/// reach its positions: one launch over every position would multiply zeros for the other
+/// taps (3 in 4 of the products at 3x3 stride 2). Unit stride: one phase of every position.
+///
+/// In a phase every tap meets the output grid, at output `j + reach - back` per axis (the
+/// tap's `reach` from the `k` table, `back` making every reach non-negative), so an exact
+/// launch loads with no division. Read by `Data` only.
+#[derive(CubeLaunch, CubeType)]
+pub struct Phase {
+    pub first: Index3,
+    pub step: Index3,
+    pub count: Index3,
+    pub back: Index3,
+}
+
+/// Entries per `k` of a forward's `k` table: `[channel, kd, kh, kw]`.
+pub const FORWARD_DIGITS: usize = 4;
+/// Entries per `k` of an input gradient's: `[channel, kd, kh, kw, reach d, reach h, reach w,
+/// 0]`.
+pub const DATA_DIGITS: usize = 8;
 
 /// Size of the side whose positions are the rows of a forward (the output) or input-gradient
 /// (the input) GEMM.
@@ -213,20 +241,31 @@ fn output_tap<F: Float, A: Float>(
 }
 
 /// Row `m` of `A` with its position decomposed once: `(batch, spatial position)` for the
-/// forward and input-gradient GEMMs, whose rows are positions; the channel for the weight
-/// gradient's.
+/// forward and input-gradient GEMMs, whose rows are positions (`local`: an input gradient's
+/// position within its phase, `pos` for the others); the channel for the weight gradient's.
 #[derive(CubeType, Clone)]
 pub struct Row {
     pub index: usize,
     pub batch: usize,
     pub pos: Index3,
+    pub local: Index3,
+}
+
+/// The size of the box a GEMM's rows run over: the output for the forward GEMM, one phase's
+/// positions for the input gradient.
+#[cube]
+fn row_size(args: &ConvArgs, phase: &Phase, #[comptime] kind: GemmKind) -> Index3 {
+    if comptime![kind == GemmKind::Data] {
+        phase.count.clone()
+    } else {
+        args.out_size.clone()
+    }
 }
 
 #[cube]
-pub fn row_of(args: &ConvArgs, m: usize, #[comptime] kind: GemmKind) -> Row {
-    // Positions run over the output for the forward GEMM, over the input for the input
-    // gradient; the weight gradient's rows need no decomposition.
-    let size = written_size(args, kind);
+pub fn row_of(args: &ConvArgs, phase: &Phase, m: usize, #[comptime] kind: GemmKind) -> Row {
+    // The weight gradient's rows need no decomposition.
+    let size = row_size(args, phase, kind);
     let len = volume(&size);
     let mut batch = 0;
     let mut index = 0;
@@ -234,25 +273,71 @@ pub fn row_of(args: &ConvArgs, m: usize, #[comptime] kind: GemmKind) -> Row {
         batch = m / len;
         index = m % len;
     }
+    let at = unflatten(index, &size);
+    let mut d = at.d;
+    let mut h = at.h;
+    let mut w = at.w;
+    if comptime![kind == GemmKind::Data] {
+        d = phase.first.d + phase.step.d * d;
+        h = phase.first.h + phase.step.h * h;
+        w = phase.first.w + phase.step.w * w;
+    }
     Row {
         index: m,
         batch,
-        pos: unflatten(index, &size),
+        pos: Index3 { d, h, w },
+        local: at,
     }
 }
 
-/// `A[m, k]` of group `group`, for the row `row` of `m`. For the forward and input-gradient
-/// GEMMs, `k` is read from `k_table` (`[channel, kd, kh, kw]` per `k`, built on the host) so
-/// the load needs no divisions.
+/// Along one axis, the output that a tap of reach `reach` (from an exact phase's `k` table)
+/// meets from position `at` of the phase: `at + reach - back` (the forward's tap rule at unit
+/// stride, no division), and whether it is inside the output.
 #[cube]
+fn phase_tap_along(at: usize, reach: usize, back: usize, len: usize) -> (usize, bool) {
+    tap_along(at, reach, 1, back, len, GemmKind::Forward, true)
+}
+
+/// `out_grad[b, channel]` at the output that a tap of reach `reach` meets from position
+/// `local` of `phase`; zero outside the output.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn phase_output_tap<F: Float, A: Float>(
+    out_grad: &Tensor<F>,
+    args: &ConvArgs,
+    phase: &Phase,
+    batch: usize,
+    channel: usize,
+    local: &Index3,
+    reach: &Index3,
+) -> A {
+    let (d, d_inside) = phase_tap_along(local.d, reach.d, phase.back.d, args.out_size.d);
+    let (h, h_inside) = phase_tap_along(local.h, reach.h, phase.back.h, args.out_size.h);
+    let (w, w_inside) = phase_tap_along(local.w, reach.w, phase.back.w, args.out_size.w);
+    let mut value = A::new(0.0);
+    if d_inside && h_inside && w_inside {
+        let plane = batch * args.groups * args.out_channels + channel;
+        value = A::cast_from(out_grad[flat_index(plane, &args.out_size, &Index3 { d, h, w })]);
+    }
+    value
+}
+
+/// `A[m, k]` of group `group`, for the row `row` of `m`. For the forward and input-gradient
+/// GEMMs, `k` is read from `k_table` (built on the host) so the load needs no divisions; an
+/// `exact` input gradient (each launch one stride phase) reads its taps' reaches, any other
+/// divides by the stride.
+#[cube]
+#[allow(clippy::too_many_arguments)]
 pub fn lhs_value<F: Float, A: Float>(
     lhs: &Tensor<F>,
     k_table: &Tensor<u32>,
     args: &ConvArgs,
+    phase: &Phase,
     group: usize,
     row: &Row,
     k: usize,
     #[comptime] kind: GemmKind,
+    #[comptime] exact: bool,
 ) -> A {
     let value: A;
     if comptime![kind == GemmKind::Weight] {
@@ -260,18 +345,32 @@ pub fn lhs_value<F: Float, A: Float>(
         let batch = k / out_volume;
         let plane = batch * args.groups * args.out_channels + group * args.out_channels + row.index;
         value = A::cast_from(lhs[plane * out_volume + k % out_volume]);
-    } else {
+    } else if comptime![kind == GemmKind::Forward] {
+        let at = k * FORWARD_DIGITS;
         let tap = Index3 {
-            d: k_table[k * 4 + 1] as usize,
-            h: k_table[k * 4 + 2] as usize,
-            w: k_table[k * 4 + 3] as usize,
+            d: k_table[at + 1] as usize,
+            h: k_table[at + 2] as usize,
+            w: k_table[at + 3] as usize,
         };
-        let channel_in_group = k_table[k * 4] as usize;
-        if comptime![kind == GemmKind::Forward] {
-            let channel = group * args.in_channels + channel_in_group;
-            value = input_tap::<F, A>(lhs, args, row.batch, channel, &row.pos, &tap);
+        let channel = group * args.in_channels + k_table[at] as usize;
+        value = input_tap::<F, A>(lhs, args, row.batch, channel, &row.pos, &tap);
+    } else {
+        let at = k * DATA_DIGITS;
+        let channel = group * args.out_channels + k_table[at] as usize;
+        if comptime![exact] {
+            let reach = Index3 {
+                d: k_table[at + 4] as usize,
+                h: k_table[at + 5] as usize,
+                w: k_table[at + 6] as usize,
+            };
+            value =
+                phase_output_tap::<F, A>(lhs, args, phase, row.batch, channel, &row.local, &reach);
         } else {
-            let channel = group * args.out_channels + channel_in_group;
+            let tap = Index3 {
+                d: k_table[at + 1] as usize,
+                h: k_table[at + 2] as usize,
+                w: k_table[at + 3] as usize,
+            };
             value = output_tap::<F, A>(lhs, args, row.batch, channel, &row.pos, &tap);
         }
     }
@@ -284,10 +383,12 @@ fn weight_index(args: &ConvArgs, out_channel: usize, in_channel: usize, tap: usi
     (out_channel * args.in_channels + in_channel) * volume(&args.kernel) + tap
 }
 
-/// `B[k, n]` of group `group`.
+/// `B[k, n]` of group `group`. The input gradient's `k` is read from `k_table`, whose taps
+/// are those of the launch's phase.
 #[cube]
 pub fn rhs_value<F: Float, A: Float>(
     rhs: &Tensor<F>,
+    k_table: &Tensor<u32>,
     args: &ConvArgs,
     group: usize,
     k: usize,
@@ -300,8 +401,18 @@ pub fn rhs_value<F: Float, A: Float>(
         let out_channel = group * args.out_channels + n;
         value = A::cast_from(rhs[weight_index(args, out_channel, 0, k)]);
     } else if comptime![kind == GemmKind::Data] {
-        let out_channel = group * args.out_channels + k / kernel_volume;
-        value = A::cast_from(rhs[weight_index(args, out_channel, n, k % kernel_volume)]);
+        let at = k * DATA_DIGITS;
+        let out_channel = group * args.out_channels + k_table[at] as usize;
+        let tap = flat_index(
+            0,
+            &args.kernel,
+            &Index3 {
+                d: k_table[at + 1] as usize,
+                h: k_table[at + 2] as usize,
+                w: k_table[at + 3] as usize,
+            },
+        );
+        value = A::cast_from(rhs[weight_index(args, out_channel, n, tap)]);
     } else {
         let out_volume = volume(&args.out_size);
         let out = unflatten(k % out_volume, &args.out_size);
@@ -312,10 +423,10 @@ pub fn rhs_value<F: Float, A: Float>(
     value
 }
 
-/// Write `C[m, n]` of group `group` into the partial result that starts at `split_base` (0
-/// without split-k; a split-k launch writes one `groups * m_len * n_len` result per split,
-/// summed afterwards), adding the bias of the output channel to a forward or input-gradient
-/// result when there is one (to split 0's only, so it is added once).
+/// Write `C[m, n]` (`row`: `m` as [`row_of()`] decomposes it) of group `group` into the
+/// partial result that starts at `split_base` (0 without split-k; a split-k launch writes one
+/// result per split, summed afterwards), adding the bias of the output channel to a forward
+/// or input-gradient result when there is one (to split 0's only, so it is added once).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn store<F: Float, A: Float>(
@@ -324,30 +435,44 @@ pub fn store<F: Float, A: Float>(
     args: &ConvArgs,
     group: usize,
     split_base: usize,
-    m: usize,
+    row: &Row,
     n: usize,
     value: A,
     #[comptime] kind: GemmKind,
 ) {
     if comptime![kind == GemmKind::Weight] {
-        let row_len = args.in_channels * volume(&args.kernel);
-        let row = group * args.out_channels + m;
-        out[split_base + row * row_len + n] = F::cast_from(value);
+        store_weight::<F, A>(out, args, group, split_base, row.index, n, value);
     } else {
-        let len = volume(&written_size(args, kind));
         store_position::<F, A>(
             out,
             bias,
             args,
             group,
             split_base,
-            m / len,
-            m % len,
+            row.batch,
+            flat_index(0, &written_size(args, kind), &row.pos),
             n,
             value,
             kind,
         );
     }
+}
+
+/// [`store()`] of a weight gradient: `C[m, n]` is the weight of output channel `m` (of group
+/// `group`) at the flat (input channel, tap) `n`.
+#[cube]
+pub fn store_weight<F: Float, A: Float>(
+    out: &mut Tensor<F>,
+    args: &ConvArgs,
+    group: usize,
+    split_base: usize,
+    m: usize,
+    n: usize,
+    value: A,
+) {
+    let row_len = args.in_channels * volume(&args.kernel);
+    let row = group * args.out_channels + m;
+    out[split_base + row * row_len + n] = F::cast_from(value);
 }
 
 /// [`store()`] of a forward or input-gradient result whose row `m` is already split into its
@@ -383,6 +508,8 @@ pub fn store_position<F: Float, A: Float>(
 /// The tiled schedule: a cube computes a 64x64 tile of `C` for one group (`CUBE_POS_Z =
 /// split * groups + group`), stepping along `k` through 16-deep shared-memory tiles of `A` and
 /// `B`; each unit accumulates a 4x4 register block in `A` (f32 for f32 and half types, f64 for f64).
+/// An input gradient's rows are the positions of `phase`; a split-k launch writes `out` as
+/// `splits` stacked partial results.
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_gemm_tiled<F: Float, A: Float>(
     lhs: &Tensor<F>,
@@ -392,7 +519,9 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     out: &mut Tensor<F>,
     args: ConvArgs,
     gemm: GemmArgs,
+    phase: Phase,
     #[comptime] kind: GemmKind,
+    #[comptime] exact: bool,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let tx = UNIT_POS_X as usize;
@@ -404,12 +533,15 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     let n0 = CUBE_POS_Y as usize * TILE_N;
     let k_begin = split * gemm.k_per_split;
     let k_end = min(k_begin + gemm.k_per_split, gemm.k_len);
-    let split_base = split * args.groups * gemm.m_len * gemm.n_len;
+    // An input gradient's phases each cover part of `m`, so a partial result's length is
+    // `out`'s over the splits, not this launch's `m x n`.
+    let splits = CUBE_COUNT_Z as usize / args.groups;
+    let split_base = split * (out.len() / splits);
 
-    // Both tiles are stored k-major (`[k][m]`, `[k][n]`), so the inner product reads
-    // consecutive addresses across a plane.
-    let mut lhs_tile = Shared::<[A]>::new_slice(TILE_K * TILE_M);
-    let mut rhs_tile = Shared::<[A]>::new_slice(TILE_K * TILE_N);
+    // Both tiles are stored k-major (`[k][m]`, `[k][n]`, rows of `TILE_ROW`), so the inner
+    // product reads consecutive addresses across a plane.
+    let mut lhs_tile = Shared::<[A]>::new_slice(TILE_K * TILE_ROW);
+    let mut rhs_tile = Shared::<[A]>::new_slice(TILE_K * TILE_ROW);
     let mut acc = Array::<A>::new(UNIT_BLOCK * UNIT_BLOCK);
     let mut a = Array::<A>::new(UNIT_BLOCK);
     let mut b = Array::<A>::new(UNIT_BLOCK);
@@ -417,7 +549,7 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     // A is read m-fast (consecutive positions, one fixed row per unit, decomposed once)
     // except for the weight gradient, whose rows are channels and whose consecutive
     // addresses run along k.
-    let fixed_row = row_of(&args, m0 + unit % TILE_M, kind);
+    let fixed_row = row_of(&args, &phase, m0 + unit % TILE_M, kind);
     let mut k0 = k_begin;
     while k0 < k_end {
         #[unroll]
@@ -437,16 +569,20 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                         lhs,
                         k_table,
                         &args,
+                        &phase,
                         group,
-                        &row_of(&args, m, kind),
+                        &row_of(&args, &phase, m, kind),
                         k,
                         kind,
+                        exact,
                     );
                 } else {
-                    value = lhs_value::<F, A>(lhs, k_table, &args, group, &fixed_row, k, kind);
+                    value = lhs_value::<F, A>(
+                        lhs, k_table, &args, &phase, group, &fixed_row, k, kind, exact,
+                    );
                 }
             }
-            lhs_tile[kk * TILE_M + mm] = value;
+            lhs_tile[kk * TILE_ROW + mm] = value;
 
             // B is read k-fast: weights and im2col columns are contiguous along k.
             let kk = unit % TILE_K;
@@ -455,9 +591,9 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
             let k = k0 + kk;
             let mut value = A::new(0.0);
             if n < gemm.n_len && k < k_end {
-                value = rhs_value::<F, A>(rhs, &args, group, k, n, kind);
+                value = rhs_value::<F, A>(rhs, k_table, &args, group, k, n, kind);
             }
-            rhs_tile[kk * TILE_N + nn] = value;
+            rhs_tile[kk * TILE_ROW + nn] = value;
         }
         sync_cube();
 
@@ -465,8 +601,8 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
         for kk in 0..TILE_K {
             #[unroll]
             for i in 0..UNIT_BLOCK {
-                a[i] = lhs_tile[kk * TILE_M + tx + UNITS * i];
-                b[i] = rhs_tile[kk * TILE_N + ty + UNITS * i];
+                a[i] = lhs_tile[kk * TILE_ROW + tx + UNITS * i];
+                b[i] = rhs_tile[kk * TILE_ROW + ty + UNITS * i];
             }
             #[unroll]
             for i in 0..UNIT_BLOCK {
@@ -482,9 +618,10 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
 
     #[unroll]
     for i in 0..UNIT_BLOCK {
+        let m = m0 + tx + UNITS * i;
+        let row = row_of(&args, &phase, m, kind);
         #[unroll]
         for j in 0..UNIT_BLOCK {
-            let m = m0 + tx + UNITS * i;
             let n = n0 + ty + UNITS * j;
             if m < gemm.m_len && n < gemm.n_len {
                 store::<F, A>(
@@ -493,7 +630,7 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                     &args,
                     group,
                     split_base,
-                    m,
+                    &row,
                     n,
                     acc[i * UNIT_BLOCK + j],
                     kind,
@@ -589,7 +726,6 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     let mut weights = Array::<A>::new(block_n);
     for c in 0..reduced {
         let plane = (batch * args.groups * reduced + group * reduced + c) * read_volume;
-        let mut tap = 0;
         for kd in 0..args.kernel.d {
             let (rd, d_inside) = tap_along(
                 d,
@@ -612,7 +748,16 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                 );
                 let row_inside = d_inside && h_inside;
                 let row = plane + (rd * read.h + rh) * read.w;
-                if comptime![row_taps > 0] {
+                let tap_row = (kd * args.kernel.h + kh) * args.kernel.w;
+                // An input gradient adds only the taps that meet an output (as col2im does),
+                // so at a stride it skips the kernel rows off the grid; a forward multiplies
+                // the padding's zeros, as im2col does.
+                let mut skipped = false;
+                if comptime![kind == GemmKind::Data] {
+                    skipped = !row_inside;
+                }
+                if skipped {
+                } else if comptime![row_taps > 0] {
                     // Forward at unit stride and dilation along W: output `w0 + j` reads
                     // input `w0 + j + kw - pad`, so the block's `block_w + row_taps - 1`
                     // inputs are loaded (and bounds-checked) once and each serves up to
@@ -637,7 +782,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                             c,
                             n0,
                             gemm.n_len,
-                            tap,
+                            tap_row + kw,
                             kind,
                             block_n,
                         );
@@ -648,7 +793,6 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                                 acc[i * block_w + j] += values[j + kw] * weights[i];
                             }
                         }
-                        tap += 1;
                     }
                 } else {
                     for kw in 0..args.kernel.w {
@@ -660,7 +804,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                             c,
                             n0,
                             gemm.n_len,
-                            tap,
+                            tap_row + kw,
                             kind,
                             block_n,
                         );
@@ -684,7 +828,6 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                                 acc[i * block_w + j] += value * weights[i];
                             }
                         }
-                        tap += 1;
                     }
                 }
             }
@@ -763,17 +906,7 @@ pub fn conv_weight_split<F: Float, A: Float>(
             acc += value;
         }
     }
-    store::<F, A>(
-        out,
-        ComptimeOption::new_None(),
-        &args,
-        group,
-        split * outputs,
-        m,
-        n,
-        acc,
-        GemmKind::Weight,
-    );
+    store_weight::<F, A>(out, &args, group, split * outputs, m, n, acc);
 }
 
 /// The direct schedule of the weight gradient, for GEMMs too small to tile (grouped and
@@ -890,16 +1023,14 @@ pub fn conv_weight_direct<F: Float, A: Float>(
         for kw in 0..kernel_w {
             if m0 + i < gemm.m_len {
                 let tap = kernel_row * args.kernel.w + kw;
-                store::<F, A>(
+                store_weight::<F, A>(
                     out,
-                    ComptimeOption::new_None(),
                     &args,
                     group,
                     split * outputs,
                     m0 + i,
                     c * kernel_volume + tap,
                     acc[i * kernel_w + kw],
-                    GemmKind::Weight,
                 );
             }
         }

@@ -6,11 +6,15 @@
 //! - split (one unit per output and `k` range) for weight gradients with few outputs, such as
 //!   depthwise and grouped convs, and for the bias gradient;
 //! - tiled GEMMs also split `k` when there are few tiles (late layers, small batches), so more
-//!   cubes share the reduction.
+//!   cubes share the reduction;
+//! - a strided input gradient runs one tiled launch per stride phase, each over the taps that
+//!   reach its positions.
 //!
 //! Split results are summed afterwards in split order, so every result is deterministic.
 
-use burn_convpool_kernels::conv::{self, ConvArgsLaunch, GemmArgsLaunch, GemmKind, TILE_M, TILE_N};
+use burn_convpool_kernels::conv::{
+    self, ConvArgsLaunch, GemmArgsLaunch, GemmKind, PhaseLaunch, TILE_M, TILE_N,
+};
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
@@ -45,6 +49,10 @@ const TARGET_CUBES: usize = 512;
 const MIN_K_PER_SPLIT: usize = 1024;
 /// The same for forward and input-gradient GEMMs (`k` = channels x taps): 8 tile steps.
 const MIN_K_PER_SPLIT_TILED: usize = 128;
+/// Most stride phases a tiled input gradient runs as launches of their own; more (large
+/// strides, each phase a launch) run as one launch over every position, which divides by the
+/// stride at each load.
+const MAX_PHASES: usize = 64;
 
 /// The convolution passes on `CubeBackend`: each is tuned between ours and Burn's kernels.
 pub struct CubeConv;
@@ -184,13 +192,20 @@ pub fn gemm(
             [dtype, accumulator_type(dtype)],
         );
     } else {
-        let k_table = table(&lhs, &k_digits(geometry, k)?);
+        let parts = match kind {
+            GemmKind::Data => data_parts(geometry, &lhs)?,
+            _ => {
+                let taps: Vec<Vec<usize>> = box_points(geometry.kernel).map(Vec::from).collect();
+                let k_table = table(&lhs, &k_digits(geometry.in_per_group(), &taps)?);
+                vec![Part::whole(m, k, k_table, geometry.out_size)]
+            }
+        };
         tiled(
             geometry,
             kind,
             &lhs,
             &rhs,
-            &k_table,
+            &parts,
             bias,
             &out,
             MIN_K_PER_SPLIT_TILED,
@@ -199,24 +214,119 @@ pub fn gemm(
     Ok(out)
 }
 
-/// `[channel, kd, kh, kw]` for each `k` of a forward or input-gradient GEMM (`k` runs over
-/// a group's channels times the kernel taps), so the tiled kernel's loads need no divisions.
-fn k_digits(geometry: &ConvGeometry, k: usize) -> Result<Vec<u32>, LaunchError> {
-    let [_, kernel_h, kernel_w] = geometry.kernel;
-    let taps: usize = geometry.kernel.iter().product();
-    let mut digits = Vec::with_capacity(4 * k);
-    for index in 0..k {
-        let tap = index % taps;
-        for value in [
-            index / taps,
-            tap / (kernel_h * kernel_w),
-            tap / kernel_w % kernel_h,
-            tap % kernel_w,
-        ] {
-            digits.push(entry(value)?);
+/// One tiled launch's share of a GEMM: its rows (`m`), its reduction (`k`, and for the
+/// forward and input-gradient GEMMs the digits of each `k` in `k_table`), and the positions
+/// an input gradient's rows run over (`first + step * j`, `j < count`; `exact`: one stride
+/// phase, its taps' reaches offset by `back`).
+struct Part {
+    m: usize,
+    k: usize,
+    k_table: CubeTensor,
+    first: [usize; 3],
+    step: [usize; 3],
+    count: [usize; 3],
+    back: [usize; 3],
+    exact: bool,
+}
+
+impl Part {
+    /// The whole GEMM in one part, its rows every position of a side of size `size`.
+    fn whole(m: usize, k: usize, k_table: CubeTensor, size: [usize; 3]) -> Self {
+        Self {
+            m,
+            k,
+            k_table,
+            first: [0; 3],
+            step: [1; 3],
+            count: size,
+            back: [0; 3],
+            exact: false,
+        }
+    }
+}
+
+/// Every point of a box of size `size`, D, H then W.
+fn box_points(size: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
+    let [_, h, w] = size;
+    (0..size.iter().product()).map(move |i| [i / (h * w), i / w % h, i % w])
+}
+
+/// The `k` table of a forward or input-gradient GEMM: for each `k` (a group's `channels`
+/// times `taps`), the channel then the tap's digits (`[kd, kh, kw]`, and an input gradient's
+/// reaches), so the tiled kernel's loads need no divisions.
+fn k_digits(channels: usize, taps: &[Vec<usize>]) -> Result<Vec<u32>, LaunchError> {
+    let width = 1 + taps.first().map_or(0, Vec::len);
+    let mut digits = Vec::with_capacity(width * channels * taps.len());
+    for channel in 0..channels {
+        for tap in taps {
+            digits.push(entry(channel)?);
+            for &value in tap {
+                digits.push(entry(value)?);
+            }
         }
     }
     Ok(digits)
+}
+
+/// The input gradient's parts: one per stride phase that holds input positions, over the taps
+/// that reach them ([`ConvGeometry::data_phase`]; a phase that no tap reaches is a part with
+/// no `k`, which writes zeros or the bias), each loading with no division. More than
+/// [`MAX_PHASES`] phases are one part over every position and tap. Each `k`'s digits are
+/// `[kd, kh, kw, reach d, reach h, reach w, 0]` after its channel.
+fn data_parts(geometry: &ConvGeometry, lhs: &CubeTensor) -> Result<Vec<Part>, LaunchError> {
+    let channels = geometry.out_per_group();
+    let phases: usize = geometry.stride.iter().product();
+    if phases > MAX_PHASES {
+        let taps: Vec<Vec<usize>> = box_points(geometry.kernel)
+            .map(|[d, h, w]| vec![d, h, w, 0, 0, 0, 0])
+            .collect();
+        let k_table = table(lhs, &k_digits(channels, &taps)?);
+        let m = geometry.batch * geometry.in_volume();
+        return Ok(vec![Part::whole(
+            m,
+            channels * taps.len(),
+            k_table,
+            geometry.in_size,
+        )]);
+    }
+    let mut parts = Vec::new();
+    for first in box_points(geometry.stride) {
+        let axes: [_; 3] = core::array::from_fn(|axis| geometry.data_phase(axis, first[axis]));
+        let count = axes.clone().map(|axis| axis.count);
+        if count.contains(&0) {
+            continue;
+        }
+        // The smallest offset that makes every reach (`shift + back`) non-negative.
+        let back = axes.clone().map(|axis| {
+            let lowest = axis.taps.iter().map(|&(_, shift)| shift).min().unwrap_or(0);
+            usize::try_from(-lowest.min(0)).unwrap_or(usize::MAX)
+        });
+        // Non-negative by `back`.
+        let reach = |axis: usize, shift: i128| (shift + back[axis] as i128) as usize;
+        let mut taps = Vec::new();
+        for &(d, shift_d) in &axes[0].taps {
+            for &(h, shift_h) in &axes[1].taps {
+                for &(w, shift_w) in &axes[2].taps {
+                    let (rd, rh, rw) = (reach(0, shift_d), reach(1, shift_h), reach(2, shift_w));
+                    taps.push(vec![d, h, w, rd, rh, rw, 0]);
+                }
+            }
+        }
+        for value in back {
+            entry(value)?;
+        }
+        parts.push(Part {
+            m: geometry.batch * count.iter().product::<usize>(),
+            k: channels * taps.len(),
+            k_table: table(lhs, &k_digits(channels, &taps)?),
+            first,
+            step: geometry.stride,
+            count,
+            back,
+            exact: true,
+        });
+    }
+    Ok(parts)
 }
 
 fn tile_cube_dim() -> CubeDim {
@@ -246,13 +356,13 @@ pub fn weight_gemm(
         return Ok(out);
     }
 
-    let k_table = table(&x, &[]);
+    let part = Part::whole(m, k, table(&x, &[]), geometry.out_size);
     tiled(
         geometry,
         GemmKind::Weight,
         &out_grad,
         &x,
-        &k_table,
+        &[part],
         None,
         &out,
         MIN_K_PER_SPLIT,
@@ -260,50 +370,66 @@ pub fn weight_gemm(
     Ok(out)
 }
 
-/// The tiled schedule of the GEMM of `kind` into `out`, `k` split over more cubes when there
-/// are few tiles (late, small layers; weight gradients' long reductions), the splits summed
-/// in order. `k_table` is read by `Forward` and `Data` only.
+/// The tiled schedule of the GEMM of `kind` into `out`, one part after another (an input
+/// gradient's stride phases), `k` split over more cubes when there are few tiles (late, small
+/// layers; weight gradients' long reductions), the splits summed in order.
 #[allow(clippy::too_many_arguments)]
 fn tiled(
     geometry: &ConvGeometry,
     kind: GemmKind,
     lhs: &CubeTensor,
     rhs: &CubeTensor,
-    k_table: &CubeTensor,
+    parts: &[Part],
     bias: Option<CubeTensor>,
     out: &CubeTensor,
     min_k_per_split: usize,
 ) -> Result<(), LaunchError> {
     let dtype = float_type(out)?;
-    let (m, n, k) = gemm_sizes(geometry, kind);
-    let m_tiles = m.div_ceil(TILE_M);
-    let tiles = m_tiles * n.div_ceil(TILE_N) * geometry.groups;
-    let (splits, k_per_split) = split_k(k, tiles, TARGET_CUBES, min_k_per_split);
+    let (_, n, _) = gemm_sizes(geometry, kind);
+    let n_tiles = n.div_ceil(TILE_N);
+    // The longest reduction sets the splits. Every part writes all of them (a shorter part's
+    // last splits hold zeros), so each partial result is whole.
+    let Some(longest) = parts.iter().max_by_key(|part| part.k) else {
+        return Ok(());
+    };
+    let tiles = longest.m.div_ceil(TILE_M) * n_tiles * geometry.groups;
+    let splits = split_k(longest.k, tiles, TARGET_CUBES, min_k_per_split);
     with_splits(out, splits, |target| {
-        // Long `m` (batch x positions) runs as several launches over consecutive tile
-        // ranges.
-        let per_launch = m_tiles_per_launch();
-        for first in (0..m_tiles).step_by(per_launch) {
-            let cube_count = CubeCount::Static(
-                grid("m tiles", (m_tiles - first).min(per_launch))?,
-                grid("n tiles", n.div_ceil(TILE_N))?,
-                grid("groups x splits", geometry.groups * splits)?,
-            );
-            conv::conv_gemm_tiled::launch(
-                &target.client,
-                cube_count,
-                tile_cube_dim(),
-                address_type(&[lhs, rhs, target]),
-                lhs.clone().into_tensor_arg(),
-                rhs.clone().into_tensor_arg(),
-                k_table.clone().into_tensor_arg(),
-                bias.clone().map(|bias| bias.into_tensor_arg()).into(),
-                target.clone().into_tensor_arg(),
-                conv_args(geometry),
-                GemmArgsLaunch::new(m, n, k, k_per_split, first),
-                kind,
-                [dtype, accumulator_type(dtype)],
-            );
+        for part in parts {
+            let k_per_split = split_len(part.k, splits);
+            // Long `m` (batch x positions) runs as several launches over consecutive tile
+            // ranges.
+            let m_tiles = part.m.div_ceil(TILE_M);
+            let per_launch = m_tiles_per_launch();
+            for first in (0..m_tiles).step_by(per_launch) {
+                let cube_count = CubeCount::Static(
+                    grid("m tiles", (m_tiles - first).min(per_launch))?,
+                    grid("n tiles", n_tiles)?,
+                    grid("groups x splits", geometry.groups * splits)?,
+                );
+                conv::conv_gemm_tiled::launch(
+                    &target.client,
+                    cube_count,
+                    tile_cube_dim(),
+                    address_type(&[lhs, rhs, target]),
+                    lhs.clone().into_tensor_arg(),
+                    rhs.clone().into_tensor_arg(),
+                    part.k_table.clone().into_tensor_arg(),
+                    bias.clone().map(|bias| bias.into_tensor_arg()).into(),
+                    target.clone().into_tensor_arg(),
+                    conv_args(geometry),
+                    GemmArgsLaunch::new(part.m, n, part.k, k_per_split, first),
+                    PhaseLaunch::new(
+                        axes(part.first),
+                        axes(part.step),
+                        axes(part.count),
+                        axes(part.back),
+                    ),
+                    kind,
+                    part.exact,
+                    [dtype, accumulator_type(dtype)],
+                );
+            }
         }
         Ok(())
     })
@@ -324,18 +450,22 @@ fn m_tiles_per_launch() -> usize {
 static M_TILES_PER_LAUNCH: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(MAX_CUBES_PER_DIM);
 
-/// Splits of a `k`-long reduction, and their length (a multiple of the tile depth): enough
-/// that `parallel` independent outputs times the splits reach `target`, none shorter than
-/// `min_len`.
-fn split_k(k: usize, parallel: usize, target: usize, min_len: usize) -> (usize, usize) {
+/// Splits of a `k`-long reduction: enough that `parallel` independent outputs times the
+/// splits reach `target`, none shorter than `min_len`, none empty once each is a whole number
+/// of tile steps ([`split_len`]).
+fn split_k(k: usize, parallel: usize, target: usize, min_len: usize) -> usize {
     let splits = target
         .div_ceil(parallel.max(1))
         .clamp(1, (k / min_len).max(1));
-    let k_per_split = k
-        .div_ceil(splits)
+    k.div_ceil(split_len(k, splits)).max(1)
+}
+
+/// The length of each of `splits` splits of a `k`-long reduction: a whole number of tile
+/// steps, at least one.
+fn split_len(k: usize, splits: usize) -> usize {
+    k.div_ceil(splits)
         .next_multiple_of(conv::TILE_K)
-        .max(conv::TILE_K);
-    (k.div_ceil(k_per_split).max(1), k_per_split)
+        .max(conv::TILE_K)
 }
 
 /// Run `launch` into `out` directly, or into `splits` stacked partial results that are then

@@ -147,6 +147,28 @@ impl ConvGeometry {
         }
     }
 
+    /// Input-gradient phase `phase` (below the stride) along `axis`: the input positions
+    /// `phase + stride * j` and the taps whose outputs reach them, those with `phase + pad -
+    /// tap * dilation` a multiple of the stride. At those positions every other tap meets no
+    /// output, so its term is a structural zero.
+    pub fn data_phase(&self, axis: usize, phase: usize) -> DataPhase {
+        let (stride, pad, dilation) = (
+            self.stride[axis] as i128,
+            self.pad_begin[axis] as i128,
+            self.dilation[axis] as i128,
+        );
+        let count = self.in_size[axis]
+            .saturating_sub(phase)
+            .div_ceil(self.stride[axis]);
+        let taps = (0..self.kernel[axis])
+            .filter_map(|tap| {
+                let reach = phase as i128 + pad - tap as i128 * dilation;
+                (reach.rem_euclid(stride) == 0).then_some((tap, reach / stride))
+            })
+            .collect();
+        DataPhase { count, taps }
+    }
+
     /// Every size and parameter, named: what a kernel with narrow integer arithmetic must be
     /// able to hold.
     pub fn named_values(&self) -> impl Iterator<Item = (&'static str, usize)> {
@@ -171,6 +193,16 @@ impl ConvGeometry {
     }
 }
 
+/// One stride phase of an input gradient along one axis ([`ConvGeometry::data_phase`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataPhase {
+    /// How many input positions `phase + stride * j` there are.
+    pub count: usize,
+    /// The taps that reach them, each with its shift: position `j` of the phase meets output
+    /// `j + shift` (when that is an output).
+    pub taps: Vec<(usize, i128)>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,5 +214,68 @@ mod tests {
         assert_eq!(geometry.in_shape(), [2, 5, 1, 1, 8]);
         assert_eq!(geometry.out_shape(), [2, 3, 1, 1, 4]);
         assert_eq!(geometry.weight_shape(), [3, 5, 1, 1, 3]);
+    }
+
+    /// Against the definition: input `i` gets tap `t`'s term when `i + pad - t * dilation` is
+    /// a multiple of the stride whose quotient is an output. Each phase must hold exactly its
+    /// positions and every tap that reaches one of them; the taps it holds are those aligned
+    /// with it (one may still miss every output at the edges).
+    #[test]
+    fn data_phases_hold_every_reaching_tap() {
+        for (len, kernel, stride, dilation, pad) in [
+            (9, 3, 2, 1, 1),
+            (8, 4, 2, 1, 1),
+            (7, 1, 2, 1, 0),
+            (10, 7, 2, 1, 3),
+            (11, 3, 3, 2, 2),
+            (5, 2, 4, 3, 0),
+            (3, 3, 5, 1, 2),
+        ] {
+            let out = (len + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+            let geometry = ConvGeometry {
+                batch: 1,
+                groups: 1,
+                in_channels: 1,
+                out_channels: 1,
+                in_size: [1, 1, len],
+                out_size: [1, 1, out],
+                kernel: [1, 1, kernel],
+                stride: [1, 1, stride],
+                dilation: [1, 1, dilation],
+                pad_begin: [0, 0, pad],
+            };
+            let mut covered = 0;
+            for phase in 0..stride {
+                let DataPhase { count, taps } = geometry.data_phase(2, phase);
+                let positions: Vec<usize> = (phase..len).step_by(stride).collect();
+                assert_eq!(
+                    count,
+                    positions.len(),
+                    "{len} {kernel} {stride} phase {phase}"
+                );
+                covered += count;
+                for tap in 0..kernel {
+                    // The output that input `i`'s tap meets, if any.
+                    let meets = |i: usize| {
+                        let padded = (i + pad) as i64 - (tap * dilation) as i64;
+                        (padded >= 0 && padded % stride as i64 == 0)
+                            .then_some(padded / stride as i64)
+                            .filter(|&o| (o as usize) < out)
+                    };
+                    let held = taps.iter().find(|(t, _)| *t == tap);
+                    for (j, &i) in positions.iter().enumerate() {
+                        if let Some(o) = meets(i) {
+                            let (_, shift) = held.expect("a reaching tap is held");
+                            assert_eq!(j as i128 + shift, o as i128, "phase {phase} tap {tap}");
+                        }
+                    }
+                    let aligned = ((phase + pad) as i64 - (tap * dilation) as i64)
+                        .rem_euclid(stride as i64)
+                        == 0;
+                    assert_eq!(held.is_some(), aligned, "phase {phase} tap {tap}");
+                }
+            }
+            assert_eq!(covered, len);
+        }
     }
 }

@@ -209,6 +209,56 @@ fn conv2d_matches_cpu() {
         o().with_padding([1, 1]),
         true,
     );
+    // Strided input gradients run one tiled launch per stride phase over the taps that reach
+    // it: four phases of 1-2 taps a side; a 1x1 stride 2, whose three other phases no tap
+    // reaches (zeros); phases of uneven reductions (k = 64 x 1 to 64 x 4) split over k; the
+    // same 1x1 with k = 256 split, so the phases without taps write zeros to every split;
+    // stride 3 with dilation 2; and 81 phases, more than run as launches of their own (one
+    // launch over every position, dividing by the stride).
+    conv2d_case(
+        "tiled_strided",
+        [2, 16, 11, 10],
+        [24, 16, 3, 3],
+        o().with_stride([2, 2]).with_padding([1, 1]),
+        true,
+    );
+    conv2d_case(
+        "tiled_1x1_s2",
+        [2, 32, 9, 8],
+        [16, 32, 1, 1],
+        o().with_stride([2, 2]),
+        false,
+    );
+    conv2d_case(
+        "tiled_phases_split_k",
+        [2, 48, 5, 5],
+        [64, 48, 3, 3],
+        o().with_stride([2, 2]).with_padding([1, 1]),
+        false,
+    );
+    conv2d_case(
+        "tiled_1x1_s2_split_k",
+        [1, 16, 4, 4],
+        [256, 16, 1, 1],
+        o().with_stride([2, 2]),
+        false,
+    );
+    conv2d_case(
+        "tiled_dilated_s3",
+        [1, 16, 13, 12],
+        [20, 16, 3, 3],
+        o().with_stride([3, 3])
+            .with_dilation([2, 2])
+            .with_padding([2, 1]),
+        false,
+    );
+    conv2d_case(
+        "tiled_81_phases",
+        [1, 16, 12, 12],
+        [16, 16, 3, 3],
+        o().with_stride([9, 9]),
+        false,
+    );
     // Depthwise (direct schedules in every pass) with a channel multiplier.
     conv2d_case(
         "depthwise",
@@ -258,6 +308,19 @@ fn conv1d_3d_and_transpose_match_cpu() {
             ConvNdOptions::default()
                 .with_padding([1, 1, 1])
                 .with_dilation([1, 2, 1]),
+        )
+    });
+    // Eight stride phases of a tiled 3D input gradient.
+    let x = Leaf::random(&mut rng, [1, 16, 5, 6, 7]);
+    let w = Leaf::random(&mut rng, [16, 16, 3, 3, 3]);
+    cross("conv3d_tiled_strided", &[x, w], |t| {
+        conv3d(
+            t[0].clone(),
+            t[1].clone(),
+            None,
+            ConvNdOptions::default()
+                .with_stride([2, 2, 2])
+                .with_padding([1, 0, 1]),
         )
     });
     let x = Leaf::random(&mut rng, [2, 4, 5, 6]);
