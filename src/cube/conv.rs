@@ -43,8 +43,9 @@ const SPLIT_MAX_OUTPUTS: usize = 1024;
 const SPLIT_TARGET_UNITS: usize = 65_536;
 /// Shortest `k` range of one unit of the split schedule.
 const SPLIT_MIN_K: usize = 256;
-/// Cubes a split-k launch aims for, enough to fill a large GPU.
-const TARGET_CUBES: usize = 512;
+/// Cubes a split-k launch aims for: 2048 of the tiled kernel's 64 units, enough to fill a
+/// large GPU (the 131,072 units that 512 cubes of 256 gave when it was measured on an H100).
+const TARGET_CUBES: usize = 2048;
 /// Shortest `k` range worth a split of its own in a weight gradient (`k` = batch x positions).
 const MIN_K_PER_SPLIT: usize = 1024;
 /// The same for forward and input-gradient GEMMs (`k` = channels x taps): 8 tile steps.
