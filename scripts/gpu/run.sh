@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Run, on a lent GPU machine, what `bash scripts/gpu/build.sh` built (carry target/gpu and the
-# Vulkan loader's packages in .gl/, as the device tool's README shows). Logs and results go to
-# $OUT (default gpu-out/). Each step fits one 10-minute call:
+# Run, on a lent GPU machine, what `bash scripts/gpu/build.sh` built (carry the step's folder,
+# target/gpu/tests, benches or example, and the Vulkan loader's packages in .gl/, as the device
+# tool's README shows). Logs and results go to $OUT (default gpu-out/). Each step fits one
+# 10-minute call:
 #
 #   bash scripts/gpu/run.sh tests     # golden cases, cube_cross (autotune at its default
 #                                     # level, and pinned to our kernels), then fuzz
@@ -13,9 +14,20 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-gpu-out}
-bin=target/gpu
 python=${PYTHON:-python3}
 mkdir -p "$out"
+case "${1:-}" in
+tests) bin=target/gpu/tests ;;
+bench) bin=target/gpu/benches ;;
+resnet) bin=target/gpu/example ;;
+esac
+
+# Unpack the binaries (python's lzma: the machine may lack xz).
+for packed in "$bin"/*.xz; do
+    "$python" -c 'import lzma, shutil, sys
+shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$packed" "${packed%.xz}"
+    chmod +x "${packed%.xz}"
+done
 
 # The Vulkan loader, if the machine lacks one.
 if ! ldconfig -p | grep -q libvulkan; then
@@ -73,9 +85,5 @@ resnet)
     step "PyTorch twin"
     PYTHONUNBUFFERED=1 "$python" examples/resnet/pytorch_twin.py --dataset mnist10k --epochs 2 \
         --device cuda 2>&1 | tee "$out/resnet-pytorch.log" | tail -4
-    ;;
-*)
-    echo "usage: bash scripts/gpu/run.sh tests|bench|resnet" >&2
-    exit 2
     ;;
 esac
