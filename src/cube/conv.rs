@@ -19,7 +19,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
 use crate::conv_routing::ConvPasses;
-use crate::spec::ConvGeometry;
+use crate::spec::{ConvGeometry, points};
 
 use super::tensor::{
     LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, axes, contiguous, dims5,
@@ -196,7 +196,7 @@ pub fn gemm(
         let parts = match kind {
             GemmKind::Data => data_parts(geometry, &lhs)?,
             _ => {
-                let taps: Vec<Vec<usize>> = box_points(geometry.kernel).map(Vec::from).collect();
+                let taps: Vec<Vec<usize>> = points(geometry.kernel).map(Vec::from).collect();
                 let k_table = table(&lhs, &k_digits(geometry.in_per_group(), &taps)?);
                 vec![Part::whole(m, k, k_table, geometry.out_size)]
             }
@@ -246,12 +246,6 @@ impl Part {
     }
 }
 
-/// Every point of a box of size `size`, D, H then W.
-fn box_points(size: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
-    let [_, h, w] = size;
-    (0..size.iter().product()).map(move |i| [i / (h * w), i / w % h, i % w])
-}
-
 /// The `k` table of a forward or input-gradient GEMM: for each `k` (a group's `channels`
 /// times `taps`), the channel then the tap's digits (`[kd, kh, kw]`, and an input gradient's
 /// reaches), so the tiled kernel's loads need no divisions.
@@ -278,7 +272,7 @@ fn data_parts(geometry: &ConvGeometry, lhs: &CubeTensor) -> Result<Vec<Part>, La
     let channels = geometry.out_per_group();
     let phases: usize = geometry.stride.iter().product();
     if phases > MAX_PHASES {
-        let taps: Vec<Vec<usize>> = box_points(geometry.kernel)
+        let taps: Vec<Vec<usize>> = points(geometry.kernel)
             .map(|[d, h, w]| vec![d, h, w, 0, 0, 0, 0])
             .collect();
         let k_table = table(lhs, &k_digits(channels, &taps)?);
@@ -291,14 +285,14 @@ fn data_parts(geometry: &ConvGeometry, lhs: &CubeTensor) -> Result<Vec<Part>, La
         )]);
     }
     let mut parts = Vec::new();
-    for first in box_points(geometry.stride) {
+    for first in points(geometry.stride) {
         let axes: [_; 3] = core::array::from_fn(|axis| geometry.data_phase(axis, first[axis]));
-        let count = axes.clone().map(|axis| axis.count);
+        let count = axes.each_ref().map(|axis| axis.count);
         if count.contains(&0) {
             continue;
         }
         // The smallest offset that makes every reach (`shift + back`) non-negative.
-        let back = axes.clone().map(|axis| {
+        let back = axes.each_ref().map(|axis| {
             let lowest = axis.taps.iter().map(|&(_, shift)| shift).min().unwrap_or(0);
             usize::try_from(-lowest.min(0)).unwrap_or(usize::MAX)
         });

@@ -9,6 +9,11 @@ pub fn kernel_extent(kernel: usize, dilation: usize) -> usize {
     dilation.saturating_mul(kernel.max(1) - 1).saturating_add(1)
 }
 
+/// Every point of a `[d, h, w]` box in row-major order.
+pub fn points([d, h, w]: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
+    (0..d).flat_map(move |i| (0..h).flat_map(move |j| (0..w).map(move |k| [i, j, k])))
+}
+
 /// Number of windows along one axis, or `None` if the kernel does not fit in the padded input.
 ///
 /// `(len + pad_begin + pad_end - extent) / stride + 1`, floored, or with `ceil_mode` rounded up

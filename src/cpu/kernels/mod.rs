@@ -11,7 +11,4 @@ mod tap_masks;
 mod tap_table;
 mod winograd;
 
-/// Every point of a `[d, h, w]` box in row-major order.
-fn points([d, h, w]: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
-    (0..d).flat_map(move |i| (0..h).flat_map(move |j| (0..w).map(move |k| [i, j, k])))
-}
+use crate::spec::points;
