@@ -9,7 +9,9 @@
 //!   short reductions (depthwise), and a per-(output, k-split) kernel for long reductions with
 //!   few outputs (weight gradients of depthwise and grouped convs, the bias gradient).
 //! - [`pool`]: one window kernel with pluggable reductions (max with indices, average with every
-//!   divisor rule, LP), reading NCHW through strides, and its gather-form backward.
+//!   divisor rule, LP), reading NCHW through strides, its windows sliding (computed in the
+//!   kernel), adaptive (host tables) or fractional (per-plane samples).
+//! - [`pool_backward`]: the pools' gather-form backward, deterministic without atomics.
 //! - [`sliding_max`]: max pooling over a sliding window of at most 7 taps per axis, its
 //!   positions computed in the kernel and its taps unrolled (the common max pools).
 //! - [`unpool`]: max-unpool's bounds-checked scatter and its gather backward.
@@ -20,5 +22,6 @@
 pub mod axes;
 pub mod conv;
 pub mod pool;
+pub mod pool_backward;
 pub mod sliding_max;
 pub mod unpool;

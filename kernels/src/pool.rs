@@ -1,18 +1,15 @@
-//! One window kernel for every pool, and its gather-form backward.
+//! One window kernel for every pool (its gather-form backward is [`crate::pool_backward`]).
 //!
 //! A window is the product of one span per axis: `count` taps `start, start + step, ...`, and
-//! `padded`, its length clipped to the padded input (the `count_include_pad` divisor). Spans of
-//! sliding and adaptive windows come from a host-built table (`[start, count, step, padded]`
-//! per output position, the D, H then W axis); fractional windows are computed here from the
-//! per-plane samples, in f32 as PyTorch does. The reduction is a comptime choice.
-//!
-//! The backward runs one unit per input element and loops over the outputs whose windows may
-//! cover it, given per axis by a host-built `cover` table (`[lo, hi)` per input position), so
-//! it needs no atomics and sums in a fixed order (deterministic).
+//! `padded`, its length clipped to the padded input (the `count_include_pad` divisor). Where
+//! the spans come from is a comptime [`Placement`]: sliding windows (max, average and LP
+//! pooling) are computed here from the stride, padding and dilation, fractional windows from
+//! the per-plane samples (in f32, as PyTorch does), and adaptive windows are read from a
+//! host-built table (`[start, count, step, padded]` per output position, the D, H then W axis).
 
 use cubecl::prelude::*;
 
-use crate::axes::{Axes, Index3, volume};
+use crate::axes::{Axes, Index3, along, volume};
 
 /// What the window kernel reduces (a comptime parameter: each is its own compiled kernel).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -29,14 +26,34 @@ pub enum Reduction {
     LpShare,
 }
 
+/// Where a kernel finds its windows (a comptime parameter: each is its own compiled kernel).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// Spans, and the backward's covers, read from host-built tables (adaptive windows).
+    #[default]
+    Table,
+    /// Sliding windows, computed from [`PoolArgs`]'s kernel, stride, padding and dilation.
+    Sliding,
+    /// Fractional windows, computed from per-plane samples (forward only).
+    Fractional,
+}
+
 /// Sizes and scalars of one pool.
 #[derive(CubeLaunch, CubeType)]
 pub struct PoolArgs {
     pub channels: usize,
     pub in_size: Index3,
     pub out_size: Index3,
-    /// Window lengths of fractional pooling; `K` (their product) of LP pooling.
+    /// Window lengths of sliding and fractional pooling; `K` (their product) of LP pooling.
     pub kernel: Index3,
+    /// Sliding windows' stride (1 along an axis with one output).
+    pub stride: Index3,
+    /// Sliding windows' padding before the first position.
+    pub padding: Index3,
+    /// Sliding windows' padding after the last position (the `count_include_pad` divisor).
+    pub padding_end: Index3,
+    /// Sliding windows' dilation (1 along an axis of one tap).
+    pub dilation: Index3,
     /// Fractional pooling's `(len - kernel) / (out - 1)` per axis, computed on the host.
     pub alpha: Axes<f32>,
     /// `divisor_override`, or 0 for none.
@@ -55,7 +72,7 @@ pub(crate) fn neg_infinity<F: Float>() -> F {
 }
 
 #[cube]
-fn not_a_number<F: Float>() -> F {
+pub(crate) fn not_a_number<F: Float>() -> F {
     F::cast_from(f32::reinterpret(0x7fc0_0000u32))
 }
 
@@ -103,54 +120,96 @@ fn fractional_span(
     }
 }
 
+/// `value / step`, rounded up; unit steps (every window but dilated ones, every stride-1
+/// pool) skip the division.
+#[cube]
+pub(crate) fn div_ceil_step(value: usize, step: usize) -> usize {
+    let mut result = value;
+    if step != 1 {
+        result = value.div_ceil(step);
+    }
+    result
+}
+
+/// The span of sliding window `o` on `axis`, as `spec::sliding_spans` builds it: its taps
+/// inside the input and its length clipped to the padded input. Positions are shifted by the
+/// padding before, so none is negative.
+#[cube]
+fn sliding_span(args: &PoolArgs, o: usize, #[comptime] axis: usize) -> Span {
+    let kernel = along(&args.kernel, axis);
+    let pad = along(&args.padding, axis);
+    let dilation = along(&args.dilation, axis);
+    let end = along(&args.in_size, axis) + pad;
+    let first = o * along(&args.stride, axis);
+    let mut lo = 0;
+    if first < pad {
+        lo = min(div_ceil_step(pad - first, dilation), kernel);
+    }
+    let mut hi = lo;
+    if first < end {
+        hi = max(min(div_ceil_step(end - first, dilation), kernel), lo);
+    }
+    let count = hi - lo;
+    let at = first + lo * dilation;
+    let mut start = 0;
+    if at > pad {
+        start = at - pad;
+    }
+    let padded_end = min(first + kernel, end + along(&args.padding_end, axis));
+    let mut padded = 0;
+    if padded_end > first {
+        padded = padded_end - first;
+    }
+    Span {
+        start,
+        count,
+        step: select(count > 1, dilation, 1),
+        padded,
+    }
+}
+
 /// The span of output `o` on `axis` (0, 1, 2 = D, H, W) of plane `plane`.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn span_of<F: Float>(
+pub(crate) fn span_of<F: Float>(
     spans: &Tensor<u32>,
     samples: &Tensor<F>,
     args: &PoolArgs,
     plane: usize,
     o: usize,
-    #[comptime] axis: u32,
-    #[comptime] fractional: bool,
+    #[comptime] axis: usize,
+    #[comptime] placement: Placement,
 ) -> Span {
-    if comptime![fractional] {
-        let u = f32::cast_from(samples[plane * 3 + axis as usize]);
-        if comptime![axis == 0] {
-            fractional_span(
-                o,
-                args.in_size.d,
-                args.out_size.d,
-                args.kernel.d,
-                args.alpha.d,
-                u,
-            )
-        } else if comptime![axis == 1] {
-            fractional_span(
-                o,
-                args.in_size.h,
-                args.out_size.h,
-                args.kernel.h,
-                args.alpha.h,
-                u,
-            )
-        } else {
-            fractional_span(
-                o,
-                args.in_size.w,
-                args.out_size.w,
-                args.kernel.w,
-                args.alpha.w,
-                u,
-            )
-        }
+    if comptime![placement == Placement::Fractional] {
+        let u = f32::cast_from(samples[plane * 3 + axis]);
+        fractional_span(
+            o,
+            along(&args.in_size, axis),
+            along(&args.out_size, axis),
+            along(&args.kernel, axis),
+            along_f32(&args.alpha, axis),
+            u,
+        )
+    } else if comptime![placement == Placement::Sliding] {
+        sliding_span(args, o, axis)
     } else if comptime![axis == 0] {
         table_span(spans, o)
     } else if comptime![axis == 1] {
         table_span(spans, args.out_size.d + o)
     } else {
         table_span(spans, args.out_size.d + args.out_size.h + o)
+    }
+}
+
+/// The value on `axis` of per-axis floats.
+#[cube]
+fn along_f32(values: &Axes<f32>, #[comptime] axis: usize) -> f32 {
+    if comptime![axis == 0] {
+        values.d
+    } else if comptime![axis == 1] {
+        values.h
+    } else {
+        values.w
     }
 }
 
@@ -179,7 +238,7 @@ pub fn pow_signed<F: Float>(x: F, y: F, nan: F) -> F {
 
 /// `torch.sign`: -1, 0 or 1, NaN for NaN.
 #[cube]
-fn sign<F: Float>(x: F) -> F {
+pub(crate) fn sign<F: Float>(x: F) -> F {
     let mut result = x * F::new(0.0);
     if x > F::new(0.0) {
         result = F::new(1.0);
@@ -191,7 +250,7 @@ fn sign<F: Float>(x: F) -> F {
 
 /// Offset of plane `plane` (batch x channel) of `x`, read through its strides.
 #[cube]
-fn plane_offset<F: Float>(x: &Tensor<F>, args: &PoolArgs, plane: usize) -> usize {
+pub(crate) fn plane_offset<F: Float>(x: &Tensor<F>, args: &PoolArgs, plane: usize) -> usize {
     (plane / args.channels) * x.stride(0) + (plane % args.channels) * x.stride(1)
 }
 
@@ -212,7 +271,7 @@ fn sum_term<F: Float, A: Float>(value: F, args: &PoolArgs, #[comptime] reduction
 /// PyTorch's average divisor: `divisor_override` if set, else the window's taps inside the
 /// input (`count`) or, with `count_include_pad`, its volume clipped to the padded input.
 #[cube]
-fn average_divisor(
+pub(crate) fn average_divisor(
     args: &PoolArgs,
     count: usize,
     padded: usize,
@@ -292,7 +351,7 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     indices: &mut Tensor<I>,
     args: PoolArgs,
     #[comptime] reduction: Reduction,
-    #[comptime] fractional: bool,
+    #[comptime] placement: Placement,
     #[comptime] abs: bool,
     #[comptime] count_include_pad: bool,
     #[comptime] block_w: usize,
@@ -308,13 +367,13 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     let oh = row % args.out_size.h;
     let od = (row / args.out_size.h) % args.out_size.d;
     let plane = row / (args.out_size.h * args.out_size.d);
-    let sd = span_of::<F>(spans, samples, &args, plane, od, 0u32, fractional);
-    let sh = span_of::<F>(spans, samples, &args, plane, oh, 1u32, fractional);
+    let sd = span_of::<F>(spans, samples, &args, plane, od, 0usize, placement);
+    let sh = span_of::<F>(spans, samples, &args, plane, oh, 1usize, placement);
     let (stride_d, stride_h, stride_w) = (x.stride(2), x.stride(3), x.stride(4));
     let base = plane_offset::<F>(x, &args, plane);
     let ow_end = min(ow0 + block_w, args.out_size.w);
     for ow in ow0..ow_end {
-        let sw = span_of::<F>(spans, samples, &args, plane, ow, 2u32, fractional);
+        let sw = span_of::<F>(spans, samples, &args, plane, ow, 2usize, placement);
         let at = row * args.out_size.w + ow;
         if comptime![reduction == Reduction::Max] {
             let mut best = neg_infinity::<F>();
@@ -369,196 +428,6 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
                 reduction,
                 count_include_pad,
             );
-        }
-    }
-}
-
-#[cube]
-fn covers(span: &Span, i: usize) -> bool {
-    let mut inside = false;
-    if i >= span.start {
-        let offset = i - span.start;
-        // Unit steps (every window but dilated ones) need no division.
-        if span.step == 1 {
-            inside = offset < span.count;
-        } else {
-            inside = offset.is_multiple_of(span.step) && offset / span.step < span.count;
-        }
-    }
-    inside
-}
-
-/// The backward of an average whose one window per plane holds the whole plane (global
-/// average pooling): every element of the plane gets `grad / divisor`, `block_w` consecutive
-/// elements of the flat plane per unit, with no cover or span walk.
-#[cube]
-fn average_whole_plane<F: Float, A: Float>(
-    grad: &Tensor<F>,
-    spans: &Tensor<u32>,
-    x_grad: &mut Tensor<F>,
-    args: &PoolArgs,
-    #[comptime] count_include_pad: bool,
-    #[comptime] block_w: usize,
-) {
-    let in_volume = volume(&args.in_size);
-    let blocks = in_volume.div_ceil(block_w);
-    let plane = ABSOLUTE_POS / blocks;
-    if plane < x_grad.len() / in_volume {
-        let first = (ABSOLUTE_POS % blocks) * block_w;
-        let sd = table_span(spans, 0);
-        let sh = table_span(spans, 1);
-        let sw = table_span(spans, 2);
-        let divisor = average_divisor(
-            args,
-            sd.count * sh.count * sw.count,
-            sd.padded * sh.padded * sw.padded,
-            count_include_pad,
-        );
-        let share = F::cast_from(A::cast_from(grad[plane]) / A::cast_from(divisor));
-        #[unroll]
-        for j in 0..block_w {
-            if first + j < in_volume {
-                x_grad[plane * in_volume + first + j] = share;
-            }
-        }
-    }
-}
-
-/// Per input element, sum the gradient of every output whose window holds it, in output
-/// order. A unit takes `block_w` consecutive elements along the last axis and walks the
-/// outputs that cover any of them once, adding each output's gradient to every element of the
-/// block it covers: indices, spans and gradients are read once per block, not once per
-/// element (a global pool's backward reads one gradient per plane). Each element still sums
-/// its outputs in output order, so the result is the same as one element at a time.
-/// `Max` matches `indices`; `Avg` divides by the divisor rule; `Lp` sums the pre-pass shares
-/// and applies `p * x^(p - 1)`; `sign` multiplies by `sign(x)` (LP with `p = inf`).
-#[cube(launch, address_type = "dynamic")]
-#[allow(clippy::too_many_arguments)]
-pub fn pool_backward<F: Float, I: Int, A: Float>(
-    grad: &Tensor<F>,
-    indices: &Tensor<I>,
-    x: &Tensor<F>,
-    spans: &Tensor<u32>,
-    cover: &Tensor<u32>,
-    x_grad: &mut Tensor<F>,
-    args: PoolArgs,
-    #[comptime] reduction: Reduction,
-    #[comptime] sign_of_x: bool,
-    #[comptime] count_include_pad: bool,
-    #[comptime] block_w: usize,
-    #[comptime] whole_plane: bool,
-    #[define(F, I, A)] _dtypes: [ElemType; 3],
-) {
-    if comptime![whole_plane] {
-        average_whole_plane::<F, A>(grad, spans, x_grad, &args, count_include_pad, block_w);
-        terminate!();
-    }
-    let w_blocks = args.in_size.w.div_ceil(block_w);
-    let rows = x_grad.len() / args.in_size.w;
-    if ABSOLUTE_POS >= rows * w_blocks {
-        terminate!();
-    }
-    let row = ABSOLUTE_POS / w_blocks;
-    let iw0 = (ABSOLUTE_POS % w_blocks) * block_w;
-    let ih = row % args.in_size.h;
-    let id = (row / args.in_size.h) % args.in_size.d;
-    let plane = row / (args.in_size.h * args.in_size.d);
-    let out_volume = volume(&args.out_size);
-    let lo_d = cover[id * 2] as usize;
-    let hi_d = cover[id * 2 + 1] as usize;
-    let lo_h = cover[(args.in_size.d + ih) * 2] as usize;
-    let hi_h = cover[(args.in_size.d + ih) * 2 + 1] as usize;
-    let in_block = min(block_w, args.in_size.w - iw0);
-    // The outputs along W covering any element of the block: the union of their covers (an
-    // element no window holds has the empty cover `(0, 0)`).
-    let mut lo_w = args.out_size.w;
-    let mut hi_w = 0usize;
-    for j in 0..in_block {
-        let at = (args.in_size.d + args.in_size.h + iw0 + j) * 2;
-        let (lo, hi) = (cover[at] as usize, cover[at + 1] as usize);
-        if lo < hi {
-            lo_w = min(lo_w, lo);
-            hi_w = max(hi_w, hi);
-        }
-    }
-    let grad_base = plane * out_volume;
-    let row_index = (id * args.in_size.h + ih) * args.in_size.w + iw0;
-    // Gradients accumulate in `A` (f32 for half types, f64 for f64).
-    let mut acc = Array::<A>::new(block_w);
-    #[unroll]
-    for j in 0..block_w {
-        acc[j] = A::new(0.0);
-    }
-    if comptime![reduction == Reduction::Max] {
-        for od in lo_d..hi_d {
-            for oh in lo_h..hi_h {
-                let o_row = grad_base + (od * args.out_size.h + oh) * args.out_size.w;
-                for ow in lo_w..hi_w {
-                    let index = indices[o_row + ow];
-                    if index >= I::new(0) {
-                        let flat = usize::cast_from(index);
-                        #[unroll]
-                        for j in 0..block_w {
-                            if flat == row_index + j {
-                                acc[j] += A::cast_from(grad[o_row + ow]);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    } else {
-        for od in lo_d..hi_d {
-            let sd = table_span(spans, od);
-            if covers(&sd, id) {
-                for oh in lo_h..hi_h {
-                    let sh = table_span(spans, args.out_size.d + oh);
-                    if covers(&sh, ih) {
-                        let o_row = grad_base + (od * args.out_size.h + oh) * args.out_size.w;
-                        for ow in lo_w..hi_w {
-                            let sw = table_span(spans, args.out_size.d + args.out_size.h + ow);
-                            let mut share = A::cast_from(grad[o_row + ow]);
-                            if comptime![reduction == Reduction::Avg] {
-                                let divisor = average_divisor(
-                                    &args,
-                                    sd.count * sh.count * sw.count,
-                                    sd.padded * sh.padded * sw.padded,
-                                    count_include_pad,
-                                );
-                                share /= A::cast_from(divisor);
-                            }
-                            #[unroll]
-                            for j in 0..block_w {
-                                if covers(&sw, iw0 + j) {
-                                    acc[j] += share;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let x_row = plane_offset::<F>(x, &args, plane) + id * x.stride(2) + ih * x.stride(3);
-    #[unroll]
-    for j in 0..block_w {
-        if j < in_block {
-            let iw = iw0 + j;
-            let mut result = F::cast_from(acc[j]);
-            if comptime![reduction == Reduction::Lp || sign_of_x] {
-                let value = x[x_row + iw * x.stride(4)];
-                if comptime![reduction == Reduction::Lp] {
-                    let power = pow_signed::<F>(
-                        value,
-                        F::cast_from(args.norm_minus_one),
-                        not_a_number::<F>(),
-                    );
-                    result = result * F::cast_from(args.norm) * power;
-                } else {
-                    result *= sign::<F>(value);
-                }
-            }
-            x_grad[row * args.in_size.w + iw] = result;
         }
     }
 }

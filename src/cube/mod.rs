@@ -8,6 +8,7 @@
 mod builtin;
 mod conv;
 mod pool;
+mod pool_backward;
 mod pool_ops;
 mod tensor;
 mod tune;

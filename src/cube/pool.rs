@@ -1,16 +1,17 @@
-//! Launchers of the window kernel and its gather backward: build the span and cover tables on
-//! the host from `spec::pool`, the same spans the CPU walks, so both backends place every
+//! Launchers of the window kernel, the sliding max kernel and max-unpool. Sliding windows are computed in
+//! the kernel by `spec::sliding_spans`'s rule; adaptive windows are span and cover tables
+//! built on the host by `spec`, the same spans the CPU walks, so both backends place every
 //! window identically.
 
 use burn::tensor::DType;
 use burn_convpool_kernels::axes::AxesLaunch;
-use burn_convpool_kernels::pool::{self as kernels, PoolArgsLaunch};
+use burn_convpool_kernels::pool::{self as kernels, Placement, PoolArgsLaunch};
 use burn_convpool_kernels::sliding_max as sliding;
 use burn_convpool_kernels::unpool;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
-use crate::spec::{MaxPoolOptions, Spans, shapes, spatial, used_step};
+use crate::spec::{MaxPoolOptions, Spans, shapes, spatial, used_step, window_spans};
 
 use super::tensor::{
     LaunchError, accumulator_type, address_type, axes, contiguous, dims5, elementwise, empty,
@@ -21,7 +22,9 @@ pub use kernels::Reduction;
 
 /// Where the windows come from.
 pub enum Windows {
-    /// Spans per axis (sliding and adaptive windows).
+    /// Sliding windows (max, average and LP pooling), computed in the kernel.
+    Sliding(MaxPoolOptions<3>),
+    /// Spans per axis (adaptive windows).
     Table(Spans),
     /// Fractional windows of `kernel` over the samples `(N, C, 3)`.
     Fractional {
@@ -49,7 +52,7 @@ pub struct Params {
     pub kernel: [usize; 3],
 }
 
-fn flat_spans(spans: &Spans) -> Result<Vec<u32>, LaunchError> {
+pub(super) fn flat_spans(spans: &Spans) -> Result<Vec<u32>, LaunchError> {
     let mut values = Vec::new();
     for span in spans.iter().flatten() {
         for value in [span.start, span.count, span.step, span.padded] {
@@ -59,7 +62,7 @@ fn flat_spans(spans: &Spans) -> Result<Vec<u32>, LaunchError> {
     Ok(values)
 }
 
-fn flat_cover(cover: &[Vec<(usize, usize)>; 3]) -> Result<Vec<u32>, LaunchError> {
+pub(super) fn flat_cover(cover: &[Vec<(usize, usize)>; 3]) -> Result<Vec<u32>, LaunchError> {
     let mut values = Vec::new();
     for &(lo, hi) in cover.iter().flatten() {
         values.push(entry(lo)?);
@@ -68,20 +71,71 @@ fn flat_cover(cover: &[Vec<(usize, usize)>; 3]) -> Result<Vec<u32>, LaunchError>
     Ok(values)
 }
 
-fn pool_args(
+/// Whether every position a sliding window's kernel code computes (up to the padded input's
+/// end plus a dilated kernel and a stride) stays in 32 bits, the range of the tables' entries
+/// too; a window past it is placed by a table instead, whose entries are checked.
+pub(super) fn sliding_fits(in_size: [usize; 3], options: &MaxPoolOptions<3>) -> bool {
+    (0..3).all(|a| {
+        let (begin, end) = options.padding[a];
+        let reach = in_size[a] as u128
+            + begin as u128
+            + end as u128
+            + options.kernel_size[a] as u128 * options.dilation[a] as u128
+            + options.stride[a] as u128;
+        reach <= u32::MAX as u128
+    })
+}
+
+/// `windows` with a sliding window that does not fit the kernels' arithmetic as a table.
+fn placed(windows: Windows, in_size: [usize; 3]) -> Windows {
+    match windows {
+        Windows::Sliding(options) if !sliding_fits(in_size, &options) => {
+            Windows::Table(window_spans(in_size, &options))
+        }
+        windows => windows,
+    }
+}
+
+/// The sliding window's per-axis kernel, stride, padding before and after, and dilation, as
+/// the kernels read them (a step that is never taken is 1, keeping unused huge values out).
+pub(super) fn sliding_axes(
+    options: Option<&MaxPoolOptions<3>>,
+    out_size: [usize; 3],
+) -> [[usize; 3]; 5] {
+    match options {
+        Some(options) => [
+            options.kernel_size,
+            core::array::from_fn(|a| used_step(options.stride[a], out_size[a])),
+            options.padding.map(|(begin, _)| begin),
+            options.padding.map(|(_, end)| end),
+            core::array::from_fn(|a| used_step(options.dilation[a], options.kernel_size[a])),
+        ],
+        None => [[1; 3], [1; 3], [0; 3], [0; 3], [1; 3]],
+    }
+}
+
+pub(super) fn pool_args(
     channels: usize,
     in_size: [usize; 3],
     out_size: [usize; 3],
     kernel: [usize; 3],
+    sliding: Option<&MaxPoolOptions<3>>,
     params: &Params,
 ) -> PoolArgsLaunch {
-    // As the CPU (and PyTorch) compute it: in f32, from the integer sizes.
+    // Fractional pooling's, as the CPU (and PyTorch) compute it: in f32, from the integer
+    // sizes (its kernel fits the input; a sliding one may not, and has no alpha).
     let alpha = |i: usize| {
-        if out_size[i] > 1 {
+        if out_size[i] > 1 && sliding.is_none() {
             (in_size[i] - kernel[i]) as f32 / (out_size[i] - 1) as f32
         } else {
             0.0
         }
+    };
+    let [sliding_kernel, stride, padding, padding_end, dilation] = sliding_axes(sliding, out_size);
+    let kernel = if sliding.is_some() {
+        sliding_kernel
+    } else {
+        kernel
     };
     let p = params.norm;
     PoolArgsLaunch::new(
@@ -89,6 +143,10 @@ fn pool_args(
         axes(in_size),
         axes(out_size),
         axes(kernel),
+        axes(stride),
+        axes(padding),
+        axes(padding_end),
+        axes(dilation),
         axes([alpha(0), alpha(1), alpha(2)]),
         params.divisor_override,
         p as f32,
@@ -103,7 +161,7 @@ const BLOCK_W: usize = 8;
 
 /// The launch of a kernel whose unit takes up to [`BLOCK_W`] consecutive elements of a row of
 /// `tensor` (rows of `width`): the block width and the grid.
-fn row_blocks(tensor: &CubeTensor, width: usize) -> (usize, CubeCount, CubeDim) {
+pub(super) fn row_blocks(tensor: &CubeTensor, width: usize) -> (usize, CubeCount, CubeDim) {
     let block_w = width.min(BLOCK_W);
     let units = tensor.meta.num_elements() / width * width.div_ceil(block_w);
     let (cube_count, cube_dim) = elementwise(tensor, units);
@@ -132,16 +190,25 @@ pub fn forward(
     };
     let indices = empty(&x, index_dims, indices_dtype);
     let index_type = int_type(&indices)?;
-    let (spans, samples, kernel, fractional) = match windows {
+    let in_size = spatial(&dims);
+    let mut sliding = None;
+    let (spans, samples, kernel, placement) = match placed(windows, in_size) {
+        Windows::Sliding(options) => {
+            sliding = Some(options);
+            (table(&x, &[]), x.clone(), params.kernel, Placement::Sliding)
+        }
         Windows::Table(spans) => (
             table(&x, &flat_spans(&spans)?),
             x.clone(),
             params.kernel,
-            false,
+            Placement::Table,
         ),
-        Windows::Fractional { samples, kernel } => {
-            (table(&x, &[]), contiguous(*samples), kernel, true)
-        }
+        Windows::Fractional { samples, kernel } => (
+            table(&x, &[]),
+            contiguous(*samples),
+            kernel,
+            Placement::Fractional,
+        ),
     };
     let out_grad = out_grad.map(contiguous).unwrap_or_else(|| x.clone());
     if out.meta.num_elements() == 0 {
@@ -149,7 +216,14 @@ pub fn forward(
     }
     let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2]);
     let address = address_type(&[&x, &out, &out_grad]);
-    let args = pool_args(dims[1], spatial(&dims), out_size, kernel, &params);
+    let args = pool_args(
+        dims[1],
+        in_size,
+        out_size,
+        kernel,
+        sliding.as_ref(),
+        &params,
+    );
     kernels::pool_forward::launch(
         &out.client.clone(),
         cube_count,
@@ -163,7 +237,7 @@ pub fn forward(
         indices.clone().into_tensor_arg(),
         args,
         params.reduction,
-        fractional,
+        placement,
         params.abs,
         params.count_include_pad,
         block_w,
@@ -237,100 +311,6 @@ fn sliding_max_launch(
         [dtype, index_type],
     );
     Ok((out, indices))
-}
-
-/// Inputs of the gather backward.
-pub struct BackwardInputs {
-    /// Output gradient (`Max`, `Avg`) or the shares of `LpShare` (`Lp`).
-    pub grad: CubeTensor,
-    /// Indices of `Max`.
-    pub indices: Option<CubeTensor>,
-    /// Input, for `Lp` and `sign`.
-    pub x: Option<CubeTensor>,
-    /// Spans of `Avg` and `Lp`.
-    pub spans: Option<Spans>,
-    /// Outputs that may cover each input position.
-    pub cover: [Vec<(usize, usize)>; 3],
-}
-
-/// Whether there is one output per plane and its window holds every input position (global
-/// pooling), so each input's gradient is that output's share alone.
-fn one_window_holds_all(x_size: [usize; 3], spans: &Spans) -> bool {
-    spans
-        .iter()
-        .zip(x_size)
-        .all(|(axis, len)| match axis.as_slice() {
-            [span] => span.start == 0 && span.count == len && (span.step == 1 || len == 1),
-            _ => false,
-        })
-}
-
-/// Run the gather backward for an input of spatial size `x_size`.
-pub fn backward(
-    inputs: BackwardInputs,
-    x_size: [usize; 3],
-    params: Params,
-    sign: bool,
-) -> Result<CubeTensor, LaunchError> {
-    let dtype = float_type(&inputs.grad)?;
-    let grad = contiguous(inputs.grad);
-    let grad_dims = dims5(&grad);
-    let out_size = spatial(&grad_dims);
-    let x_grad = empty(&grad, &shapes::with_spatial(&grad_dims, x_size), grad.dtype);
-    let indices = match inputs.indices {
-        Some(indices) => contiguous(indices),
-        None => empty(&grad, &[1], DType::I32),
-    };
-    let index_type = int_type(&indices)?;
-    let x = inputs.x.map(strided).unwrap_or_else(|| grad.clone());
-    let spans = table(
-        &grad,
-        &inputs
-            .spans
-            .as_ref()
-            .map(flat_spans)
-            .transpose()?
-            .unwrap_or_default(),
-    );
-    let cover = table(&grad, &flat_cover(&inputs.cover)?);
-    if x_grad.meta.num_elements() == 0 {
-        return Ok(x_grad);
-    }
-    let whole_plane = params.reduction == Reduction::Avg
-        && !sign
-        && inputs
-            .spans
-            .as_ref()
-            .is_some_and(|spans| one_window_holds_all(x_size, spans));
-    // A whole-plane window walks each plane as one flat row.
-    let row = if whole_plane {
-        x_size.iter().product()
-    } else {
-        x_size[2]
-    };
-    let (block_w, cube_count, cube_dim) = row_blocks(&x_grad, row);
-    let address = address_type(&[&grad, &indices, &x, &x_grad]);
-    let args = pool_args(grad_dims[1], x_size, out_size, params.kernel, &params);
-    kernels::pool_backward::launch(
-        &x_grad.client.clone(),
-        cube_count,
-        cube_dim,
-        address,
-        grad.into_tensor_arg(),
-        indices.into_tensor_arg(),
-        x.into_tensor_arg(),
-        spans.into_tensor_arg(),
-        cover.into_tensor_arg(),
-        x_grad.clone().into_tensor_arg(),
-        args,
-        params.reduction,
-        sign,
-        params.count_include_pad,
-        block_w,
-        whole_plane,
-        [dtype, index_type, accumulator_type(dtype)],
-    );
-    Ok(x_grad)
 }
 
 /// Max-unpool: `x` scattered at `indices` into zeros of spatial size `output_size`.

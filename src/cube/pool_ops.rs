@@ -1,16 +1,17 @@
-//! The pooling primitives on `CubeBackend`: each builds its windows (span tables, covers, or
-//! the sliding-window fast path), picks the kernel's reduction parameters, launches
+//! The pooling primitives on `CubeBackend`: each names its windows (sliding, computed in the
+//! kernel; adaptive span tables and covers; fractional samples), picks the kernel's reduction parameters, launches
 //! `pool.rs`'s kernels and turns a launcher's error into a panic naming the op and the device.
 
 use burn::tensor::{DType, IntDType};
 use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::{
-    AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions, Spans, adaptive_spans3,
-    avg_window, spans_cover, spatial, window_out_size, window_spans,
+    AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions, adaptive_spans3, avg_window,
+    spans_cover, spatial, window_out_size,
 };
 
-use super::pool::{self, BackwardInputs, Params, Reduction, Windows};
+use super::pool::{self, Params, Reduction, Windows};
+use super::pool_backward::{BackwardInputs, BackwardWindows, backward};
 use super::tensor::{dims5, expect};
 
 fn max_params() -> Params {
@@ -65,20 +66,25 @@ fn max_pool(
 }
 
 /// A pool without indices.
-fn value_pool(op: &str, x: CubeTensor, spans: Spans, params: Params) -> CubeTensor {
-    let out_size = spans.each_ref().map(Vec::len);
+fn value_pool(
+    op: &str,
+    x: CubeTensor,
+    windows: Windows,
+    out_size: [usize; 3],
+    params: Params,
+) -> CubeTensor {
     let device = x.device.clone();
-    let result = pool::forward(x, Windows::Table(spans), out_size, params, None, DType::I32);
+    let result = pool::forward(x, windows, out_size, params, None, DType::I32);
     expect(op, &device, result).0
 }
 
-/// The gather-form backward of a pool whose windows are a span table (average, adaptive
-/// average): each input sums the gradient of the windows its cover names.
-fn spans_backward(
+/// The gather-form backward of an average pool (sliding or adaptive): each input sums the
+/// gradient of the windows that hold it.
+fn average_backward(
     op: &str,
     out_grad: CubeTensor,
     x_size: [usize; 3],
-    spans: Spans,
+    windows: BackwardWindows,
     params: Params,
 ) -> CubeTensor {
     let device = out_grad.device.clone();
@@ -86,10 +92,25 @@ fn spans_backward(
         grad: out_grad,
         indices: None,
         x: None,
-        cover: spans_cover(x_size, &spans),
-        spans: Some(spans),
+        windows,
     };
-    expect(op, &device, pool::backward(inputs, x_size, params, false))
+    expect(op, &device, backward(inputs, x_size, params, false))
+}
+
+/// The backward windows of index windows: sliding ones are computed in the kernel, adaptive
+/// and fractional ones come as covers (the indices say which output took each input).
+fn index_windows(
+    windows: IndexWindows,
+    x_size: [usize; 3],
+    out_size: [usize; 3],
+) -> BackwardWindows {
+    match windows {
+        IndexWindows::Sliding(options) => BackwardWindows::Sliding(options),
+        windows => BackwardWindows::Table {
+            spans: None,
+            cover: windows.cover(x_size, out_size),
+        },
+    }
 }
 
 pub(super) fn max_pool_with_indices(
@@ -103,7 +124,7 @@ pub(super) fn max_pool_with_indices(
         let device = x.device.clone();
         return expect("max_pool", &device, result);
     }
-    let windows = Windows::Table(window_spans(in_size, &options));
+    let windows = Windows::Sliding(options);
     max_pool(
         "max_pool",
         x,
@@ -121,21 +142,22 @@ pub(super) fn max_pool_backward(
     windows: IndexWindows,
 ) -> CubeTensor {
     let device = out_grad.device.clone();
-    let cover = windows.cover(x_size, spatial(&dims5(&out_grad)));
+    let windows = index_windows(windows, x_size, spatial(&dims5(&out_grad)));
     let inputs = BackwardInputs {
         grad: out_grad,
         indices: Some(indices),
         x: None,
-        spans: None,
-        cover,
+        windows,
     };
-    let result = pool::backward(inputs, x_size, max_params(), false);
+    let result = backward(inputs, x_size, max_params(), false);
     expect("max_pool_backward", &device, result)
 }
 
 pub(super) fn avg_pool(x: CubeTensor, options: AvgPoolNdOptions<3>) -> CubeTensor {
-    let spans = window_spans(spatial(&dims5(&x)), &avg_window(&options));
-    value_pool("avg_pool", x, spans, avg_params(&options))
+    let window = avg_window(&options);
+    let out_size = window_out_size(spatial(&dims5(&x)), &window);
+    let params = avg_params(&options);
+    value_pool("avg_pool", x, Windows::Sliding(window), out_size, params)
 }
 
 pub(super) fn avg_pool_backward(
@@ -143,30 +165,39 @@ pub(super) fn avg_pool_backward(
     x_size: [usize; 3],
     options: AvgPoolNdOptions<3>,
 ) -> CubeTensor {
-    let spans = window_spans(x_size, &avg_window(&options));
-    spans_backward(
+    average_backward(
         "avg_pool_backward",
         out_grad,
         x_size,
-        spans,
+        BackwardWindows::Sliding(avg_window(&options)),
         avg_params(&options),
     )
 }
 
 pub(super) fn adaptive_avg_pool(x: CubeTensor, output_size: [usize; 3]) -> CubeTensor {
     let spans = adaptive_spans3(spatial(&dims5(&x)), output_size);
-    value_pool("adaptive_avg_pool", x, spans, adaptive_avg_params())
+    let params = adaptive_avg_params();
+    value_pool(
+        "adaptive_avg_pool",
+        x,
+        Windows::Table(spans),
+        output_size,
+        params,
+    )
 }
 
 pub(super) fn adaptive_avg_pool_backward(out_grad: CubeTensor, x_size: [usize; 3]) -> CubeTensor {
     let spans = adaptive_spans3(x_size, spatial(&dims5(&out_grad)));
-    let params = adaptive_avg_params();
-    spans_backward(
+    let windows = BackwardWindows::Table {
+        cover: spans_cover(x_size, &spans),
+        spans: Some(spans),
+    };
+    average_backward(
         "adaptive_avg_pool_backward",
         out_grad,
         x_size,
-        spans,
-        params,
+        windows,
+        adaptive_avg_params(),
     )
 }
 
@@ -211,22 +242,14 @@ pub(super) fn fractional_max_pool(
 
 pub(super) fn lp_pool(x: CubeTensor, options: LpPoolOptions<3>) -> CubeTensor {
     let window = options.window();
-    let in_size = spatial(&dims5(&x));
-    let spans = window_spans(in_size, &window);
+    let out_size = window_out_size(spatial(&dims5(&x)), &window);
     if options.norm_type.is_infinite() {
-        let out_size = window_out_size(in_size, &window);
         let params = lp_params(&options, Reduction::Max);
-        return max_pool(
-            "lp_pool",
-            x,
-            Windows::Table(spans),
-            out_size,
-            params,
-            DType::I32,
-        )
-        .0;
+        let windows = Windows::Sliding(window);
+        return max_pool("lp_pool", x, windows, out_size, params, DType::I32).0;
     }
-    value_pool("lp_pool", x, spans, lp_params(&options, Reduction::Lp))
+    let params = lp_params(&options, Reduction::Lp);
+    value_pool("lp_pool", x, Windows::Sliding(window), out_size, params)
 }
 
 pub(super) fn lp_pool_backward(
@@ -237,32 +260,28 @@ pub(super) fn lp_pool_backward(
     let device = x.device.clone();
     let window = options.window();
     let in_size = spatial(&dims5(&x));
-    let spans = window_spans(in_size, &window);
     let out_size = window_out_size(in_size, &window);
-    let cover = spans_cover(in_size, &spans);
+    let sliding = || Windows::Sliding(window.clone());
     let result = if options.norm_type.is_infinite() {
         // The gradient goes to the arg-max of |x|, times sign(x).
         let params = lp_params(&options, Reduction::Max);
-        let windows = Windows::Table(spans);
-        pool::forward(x.clone(), windows, out_size, params, None, DType::I32).and_then(
+        pool::forward(x.clone(), sliding(), out_size, params, None, DType::I32).and_then(
             |(_, indices)| {
                 let inputs = BackwardInputs {
                     grad: out_grad,
                     indices: Some(indices),
                     x: Some(x),
-                    spans: None,
-                    cover,
+                    windows: BackwardWindows::Sliding(window.clone()),
                 };
-                pool::backward(inputs, in_size, params, true)
+                backward(inputs, in_size, params, true)
             },
         )
     } else {
         // Each window's share of its gradient first, then the gather and `p x^(p-1)`.
         let share_params = lp_params(&options, Reduction::LpShare);
-        let windows = Windows::Table(spans.clone());
         pool::forward(
             x.clone(),
-            windows,
+            sliding(),
             out_size,
             share_params,
             Some(out_grad),
@@ -273,10 +292,9 @@ pub(super) fn lp_pool_backward(
                 grad: shares,
                 indices: None,
                 x: Some(x),
-                spans: Some(spans),
-                cover,
+                windows: BackwardWindows::Sliding(window.clone()),
             };
-            pool::backward(inputs, in_size, lp_params(&options, Reduction::Lp), false)
+            backward(inputs, in_size, lp_params(&options, Reduction::Lp), false)
         })
     };
     expect("lp_pool_backward", &device, result)

@@ -400,6 +400,25 @@ fn pools_match_cpu() {
                 .with_divisor_override(5),
         )
     });
+    // Windows with more covering outputs than the backward unrolls walk them in loops; a
+    // max window over 7 taps runs the general forward.
+    pool_case("avg_7x7_s1", [1, 2, 12, 11], |x| {
+        avg_pool2d(
+            x,
+            AvgPoolNdOptions::new([7, 7])
+                .with_stride([1, 1])
+                .with_padding([3, 3])
+                .with_count_include_pad(false),
+        )
+    });
+    pool_case("max_9x9", [1, 2, 12, 11], |x| {
+        max_pool2d(
+            x,
+            MaxPoolOptions::new([9, 9])
+                .with_stride([1, 2])
+                .with_padding([4, 4]),
+        )
+    });
     pool_case("adaptive_avg", [2, 3, 11, 7], |x| {
         adaptive_avg_pool2d(x, [4, 3])
     });

@@ -1,0 +1,202 @@
+//! Launcher of the pools' gather-form backward: sliding windows computed in the kernel, its
+//! walk over the covering outputs unrolled when they are few; adaptive and fractional windows
+//! through span and cover tables.
+
+use burn::tensor::DType;
+use burn_convpool_kernels::pool::{Placement, Reduction};
+use burn_convpool_kernels::pool_backward;
+use burn_cubecl::tensor::CubeTensor;
+
+use crate::spec::{MaxPoolOptions, Spans, shapes, spans_cover, spatial, window_spans};
+
+use super::pool::{
+    Params, flat_cover, flat_spans, pool_args, row_blocks, sliding_axes, sliding_fits,
+};
+use super::tensor::{
+    LaunchError, accumulator_type, address_type, contiguous, dims5, empty, float_type, int_type,
+    strided, table,
+};
+
+/// Inputs of the gather backward.
+pub struct BackwardInputs {
+    /// Output gradient (`Max`, `Avg`) or the shares of `LpShare` (`Lp`).
+    pub grad: CubeTensor,
+    /// Indices of `Max`.
+    pub indices: Option<CubeTensor>,
+    /// Input, for `Lp` and `sign`.
+    pub x: Option<CubeTensor>,
+    /// The windows.
+    pub windows: BackwardWindows,
+}
+
+/// Where the backward finds the windows that may hold each input position.
+pub enum BackwardWindows {
+    /// Sliding windows, computed in the kernel.
+    Sliding(MaxPoolOptions<3>),
+    /// Tables: per axis and input position, the outputs that may cover it, and the spans that
+    /// `Avg` and `Lp` divide by and test coverage with.
+    Table {
+        /// Spans of `Avg` and `Lp`.
+        spans: Option<Spans>,
+        /// Outputs `lo..hi` that may cover each input position.
+        cover: [Vec<(usize, usize)>; 3],
+    },
+}
+
+/// Whether there is one output per plane and its window holds every input position (global
+/// pooling), so each input's gradient is that output's share alone.
+fn one_window_holds_all(x_size: [usize; 3], spans: &Spans) -> bool {
+    spans
+        .iter()
+        .zip(x_size)
+        .all(|(axis, len)| match axis.as_slice() {
+            [span] => span.start == 0 && span.count == len && (span.step == 1 || len == 1),
+            _ => false,
+        })
+}
+
+/// Most outputs the backward's unrolled walk visits per unit; a window with more covering
+/// outputs (a large kernel at a small stride) walks them in loops.
+const MAX_UNROLLED: usize = 32;
+
+/// Per axis, the most outputs of a sliding window that cover one block of the backward (one
+/// position along D and H, `block_w` along W): those starting within `(kernel - 1) *
+/// dilation + block` consecutive positions, one per stride. All 0 (loops) past
+/// [`MAX_UNROLLED`].
+fn unrolled_cover(options: &MaxPoolOptions<3>, out_size: [usize; 3], block_w: usize) -> [usize; 3] {
+    let [kernel, stride, _, _, dilation] = sliding_axes(Some(options), out_size);
+    let bound = |a: usize, block: usize| {
+        let span = (kernel[a] - 1) * dilation[a] + block;
+        span.div_ceil(stride[a]).min(out_size[a])
+    };
+    let bounds = [bound(0, 1), bound(1, 1), bound(2, block_w)];
+    if bounds.iter().product::<usize>() <= MAX_UNROLLED {
+        bounds
+    } else {
+        [0; 3]
+    }
+}
+
+/// The tables and comptime choices of one backward launch.
+struct Placed {
+    spans: CubeTensor,
+    cover: CubeTensor,
+    sliding: Option<MaxPoolOptions<3>>,
+    placement: Placement,
+    /// The spans when there is one output per axis (for the whole-plane test).
+    lone_spans: Option<Spans>,
+}
+
+/// Upload what the kernel reads of `windows`: nothing for a sliding window that fits the
+/// kernels' arithmetic, else span and cover tables.
+fn place(
+    grad: &CubeTensor,
+    windows: BackwardWindows,
+    x_size: [usize; 3],
+    out_size: [usize; 3],
+) -> Result<Placed, LaunchError> {
+    let windows = match windows {
+        BackwardWindows::Sliding(options) if !sliding_fits(x_size, &options) => {
+            let spans = window_spans(x_size, &options);
+            BackwardWindows::Table {
+                cover: spans_cover(x_size, &spans),
+                spans: Some(spans),
+            }
+        }
+        windows => windows,
+    };
+    Ok(match windows {
+        BackwardWindows::Sliding(options) => Placed {
+            spans: table(grad, &[]),
+            cover: table(grad, &[]),
+            lone_spans: (out_size == [1; 3]).then(|| window_spans(x_size, &options)),
+            sliding: Some(options),
+            placement: Placement::Sliding,
+        },
+        BackwardWindows::Table { spans, cover } => Placed {
+            spans: table(
+                grad,
+                &spans
+                    .as_ref()
+                    .map(flat_spans)
+                    .transpose()?
+                    .unwrap_or_default(),
+            ),
+            cover: table(grad, &flat_cover(&cover)?),
+            sliding: None,
+            placement: Placement::Table,
+            lone_spans: spans.filter(|spans| spans.iter().all(|axis| axis.len() == 1)),
+        },
+    })
+}
+
+/// Run the gather backward for an input of spatial size `x_size`.
+pub fn backward(
+    inputs: BackwardInputs,
+    x_size: [usize; 3],
+    params: Params,
+    sign: bool,
+) -> Result<CubeTensor, LaunchError> {
+    let dtype = float_type(&inputs.grad)?;
+    let grad = contiguous(inputs.grad);
+    let grad_dims = dims5(&grad);
+    let out_size = spatial(&grad_dims);
+    let x_grad = empty(&grad, &shapes::with_spatial(&grad_dims, x_size), grad.dtype);
+    let indices = match inputs.indices {
+        Some(indices) => contiguous(indices),
+        None => empty(&grad, &[1], DType::I32),
+    };
+    let index_type = int_type(&indices)?;
+    let x = inputs.x.map(strided).unwrap_or_else(|| grad.clone());
+    let placed = place(&grad, inputs.windows, x_size, out_size)?;
+    if x_grad.meta.num_elements() == 0 {
+        return Ok(x_grad);
+    }
+    let whole_plane = params.reduction == Reduction::Avg
+        && !sign
+        && placed
+            .lone_spans
+            .is_some_and(|spans| one_window_holds_all(x_size, &spans));
+    // A whole-plane window walks each plane as one flat row.
+    let row = if whole_plane {
+        x_size.iter().product()
+    } else {
+        x_size[2]
+    };
+    let (block_w, cube_count, cube_dim) = row_blocks(&x_grad, row);
+    let unrolled = placed
+        .sliding
+        .as_ref()
+        .map_or([0; 3], |options| unrolled_cover(options, out_size, block_w));
+    let address = address_type(&[&grad, &indices, &x, &x_grad]);
+    let args = pool_args(
+        grad_dims[1],
+        x_size,
+        out_size,
+        params.kernel,
+        placed.sliding.as_ref(),
+        &params,
+    );
+    pool_backward::pool_backward::launch(
+        &x_grad.client.clone(),
+        cube_count,
+        cube_dim,
+        address,
+        grad.into_tensor_arg(),
+        indices.into_tensor_arg(),
+        x.into_tensor_arg(),
+        placed.spans.into_tensor_arg(),
+        placed.cover.into_tensor_arg(),
+        x_grad.clone().into_tensor_arg(),
+        args,
+        params.reduction,
+        placed.placement,
+        unrolled,
+        sign,
+        params.count_include_pad,
+        block_w,
+        whole_plane,
+        [dtype, index_type, accumulator_type(dtype)],
+    );
+    Ok(x_grad)
+}
