@@ -12,8 +12,8 @@
 //!   divisor rule, LP), reading NCHW through strides, its windows sliding (computed in the
 //!   kernel), adaptive (host tables) or fractional (per-plane samples).
 //! - [`pool_backward`]: the pools' gather-form backward, deterministic without atomics.
-//! - [`sliding_max`]: max pooling over a sliding window of at most 7 taps per axis, its
-//!   positions computed in the kernel and its taps unrolled (the common max pools).
+//! - [`sliding`]: pooling (max, average, LP) over a sliding window of at most 7 taps per axis,
+//!   its taps unrolled (the common pools).
 //! - [`unpool`]: max-unpool's bounds-checked scatter and its gather backward.
 //!
 //! Every kernel takes `address_type = "dynamic"`: the launcher picks 32- or 64-bit addressing
@@ -23,5 +23,5 @@ pub mod axes;
 pub mod conv;
 pub mod pool;
 pub mod pool_backward;
-pub mod sliding_max;
+pub mod sliding;
 pub mod unpool;

@@ -135,7 +135,7 @@ pub(crate) fn div_ceil_step(value: usize, step: usize) -> usize {
 /// inside the input and its length clipped to the padded input. Positions are shifted by the
 /// padding before, so none is negative.
 #[cube]
-fn sliding_span(args: &PoolArgs, o: usize, #[comptime] axis: usize) -> Span {
+pub(crate) fn sliding_span(args: &PoolArgs, o: usize, #[comptime] axis: usize) -> Span {
     let kernel = along(&args.kernel, axis);
     let pad = along(&args.padding, axis);
     let dilation = along(&args.dilation, axis);
@@ -256,7 +256,11 @@ pub(crate) fn plane_offset<F: Float>(x: &Tensor<F>, args: &PoolArgs, plane: usiz
 
 /// A window's term of a sum: the value (`Avg`) or its signed `p`-th power (`Lp`, `LpShare`).
 #[cube]
-fn sum_term<F: Float, A: Float>(value: F, args: &PoolArgs, #[comptime] reduction: Reduction) -> A {
+pub(crate) fn sum_term<F: Float, A: Float>(
+    value: F,
+    args: &PoolArgs,
+    #[comptime] reduction: Reduction,
+) -> A {
     if comptime![reduction == Reduction::Avg] {
         A::cast_from(value)
     } else {
@@ -292,7 +296,7 @@ pub(crate) fn average_divisor(
 /// backward share of `out_grad[at]`.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn write_sum<F: Float, A: Float>(
+pub(crate) fn write_sum<F: Float, A: Float>(
     out: &mut Tensor<F>,
     out_grad: &Tensor<F>,
     args: &PoolArgs,

@@ -1,12 +1,12 @@
-//! Launchers of the window kernel, the sliding max kernel and max-unpool. Sliding windows are computed in
+//! Launchers of the window kernels (the unrolled sliding one and the span walk) and
+//! max-unpool. Sliding windows are computed in
 //! the kernel by `spec::sliding_spans`'s rule; adaptive windows are span and cover tables
 //! built on the host by `spec`, the same spans the CPU walks, so both backends place every
 //! window identically.
 
 use burn::tensor::DType;
-use burn_convpool_kernels::axes::AxesLaunch;
 use burn_convpool_kernels::pool::{self as kernels, Placement, PoolArgsLaunch};
-use burn_convpool_kernels::sliding_max as sliding;
+use burn_convpool_kernels::sliding;
 use burn_convpool_kernels::unpool;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
@@ -168,8 +168,12 @@ pub(super) fn row_blocks(tensor: &CubeTensor, width: usize) -> (usize, CubeCount
     (block_w, cube_count, cube_dim)
 }
 
+/// Largest kernel side the sliding kernel unrolls.
+const SLIDING_KERNEL: usize = 7;
+
 /// Run the window kernel: values, and indices of `indices_dtype` for `Max` (else a dummy).
-/// `out_grad` is read by `LpShare` only.
+/// `out_grad` is read by `LpShare` only. A sliding window of up to [`SLIDING_KERNEL`] taps per
+/// axis runs the unrolled sliding kernel, any other the span walk.
 pub fn forward(
     x: CubeTensor,
     windows: Windows,
@@ -216,6 +220,7 @@ pub fn forward(
     }
     let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2]);
     let address = address_type(&[&x, &out, &out_grad]);
+    let client = out.client.clone();
     let args = pool_args(
         dims[1],
         in_size,
@@ -224,92 +229,45 @@ pub fn forward(
         sliding.as_ref(),
         &params,
     );
-    kernels::pool_forward::launch(
-        &out.client.clone(),
-        cube_count,
-        cube_dim,
-        address,
-        x.into_tensor_arg(),
-        spans.into_tensor_arg(),
-        samples.into_tensor_arg(),
-        out_grad.into_tensor_arg(),
-        out.clone().into_tensor_arg(),
-        indices.clone().into_tensor_arg(),
-        args,
-        params.reduction,
-        placement,
-        params.abs,
-        params.count_include_pad,
-        block_w,
-        [dtype, index_type, accumulator_type(dtype)],
-    );
-    Ok((out, indices))
-}
-
-/// Largest kernel side the sliding max kernel unrolls.
-const SLIDING_MAX_KERNEL: usize = 7;
-
-/// Max pool with indices over a sliding window of up to 7 taps per axis, window positions
-/// computed in the kernel; `None` for a larger window, which the table-driven kernel runs.
-pub fn sliding_max(
-    x: &CubeTensor,
-    options: &MaxPoolOptions<3>,
-    out_size: [usize; 3],
-    indices_dtype: DType,
-) -> Option<Result<(CubeTensor, CubeTensor), LaunchError>> {
-    let small = options.kernel_size.iter().all(|&k| k <= SLIDING_MAX_KERNEL);
-    small.then(|| sliding_max_launch(x.clone(), options, out_size, indices_dtype))
-}
-
-fn sliding_max_launch(
-    x: CubeTensor,
-    options: &MaxPoolOptions<3>,
-    out_size: [usize; 3],
-    indices_dtype: DType,
-) -> Result<(CubeTensor, CubeTensor), LaunchError> {
-    let dtype = float_type(&x)?;
-    let x = strided(x);
-    let dims = dims5(&x);
-    let out_dims = shapes::with_spatial(&dims, out_size);
-    let out = empty(&x, &out_dims, x.dtype);
-    let indices = empty(&x, &out_dims, indices_dtype);
-    let index_type = int_type(&indices)?;
-    if out.meta.num_elements() == 0 {
-        return Ok((out, indices));
+    let types = [dtype, index_type, accumulator_type(dtype)];
+    match sliding.filter(|options| options.kernel_size.iter().all(|&k| k <= SLIDING_KERNEL)) {
+        Some(options) => sliding::pool_sliding::launch(
+            &client,
+            cube_count,
+            cube_dim,
+            address,
+            x.into_tensor_arg(),
+            out_grad.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            indices.clone().into_tensor_arg(),
+            args,
+            options.kernel_size,
+            params.reduction,
+            params.abs,
+            params.count_include_pad,
+            block_w,
+            types,
+        ),
+        None => kernels::pool_forward::launch(
+            &client,
+            cube_count,
+            cube_dim,
+            address,
+            x.into_tensor_arg(),
+            spans.into_tensor_arg(),
+            samples.into_tensor_arg(),
+            out_grad.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            indices.clone().into_tensor_arg(),
+            args,
+            params.reduction,
+            placement,
+            params.abs,
+            params.count_include_pad,
+            block_w,
+            types,
+        ),
     }
-    let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2]);
-    let address = address_type(&[&x, &out]);
-    let checked = |values: [usize; 3]| -> Result<AxesLaunch<usize>, LaunchError> {
-        for value in values {
-            entry(value)?;
-        }
-        Ok(axes(values))
-    };
-    let args = sliding::SlidingArgsLaunch::new(
-        dims[1],
-        checked(spatial(&dims))?,
-        checked(out_size)?,
-        checked(core::array::from_fn(|a| {
-            used_step(options.stride[a], out_size[a])
-        }))?,
-        checked(options.padding.map(|(begin, _)| begin))?,
-        checked(core::array::from_fn(|a| {
-            used_step(options.dilation[a], options.kernel_size[a])
-        }))?,
-    );
-    sliding::max_pool_sliding::launch(
-        &out.client.clone(),
-        cube_count,
-        cube_dim,
-        address,
-        x.into_tensor_arg(),
-        out.clone().into_tensor_arg(),
-        indices.clone().into_tensor_arg(),
-        args,
-        options.kernel_size,
-        block_w,
-        [dtype, index_type],
-    );
     Ok((out, indices))
 }
 

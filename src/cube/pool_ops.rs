@@ -118,12 +118,7 @@ pub(super) fn max_pool_with_indices(
     options: MaxPoolOptions<3>,
     indices_dtype: IntDType,
 ) -> (CubeTensor, CubeTensor) {
-    let in_size = spatial(&dims5(&x));
-    let out_size = window_out_size(in_size, &options);
-    if let Some(result) = pool::sliding_max(&x, &options, out_size, indices_dtype.into()) {
-        let device = x.device.clone();
-        return expect("max_pool", &device, result);
-    }
+    let out_size = window_out_size(spatial(&dims5(&x)), &options);
     let windows = Windows::Sliding(options);
     max_pool(
         "max_pool",

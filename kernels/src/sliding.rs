@@ -1,0 +1,137 @@
+//! Pooling over a regular sliding window with a comptime kernel (up to 7 per axis): window
+//! positions are computed in the kernel, the taps are unrolled, and a tap in the padding is
+//! masked rather than branched around. On lavapipe this runs the ResNet stem max pool 1.5x
+//! faster than the span walk of `pool::pool_forward`, which runs larger windows. Same
+//! semantics as that kernel: for `Max`, the first maximum wins, a NaN wins over anything (the
+//! last NaN), and a window whose taps are all -inf keeps its first tap inside the input; sums
+//! add the taps inside the input, in the same order, and divide or take the norm by
+//! `pool::write_sum`.
+
+use cubecl::prelude::*;
+
+use crate::axes::along;
+use crate::conv::{GemmKind, tap_along};
+use crate::pool::{
+    PoolArgs, Reduction, beats, neg_infinity, plane_offset, sliding_span, sum_term, write_sum,
+};
+
+/// One axis's tap of a window, by the forward conv's tap rule: its input position, clamped
+/// into the input so that a masked tap still reads a valid address, and whether it lies inside.
+#[cube]
+fn tap(args: &PoolArgs, o: usize, t: usize, #[comptime] axis: usize) -> (usize, bool) {
+    let len = along(&args.in_size, axis);
+    let reach = t * along(&args.dilation, axis);
+    let (at, inside) = tap_along(
+        o,
+        reach,
+        along(&args.stride, axis),
+        along(&args.padding, axis),
+        len,
+        GemmKind::Forward,
+        false,
+    );
+    (min(at, len - 1), inside)
+}
+
+/// One unit reduces `block_w` consecutive outputs along W; `kernel` is the window (D, H, W).
+/// `Max` writes `indices` (flat in the unpadded input plane); `LpShare` reads `out_grad`.
+#[cube(launch, address_type = "dynamic")]
+#[allow(clippy::too_many_arguments)]
+pub fn pool_sliding<F: Float, I: Int, A: Float>(
+    x: &Tensor<F>,
+    out_grad: &Tensor<F>,
+    out: &mut Tensor<F>,
+    indices: &mut Tensor<I>,
+    args: PoolArgs,
+    #[comptime] kernel: [usize; 3],
+    #[comptime] reduction: Reduction,
+    #[comptime] abs: bool,
+    #[comptime] count_include_pad: bool,
+    #[comptime] block_w: usize,
+    #[define(F, I, A)] _dtypes: [ElemType; 3],
+) {
+    let (out_d, out_h, out_w) = (args.out_size.d, args.out_size.h, args.out_size.w);
+    let (in_h, in_w) = (args.in_size.h, args.in_size.w);
+    let w_blocks = out_w.div_ceil(block_w);
+    let rows = out.len() / out_w;
+    if ABSOLUTE_POS >= rows * w_blocks {
+        terminate!();
+    }
+    let row = ABSOLUTE_POS / w_blocks;
+    let ow0 = (ABSOLUTE_POS % w_blocks) * block_w;
+    let oh = row % out_h;
+    let od = (row / out_h) % out_d;
+    let plane = row / (out_h * out_d);
+    let base = plane_offset::<F>(x, &args, plane);
+    let ow_end = min(ow0 + block_w, out_w);
+    // The unit's rows of taps (D x H), shared by its outputs: where each starts in `x`, its
+    // flat index in the plane, and whether it lies inside the input.
+    let rows_per_window = comptime![kernel[0] * kernel[1]];
+    let mut row_at = Array::<usize>::new(rows_per_window);
+    let mut row_index = Array::<usize>::new(rows_per_window);
+    let mut row_inside = Array::<bool>::new(rows_per_window);
+    #[unroll]
+    for kd in 0..kernel[0] {
+        let (d, d_inside) = tap(&args, od, kd, 0usize);
+        #[unroll]
+        for kh in 0..kernel[1] {
+            let (h, h_inside) = tap(&args, oh, kh, 1usize);
+            let r = comptime![kd * kernel[1] + kh];
+            row_at[r] = base + d * x.stride(2) + h * x.stride(3);
+            row_index[r] = (d * in_h + h) * in_w;
+            row_inside[r] = d_inside && h_inside;
+        }
+    }
+    for ow in ow0..ow_end {
+        let at = row * out_w + ow;
+        if comptime![reduction == Reduction::Max] {
+            let mut best = neg_infinity::<F>();
+            let mut best_index = 0usize;
+            let mut found = false;
+            #[unroll]
+            for r in 0..rows_per_window {
+                #[unroll]
+                for kw in 0..kernel[2] {
+                    let (w, w_inside) = tap(&args, ow, kw, 2usize);
+                    let inside = row_inside[r] && w_inside;
+                    let mut value = x[row_at[r] + w * x.stride(4)];
+                    if comptime![abs] {
+                        value = F::abs(value);
+                    }
+                    let take = inside && (!found || beats::<F>(value, best));
+                    best = select(take, value, best);
+                    best_index = select(take, row_index[r] + w, best_index);
+                    found = found || inside;
+                }
+            }
+            out[at] = best;
+            indices[at] = I::cast_from(best_index);
+        } else {
+            // Window sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for f64).
+            let mut sum = A::new(0.0);
+            #[unroll]
+            for r in 0..rows_per_window {
+                #[unroll]
+                for kw in 0..kernel[2] {
+                    let (w, w_inside) = tap(&args, ow, kw, 2usize);
+                    let term = sum_term::<F, A>(x[row_at[r] + w * x.stride(4)], &args, reduction);
+                    sum += select(row_inside[r] && w_inside, term, A::new(0.0));
+                }
+            }
+            let sd = sliding_span(&args, od, 0usize);
+            let sh = sliding_span(&args, oh, 1usize);
+            let sw = sliding_span(&args, ow, 2usize);
+            write_sum::<F, A>(
+                out,
+                out_grad,
+                &args,
+                at,
+                sum,
+                sd.count * sh.count * sw.count,
+                sd.padded * sh.padded * sw.padded,
+                reduction,
+                count_include_pad,
+            );
+        }
+    }
+}
