@@ -42,7 +42,7 @@ pub fn unflatten(index: usize, size: &Index3) -> Index3 {
 
 /// The value on `axis` (0, 1, 2 = D, H, W) of `values`.
 #[cube]
-pub fn along(values: &Index3, #[comptime] axis: usize) -> usize {
+pub fn along<T: CubePrimitive + LaunchArg>(values: &Axes<T>, #[comptime] axis: usize) -> T {
     if comptime![axis == 0] {
         values.d
     } else if comptime![axis == 1] {

@@ -14,6 +14,7 @@
 //! - [`pool_backward`]: the pools' gather-form backward, deterministic without atomics.
 //! - [`sliding`]: pooling (max, average, LP) over a sliding window of at most 7 taps per axis,
 //!   its taps unrolled (the common pools).
+//! - [`whole_plane`]: global pooling, one flat loop per plane.
 //! - [`unpool`]: max-unpool's bounds-checked scatter and its gather backward.
 //!
 //! Every kernel takes `address_type = "dynamic"`: the launcher picks 32- or 64-bit addressing
@@ -25,3 +26,4 @@ pub mod pool;
 pub mod pool_backward;
 pub mod sliding;
 pub mod unpool;
+pub mod whole_plane;

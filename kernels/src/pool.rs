@@ -187,7 +187,7 @@ pub(crate) fn span_of<F: Float>(
             along(&args.in_size, axis),
             along(&args.out_size, axis),
             along(&args.kernel, axis),
-            along_f32(&args.alpha, axis),
+            along(&args.alpha, axis),
             u,
         )
     } else if comptime![placement == Placement::Sliding] {
@@ -198,18 +198,6 @@ pub(crate) fn span_of<F: Float>(
         table_span(spans, args.out_size.d + o)
     } else {
         table_span(spans, args.out_size.d + args.out_size.h + o)
-    }
-}
-
-/// The value on `axis` of per-axis floats.
-#[cube]
-fn along_f32(values: &Axes<f32>, #[comptime] axis: usize) -> f32 {
-    if comptime![axis == 0] {
-        values.d
-    } else if comptime![axis == 1] {
-        values.h
-    } else {
-        values.w
     }
 }
 

@@ -8,6 +8,7 @@ use burn::tensor::DType;
 use burn_convpool_kernels::pool::{self as kernels, Placement, PoolArgsLaunch};
 use burn_convpool_kernels::sliding;
 use burn_convpool_kernels::unpool;
+use burn_convpool_kernels::whole_plane;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
@@ -168,12 +169,37 @@ pub(super) fn row_blocks(tensor: &CubeTensor, width: usize) -> (usize, CubeCount
     (block_w, cube_count, cube_dim)
 }
 
+/// Whether there is one output per plane and its window holds every input position (global
+/// pooling).
+pub(super) fn one_window_holds_all(x_size: [usize; 3], spans: &Spans) -> bool {
+    spans
+        .iter()
+        .zip(x_size)
+        .all(|(axis, len)| match axis.as_slice() {
+            [span] => span.start == 0 && span.count == len && (span.step == 1 || len == 1),
+            _ => false,
+        })
+}
+
+/// Whether each `(n, c)` plane of `x` is one contiguous run in D, H, W order.
+fn planes_contiguous(x: &CubeTensor) -> bool {
+    let dims = dims5(x);
+    let strides = x.meta.strides();
+    let mut run = 1;
+    (2..5).rev().all(|a| {
+        let contiguous = dims[a] == 1 || strides[a] == run;
+        run *= dims[a];
+        contiguous
+    })
+}
+
 /// Largest kernel side the sliding kernel unrolls.
 const SLIDING_KERNEL: usize = 7;
 
 /// Run the window kernel: values, and indices of `indices_dtype` for `Max` (else a dummy).
-/// `out_grad` is read by `LpShare` only. A sliding window of up to [`SLIDING_KERNEL`] taps per
-/// axis runs the unrolled sliding kernel, any other the span walk.
+/// `out_grad` is read by `LpShare` only. A window holding a whole contiguous plane runs the
+/// flat whole-plane kernel, a sliding window of up to [`SLIDING_KERNEL`] taps per axis the
+/// unrolled sliding kernel, any other the span walk.
 pub fn forward(
     x: CubeTensor,
     windows: Windows,
@@ -195,8 +221,18 @@ pub fn forward(
     let indices = empty(&x, index_dims, indices_dtype);
     let index_type = int_type(&indices)?;
     let in_size = spatial(&dims);
+    let windows = placed(windows, in_size);
+    let whole_plane = out_size == [1; 3]
+        && planes_contiguous(&x)
+        && match &windows {
+            Windows::Sliding(options) => {
+                one_window_holds_all(in_size, &window_spans(in_size, options))
+            }
+            Windows::Table(spans) => one_window_holds_all(in_size, spans),
+            Windows::Fractional { .. } => false,
+        };
     let mut sliding = None;
-    let (spans, samples, kernel, placement) = match placed(windows, in_size) {
+    let (spans, samples, kernel, placement) = match windows {
         Windows::Sliding(options) => {
             sliding = Some(options);
             (table(&x, &[]), x.clone(), params.kernel, Placement::Sliding)
@@ -230,7 +266,26 @@ pub fn forward(
         &params,
     );
     let types = [dtype, index_type, accumulator_type(dtype)];
-    match sliding.filter(|options| options.kernel_size.iter().all(|&k| k <= SLIDING_KERNEL)) {
+    let small =
+        |options: &MaxPoolOptions<3>| options.kernel_size.iter().all(|&k| k <= SLIDING_KERNEL);
+    match sliding.filter(small) {
+        _ if whole_plane => whole_plane::pool_whole_plane::launch(
+            &client,
+            cube_count,
+            cube_dim,
+            address,
+            x.into_tensor_arg(),
+            spans.into_tensor_arg(),
+            out_grad.into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            indices.clone().into_tensor_arg(),
+            args,
+            params.reduction,
+            placement,
+            params.abs,
+            params.count_include_pad,
+            types,
+        ),
         Some(options) => sliding::pool_sliding::launch(
             &client,
             cube_count,

@@ -10,7 +10,8 @@ use burn_cubecl::tensor::CubeTensor;
 use crate::spec::{MaxPoolOptions, Spans, shapes, spans_cover, spatial, window_spans};
 
 use super::pool::{
-    Params, flat_cover, flat_spans, pool_args, row_blocks, sliding_axes, sliding_fits,
+    Params, flat_cover, flat_spans, one_window_holds_all, pool_args, row_blocks, sliding_axes,
+    sliding_fits,
 };
 use super::tensor::{
     LaunchError, accumulator_type, address_type, contiguous, dims5, empty, float_type, int_type,
@@ -41,18 +42,6 @@ pub enum BackwardWindows {
         /// Outputs `lo..hi` that may cover each input position.
         cover: [Vec<(usize, usize)>; 3],
     },
-}
-
-/// Whether there is one output per plane and its window holds every input position (global
-/// pooling), so each input's gradient is that output's share alone.
-fn one_window_holds_all(x_size: [usize; 3], spans: &Spans) -> bool {
-    spans
-        .iter()
-        .zip(x_size)
-        .all(|(axis, len)| match axis.as_slice() {
-            [span] => span.start == 0 && span.count == len && (span.step == 1 || len == 1),
-            _ => false,
-        })
 }
 
 /// Most outputs the backward's unrolled walk visits per unit; a window with more covering

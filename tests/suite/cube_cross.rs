@@ -454,6 +454,36 @@ fn pools_match_cpu() {
     });
 }
 
+/// Windows holding a whole contiguous plane run the flat whole-plane kernel; a permuted
+/// input (planes not contiguous) the span walk.
+#[test]
+fn whole_plane_pools_match_cpu() {
+    let whole = |name: &str, dims: [usize; 4], permuted: bool, op: fn(Tensor<4>) -> Tensor<4>| {
+        let mut rng = rng(name);
+        let leaf = Leaf::random(&mut rng, dims);
+        let leaf = if permuted { leaf.permuted() } else { leaf };
+        cross(name, &[leaf], |t| op(t[0].clone()));
+    };
+    whole("whole_avg", [2, 3, 9, 7], false, |x| {
+        adaptive_avg_pool2d(x, [1, 1])
+    });
+    whole("whole_max", [2, 3, 9, 7], false, |x| {
+        adaptive_max_pool2d(x, [1, 1])
+    });
+    whole("whole_max_permuted", [2, 3, 9, 7], true, |x| {
+        adaptive_max_pool2d(x, [1, 1])
+    });
+    whole("whole_avg_divisor", [1, 2, 5, 6], false, |x| {
+        avg_pool2d(x, AvgPoolNdOptions::new([5, 6]).with_divisor_override(7))
+    });
+    whole("whole_lp2", [1, 2, 6, 5], false, |x| {
+        lp_pool2d(x, LpPoolOptions::new(2.0, [6, 5]))
+    });
+    whole("whole_lp_inf", [1, 2, 6, 5], false, |x| {
+        lp_pool2d(x, LpPoolOptions::new(f64::INFINITY, [6, 5]))
+    });
+}
+
 #[test]
 fn pools_3d_1d_fractional_and_unpool_match_cpu() {
     let mut rng = rng("pool-others");
