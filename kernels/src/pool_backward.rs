@@ -152,9 +152,22 @@ fn gather_output<F: Float, I: Int, A: Float>(
             );
             share /= A::cast_from(divisor);
         }
-        #[unroll]
-        for j in 0..block_w {
-            acc[j] += select(ok && covers(&sw, block.iw0 + j), share, A::new(0.0));
+        if comptime![placement == Placement::Sliding] {
+            // Unit dilation (the launcher's condition for a sliding sum): input `i` is a tap
+            // of window `ow` when `ow * stride <= i + pad < ow * stride + kernel`.
+            let first = ow * args.stride.w;
+            let last = first + args.kernel.w;
+            let at = block.iw0 + args.padding.w;
+            #[unroll]
+            for j in 0..block_w {
+                let inside = at + j >= first && at + j < last;
+                acc[j] += select(ok && inside, share, A::new(0.0));
+            }
+        } else {
+            #[unroll]
+            for j in 0..block_w {
+                acc[j] += select(ok && covers(&sw, block.iw0 + j), share, A::new(0.0));
+            }
         }
     }
 }
@@ -192,7 +205,10 @@ fn dh_window<F: Float>(
     if comptime![reduction != Reduction::Max] {
         let sd = span_of::<F>(spans, grad, args, block.plane, od, 0usize, placement);
         let sh = span_of::<F>(spans, grad, args, block.plane, oh, 1usize, placement);
-        holds = covers(&sd, block.id) && covers(&sh, block.ih);
+        if comptime![placement != Placement::Sliding] {
+            // A sliding sum's window has unit dilation, so its cover is exact.
+            holds = covers(&sd, block.id) && covers(&sh, block.ih);
+        }
         count = sd.count * sh.count;
         padded = sd.padded * sh.padded;
     }

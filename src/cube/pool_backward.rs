@@ -77,15 +77,20 @@ struct Placed {
 }
 
 /// Upload what the kernel reads of `windows`: nothing for a sliding window that fits the
-/// kernels' arithmetic, else span and cover tables.
+/// kernels' arithmetic (and, for a sum, has unit dilation, as average and LP windows do: the
+/// kernel's coverage test assumes it), else span and cover tables.
 fn place(
     grad: &CubeTensor,
     windows: BackwardWindows,
     x_size: [usize; 3],
     out_size: [usize; 3],
+    reduction: Reduction,
 ) -> Result<Placed, LaunchError> {
+    let computable = |options: &MaxPoolOptions<3>| {
+        sliding_fits(x_size, options) && (reduction == Reduction::Max || options.dilation == [1; 3])
+    };
     let windows = match windows {
-        BackwardWindows::Sliding(options) if !sliding_fits(x_size, &options) => {
+        BackwardWindows::Sliding(options) if !computable(&options) => {
             let spans = window_spans(x_size, &options);
             BackwardWindows::Table {
                 cover: spans_cover(x_size, &spans),
@@ -137,7 +142,7 @@ pub fn backward(
     };
     let index_type = int_type(&indices)?;
     let x = inputs.x.map(strided).unwrap_or_else(|| grad.clone());
-    let placed = place(&grad, inputs.windows, x_size, out_size)?;
+    let placed = place(&grad, inputs.windows, x_size, out_size, params.reduction)?;
     if x_grad.meta.num_elements() == 0 {
         return Ok(x_grad);
     }
