@@ -109,8 +109,9 @@ fn average_whole_plane<F: Float, A: Float>(
 
 /// Add the gradient of output `ow` of the output row starting at `o_row` to the elements of
 /// the block (from `iw0`, flat `row_index` in the plane) that its window holds, when `ok`.
-/// `Max` matches its index; `Avg` and `Lp` test the W span (the D and H spans were tested by
-/// the caller, whose window volume factors `dh_count`, `dh_padded` the divisor takes).
+/// `Max` matches its index; `Avg` and `Lp` test the W span, or for a sliding window (unit
+/// dilation) compare against its start (the caller tested D and H; `dh_count`, `dh_padded`
+/// are the window's volume factors over them, which the divisor takes).
 /// Masked outputs read element 0 and add nothing.
 #[cube]
 #[allow(clippy::too_many_arguments)]

@@ -170,15 +170,28 @@ pub(super) fn row_blocks(tensor: &CubeTensor, width: usize) -> (usize, CubeCount
 }
 
 /// Whether there is one output per plane and its window holds every input position (global
-/// pooling).
-pub(super) fn one_window_holds_all(x_size: [usize; 3], spans: &Spans) -> bool {
-    spans
-        .iter()
-        .zip(x_size)
-        .all(|(axis, len)| match axis.as_slice() {
-            [span] => span.start == 0 && span.count == len && (span.step == 1 || len == 1),
-            _ => false,
-        })
+/// pooling), for a sliding window or a span table (a fractional window never is one here).
+pub(super) fn holds_whole_plane(
+    in_size: [usize; 3],
+    out_size: [usize; 3],
+    sliding: Option<&MaxPoolOptions<3>>,
+    spans: Option<&Spans>,
+) -> bool {
+    let holds_all = |spans: &Spans| {
+        spans
+            .iter()
+            .zip(in_size)
+            .all(|(axis, len)| match axis.as_slice() {
+                [span] => span.start == 0 && span.count == len && (span.step == 1 || len == 1),
+                _ => false,
+            })
+    };
+    out_size == [1; 3]
+        && match (sliding, spans) {
+            (Some(options), _) => holds_all(&window_spans(in_size, options)),
+            (None, Some(spans)) => holds_all(spans),
+            (None, None) => false,
+        }
 }
 
 /// Whether each `(n, c)` plane of `x` is one contiguous run in D, H, W order.
@@ -222,13 +235,10 @@ pub fn forward(
     let index_type = int_type(&indices)?;
     let in_size = spatial(&dims);
     let windows = placed(windows, in_size);
-    let whole_plane = out_size == [1; 3]
-        && planes_contiguous(&x)
+    let whole_plane = planes_contiguous(&x)
         && match &windows {
-            Windows::Sliding(options) => {
-                one_window_holds_all(in_size, &window_spans(in_size, options))
-            }
-            Windows::Table(spans) => one_window_holds_all(in_size, spans),
+            Windows::Sliding(options) => holds_whole_plane(in_size, out_size, Some(options), None),
+            Windows::Table(spans) => holds_whole_plane(in_size, out_size, None, Some(spans)),
             Windows::Fractional { .. } => false,
         };
     let mut sliding = None;

@@ -10,7 +10,7 @@ use burn_cubecl::tensor::CubeTensor;
 use crate::spec::{MaxPoolOptions, Spans, shapes, spans_cover, spatial, window_spans};
 
 use super::pool::{
-    Params, flat_cover, flat_spans, one_window_holds_all, pool_args, row_blocks, sliding_axes,
+    Params, flat_cover, flat_spans, holds_whole_plane, pool_args, row_blocks, sliding_axes,
     sliding_fits,
 };
 use super::tensor::{
@@ -72,8 +72,8 @@ struct Placed {
     cover: CubeTensor,
     sliding: Option<MaxPoolOptions<3>>,
     placement: Placement,
-    /// The spans when there is one output per axis (for the whole-plane test).
-    lone_spans: Option<Spans>,
+    /// One window holds each whole plane.
+    whole_plane: bool,
 }
 
 /// Upload what the kernel reads of `windows`: nothing for a sliding window that fits the
@@ -94,7 +94,8 @@ fn place(
             let spans = window_spans(x_size, &options);
             BackwardWindows::Table {
                 cover: spans_cover(x_size, &spans),
-                spans: Some(spans),
+                // `Max` reads indices, not spans.
+                spans: (reduction != Reduction::Max).then_some(spans),
             }
         }
         windows => windows,
@@ -103,7 +104,7 @@ fn place(
         BackwardWindows::Sliding(options) => Placed {
             spans: table(grad, &[]),
             cover: table(grad, &[]),
-            lone_spans: (out_size == [1; 3]).then(|| window_spans(x_size, &options)),
+            whole_plane: holds_whole_plane(x_size, out_size, Some(&options), None),
             sliding: Some(options),
             placement: Placement::Sliding,
         },
@@ -117,9 +118,9 @@ fn place(
                     .unwrap_or_default(),
             ),
             cover: table(grad, &flat_cover(&cover)?),
+            whole_plane: holds_whole_plane(x_size, out_size, None, spans.as_ref()),
             sliding: None,
             placement: Placement::Table,
-            lone_spans: spans.filter(|spans| spans.iter().all(|axis| axis.len() == 1)),
         },
     })
 }
@@ -146,11 +147,7 @@ pub fn backward(
     if x_grad.meta.num_elements() == 0 {
         return Ok(x_grad);
     }
-    let whole_plane = params.reduction == Reduction::Avg
-        && !sign
-        && placed
-            .lone_spans
-            .is_some_and(|spans| one_window_holds_all(x_size, &spans));
+    let whole_plane = params.reduction == Reduction::Avg && !sign && placed.whole_plane;
     // A whole-plane window walks each plane as one flat row.
     let row = if whole_plane {
         x_size.iter().product()
