@@ -12,6 +12,7 @@ mod pool_backward;
 mod pool_ops;
 mod tensor;
 mod tune;
+mod whole_plane;
 
 use burn::tensor::IntDType;
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};

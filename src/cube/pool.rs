@@ -8,7 +8,6 @@ use burn::tensor::DType;
 use burn_convpool_kernels::pool::{self as kernels, Placement, PoolArgsLaunch};
 use burn_convpool_kernels::sliding;
 use burn_convpool_kernels::unpool;
-use burn_convpool_kernels::whole_plane;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
@@ -267,35 +266,26 @@ pub fn forward(
     let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2]);
     let address = address_type(&[&x, &out, &out_grad]);
     let client = out.client.clone();
-    let args = pool_args(
-        dims[1],
-        in_size,
-        out_size,
-        kernel,
-        sliding.as_ref(),
-        &params,
-    );
+    let window = sliding.clone();
+    let args = move || pool_args(dims[1], in_size, out_size, kernel, window.as_ref(), &params);
     let types = [dtype, index_type, accumulator_type(dtype)];
     let small =
         |options: &MaxPoolOptions<3>| options.kernel_size.iter().all(|&k| k <= SLIDING_KERNEL);
     match sliding.filter(small) {
-        _ if whole_plane => whole_plane::pool_whole_plane::launch(
-            &client,
-            cube_count,
-            cube_dim,
-            address,
-            x.into_tensor_arg(),
-            spans.into_tensor_arg(),
-            out_grad.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
-            indices.clone().into_tensor_arg(),
-            args,
-            params.reduction,
+        _ if whole_plane => super::whole_plane::run(super::whole_plane::WholePlane {
+            x,
+            spans,
+            out_grad,
+            out: out.clone(),
+            indices: indices.clone(),
+            args: std::sync::Arc::new(args),
+            reduction: params.reduction,
             placement,
-            params.abs,
-            params.count_include_pad,
+            abs: params.abs,
+            count_include_pad: params.count_include_pad,
             types,
-        ),
+            elements: in_size.iter().product(),
+        }),
         Some(options) => sliding::pool_sliding::launch(
             &client,
             cube_count,
@@ -305,7 +295,7 @@ pub fn forward(
             out_grad.into_tensor_arg(),
             out.clone().into_tensor_arg(),
             indices.clone().into_tensor_arg(),
-            args,
+            args(),
             options.kernel_size,
             params.reduction,
             params.abs,
@@ -324,7 +314,7 @@ pub fn forward(
             out_grad.into_tensor_arg(),
             out.clone().into_tensor_arg(),
             indices.clone().into_tensor_arg(),
-            args,
+            args(),
             params.reduction,
             placement,
             params.abs,

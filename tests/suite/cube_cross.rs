@@ -482,6 +482,66 @@ fn whole_plane_pools_match_cpu() {
     whole("whole_lp_inf", [1, 2, 6, 5], false, |x| {
         lp_pool2d(x, LpPoolOptions::new(f64::INFINITY, [6, 5]))
     });
+    // Few long planes: many lanes per plane (up to a cube) combine partial results; more
+    // planes than one cube holds, and a last cube partly past the last plane.
+    whole("whole_avg_long", [1, 3, 64, 64], false, |x| {
+        adaptive_avg_pool2d(x, [1, 1])
+    });
+    whole("whole_max_long", [1, 3, 33, 31], false, |x| {
+        adaptive_max_pool2d(x, [1, 1])
+    });
+    whole("whole_lp3_long", [1, 2, 40, 40], false, |x| {
+        lp_pool2d(x, LpPoolOptions::new(3.0, [40, 40]))
+    });
+    whole("whole_avg_many", [5, 17, 9, 7], false, |x| {
+        adaptive_avg_pool2d(x, [1, 1])
+    });
+}
+
+/// Global max pooling's value and index where lanes split a plane: ties across lanes (the
+/// earliest element wins, whichever lane holds it), NaNs (the last one wins), all -inf (the
+/// first element), one finite value among -inf, against the CPU's in-order scan.
+#[test]
+fn whole_plane_max_indices_match_cpu() {
+    let (planes, len) = (8, 37 * 29);
+    let mut values: Vec<f32> = rng("whole-max")
+        .values(planes * len)
+        .iter()
+        .map(|&v| v as f32)
+        .collect();
+    let plane = |p: usize| p * len..(p + 1) * len;
+    values[plane(0)].fill(0.25);
+    values[plane(1)][len - 1] = 9.0;
+    values[plane(1)][3] = 9.0;
+    values[plane(1)][9] = 9.0;
+    values[plane(2)][17] = f32::NAN;
+    values[plane(2)][500] = f32::NAN;
+    values[plane(2)][len - 2] = f32::NAN;
+    values[plane(3)].fill(f32::NEG_INFINITY);
+    values[plane(4)].fill(f32::NEG_INFINITY);
+    values[plane(4)][700] = -3.0;
+    values[plane(5)][0] = f32::NAN;
+    values[plane(6)][len - 1] = 1e30;
+    let on = |device: &Device| -> (Vec<f32>, Vec<i64>) {
+        let x = Tensor::<4>::from_data(TensorData::new(values.clone(), [2, 4, 37, 29]), device);
+        let (out, indices) = adaptive_max_pool2d_with_indices(x, [1, 1]);
+        (
+            out.into_data().try_to_vec::<f32>().unwrap(),
+            indices
+                .into_data()
+                .convert::<i64>()
+                .try_to_vec::<i64>()
+                .unwrap(),
+        )
+    };
+    let (cpu_values, cpu_indices) = on(&Device::flex());
+    let (gpu_values, gpu_indices) = on(&wgpu());
+    assert_eq!(
+        &cpu_indices[..7],
+        &[0, 3, (len - 2) as i64, 0, 700, 0, (len - 1) as i64]
+    );
+    assert_eq!(gpu_indices, cpu_indices);
+    assert_close("global max values", &gpu_values, &cpu_values);
 }
 
 #[test]
