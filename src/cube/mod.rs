@@ -10,6 +10,7 @@ mod conv;
 mod pool;
 mod pool_backward;
 mod pool_ops;
+mod pool_tune;
 mod tensor;
 mod tune;
 mod whole_plane;

@@ -13,6 +13,7 @@ use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::{MaxPoolOptions, Spans, shapes, spatial, used_step, window_spans};
 
+use super::pool_tune::{self, PoolUnitsKey, Units};
 use super::tensor::{
     LaunchError, accumulator_type, address_type, axes, contiguous, dims5, elementwise, empty,
     entry, float_type, int_type, strided, table,
@@ -160,9 +161,16 @@ pub(super) fn pool_args(
 const BLOCK_W: usize = 8;
 
 /// The launch of a kernel whose unit takes up to [`BLOCK_W`] consecutive elements of a row of
-/// `tensor` (rows of `width`): the block width and the grid.
-pub(super) fn row_blocks(tensor: &CubeTensor, width: usize) -> (usize, CubeCount, CubeDim) {
-    let block_w = width.min(BLOCK_W);
+/// `tensor` (rows of `width`), or one when spread: the block width and the grid.
+pub(super) fn row_blocks(
+    tensor: &CubeTensor,
+    width: usize,
+    units: Units,
+) -> (usize, CubeCount, CubeDim) {
+    let block_w = match units {
+        Units::Packed => width.min(BLOCK_W),
+        Units::Spread => 1,
+    };
     let units = tensor.meta.num_elements() / width * width.div_ceil(block_w);
     let (cube_count, cube_dim) = elementwise(tensor, units);
     (block_w, cube_count, cube_dim)
@@ -263,21 +271,25 @@ pub fn forward(
     if out.meta.num_elements() == 0 {
         return Ok((out, indices));
     }
-    let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2]);
     let address = address_type(&[&x, &out, &out_grad]);
-    let client = out.client.clone();
     let window = sliding.clone();
     let args = move || pool_args(dims[1], in_size, out_size, kernel, window.as_ref(), &params);
     let types = [dtype, index_type, accumulator_type(dtype)];
     let small =
         |options: &MaxPoolOptions<3>| options.kernel_size.iter().all(|&k| k <= SLIDING_KERNEL);
+    // What tells launches apart for the tuner: the reduction, the code's comptime values, and
+    // the rows and row length it runs over.
+    let rows = out.meta.num_elements() / out_size[2];
+    let reduction = params.reduction as usize;
+    let spreads = out_size[2] > 1;
+    let (out_ret, indices_ret) = (out.clone(), indices.clone());
     match sliding.filter(small) {
         _ if whole_plane => super::whole_plane::run(super::whole_plane::WholePlane {
             x,
             spans,
             out_grad,
-            out: out.clone(),
-            indices: indices.clone(),
+            out,
+            indices,
             args: std::sync::Arc::new(args),
             reduction: params.reduction,
             placement,
@@ -286,44 +298,59 @@ pub fn forward(
             types,
             elements: in_size.iter().product(),
         }),
-        Some(options) => sliding::pool_sliding::launch(
-            &client,
-            cube_count,
-            cube_dim,
-            address,
-            x.into_tensor_arg(),
-            out_grad.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
-            indices.clone().into_tensor_arg(),
-            args(),
-            options.kernel_size,
-            params.reduction,
-            params.abs,
-            params.count_include_pad,
-            block_w,
-            types,
-        ),
-        None => kernels::pool_forward::launch(
-            &client,
-            cube_count,
-            cube_dim,
-            address,
-            x.into_tensor_arg(),
-            spans.into_tensor_arg(),
-            samples.into_tensor_arg(),
-            out_grad.into_tensor_arg(),
-            out.clone().into_tensor_arg(),
-            indices.clone().into_tensor_arg(),
-            args(),
-            params.reduction,
-            placement,
-            params.abs,
-            params.count_include_pad,
-            block_w,
-            types,
-        ),
+        Some(options) => {
+            let taps = options.kernel_size;
+            let exact = [&taps[..], &options.stride, &[reduction]].concat();
+            let key = PoolUnitsKey::of("pool_sliding", x.dtype, &exact, &[rows, out_size[2]]);
+            pool_tune::run(&out_ret, key, spreads, move |units| {
+                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], units);
+                sliding::pool_sliding::launch(
+                    &out.client,
+                    cube_count,
+                    cube_dim,
+                    address,
+                    x.clone().into_tensor_arg(),
+                    out_grad.clone().into_tensor_arg(),
+                    out.clone().into_tensor_arg(),
+                    indices.clone().into_tensor_arg(),
+                    args(),
+                    taps,
+                    params.reduction,
+                    params.abs,
+                    params.count_include_pad,
+                    block_w,
+                    types,
+                )
+            })
+        }
+        None => {
+            let exact = [reduction, placement as usize];
+            let key = PoolUnitsKey::of("pool_forward", x.dtype, &exact, &[rows, out_size[2]]);
+            pool_tune::run(&out_ret, key, spreads, move |units| {
+                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], units);
+                kernels::pool_forward::launch(
+                    &out.client,
+                    cube_count,
+                    cube_dim,
+                    address,
+                    x.clone().into_tensor_arg(),
+                    spans.clone().into_tensor_arg(),
+                    samples.clone().into_tensor_arg(),
+                    out_grad.clone().into_tensor_arg(),
+                    out.clone().into_tensor_arg(),
+                    indices.clone().into_tensor_arg(),
+                    args(),
+                    params.reduction,
+                    placement,
+                    params.abs,
+                    params.count_include_pad,
+                    block_w,
+                    types,
+                )
+            })
+        }
     }
-    Ok((out, indices))
+    Ok((out_ret, indices_ret))
 }
 
 /// Max-unpool: `x` scattered at `indices` into zeros of spatial size `output_size`.

@@ -13,6 +13,7 @@ use super::pool::{
     Params, flat_cover, flat_spans, holds_whole_plane, pool_args, row_blocks, sliding_axes,
     sliding_fits,
 };
+use super::pool_tune::{self, PoolUnitsKey};
 use super::tensor::{
     LaunchError, accumulator_type, address_type, contiguous, dims5, empty, float_type, int_type,
     strided, table,
@@ -154,40 +155,63 @@ pub fn backward(
     } else {
         x_size[2]
     };
-    let (block_w, cube_count, cube_dim) = row_blocks(&x_grad, row);
-    let unrolled = placed
-        .sliding
-        .as_ref()
-        .map_or([0; 3], |options| unrolled_cover(options, out_size, block_w));
     let address = address_type(&[&grad, &indices, &x, &x_grad]);
-    let args = pool_args(
-        grad_dims[1],
-        x_size,
-        out_size,
-        params.kernel,
-        placed.sliding.as_ref(),
-        &params,
+    let sliding = placed.sliding.clone();
+    let window = placed.sliding;
+    let args = move || {
+        pool_args(
+            grad_dims[1],
+            x_size,
+            out_size,
+            params.kernel,
+            window.as_ref(),
+            &params,
+        )
+    };
+    let (taps, stride) = sliding.as_ref().map_or(([0; 3], [0; 3]), |options| {
+        (options.kernel_size, options.stride)
+    });
+    let code = [
+        params.reduction as usize,
+        placed.placement as usize,
+        sign.into(),
+        whole_plane.into(),
+    ];
+    let exact = [&taps[..], &stride, &code].concat();
+    let key = PoolUnitsKey::of(
+        "pool_backward",
+        grad.dtype,
+        &exact,
+        &[x_grad.meta.num_elements() / row, row],
     );
-    pool_backward::pool_backward::launch(
-        &x_grad.client.clone(),
-        cube_count,
-        cube_dim,
-        address,
-        grad.into_tensor_arg(),
-        indices.into_tensor_arg(),
-        x.into_tensor_arg(),
-        placed.spans.into_tensor_arg(),
-        placed.cover.into_tensor_arg(),
-        x_grad.clone().into_tensor_arg(),
-        args,
-        params.reduction,
-        placed.placement,
-        unrolled,
-        sign,
-        params.count_include_pad,
-        block_w,
-        whole_plane,
-        [dtype, index_type, accumulator_type(dtype)],
-    );
-    Ok(x_grad)
+    let (spans, cover, placement) = (placed.spans, placed.cover, placed.placement);
+    let out = x_grad.clone();
+    pool_tune::run(&out, key, row > 1, move |units| {
+        let (block_w, cube_count, cube_dim) = row_blocks(&x_grad, row, units);
+        let unrolled = sliding
+            .as_ref()
+            .map_or([0; 3], |options| unrolled_cover(options, out_size, block_w));
+        pool_backward::pool_backward::launch(
+            &x_grad.client,
+            cube_count,
+            cube_dim,
+            address,
+            grad.clone().into_tensor_arg(),
+            indices.clone().into_tensor_arg(),
+            x.clone().into_tensor_arg(),
+            spans.clone().into_tensor_arg(),
+            cover.clone().into_tensor_arg(),
+            x_grad.clone().into_tensor_arg(),
+            args(),
+            params.reduction,
+            placement,
+            unrolled,
+            sign,
+            params.count_include_pad,
+            block_w,
+            whole_plane,
+            [dtype, index_type, accumulator_type(dtype)],
+        )
+    });
+    Ok(out)
 }

@@ -1,24 +1,13 @@
-//! How many units share a plane in the whole-plane pool kernel (global pooling).
-//!
-//! One lane per plane sums in order and needs no barrier: the fastest choice where the planes
-//! alone fill the device, and on lavapipe, whose units are SIMD lanes of a few CPU cores (the
-//! ResNet head, 8x512 planes of 7x7, took 1.1 ms spread over 8 lanes against 0.6 ms with one).
-//! A GPU given few or long planes needs several lanes per plane to keep enough loads in flight
-//! (a 2x64x112x112 global pool is 128 units walking 12,544 elements each). With the
-//! `autotune` feature the choice is CubeCL's tuner's, per bucketed shape and device, then fixed
-//! for the process; without it, spreading wherever it applies. The two sum in different
-//! orders, so `BURN_CONVPOOL_POOL_LANES=one|spread` pins the choice, e.g. to reproduce sums
-//! bitwise across processes or to test one kernel.
+//! The whole-plane pool kernel's launch (global pooling): one lane per plane, or as many as
+//! keep a GPU busy ([`pool_tune`](super::pool_tune) chooses).
 
-use burn::tensor::DType;
 use burn_convpool_kernels::pool::{Placement, PoolArgsLaunch, Reduction};
 use burn_convpool_kernels::whole_plane::pool_whole_plane;
-use burn_cubecl::{CubeTuneId, tensor::CubeTensor};
-use cubecl::tune::{LocalTuner, Tunable, TunableSet, anchor, local_tuner};
-use cubecl::{AutotuneKey, CubeCount, CubeDim, calculate_cube_count_elemwise, ir::ElemType};
-use serde::{Deserialize, Serialize};
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise, ir::ElemType};
 use std::sync::Arc;
 
+use super::pool_tune::{self, PoolUnitsKey, Units};
 use super::tensor::address_type;
 
 /// Units a GPU needs in flight to hide memory latency: spreading further than this only adds
@@ -51,86 +40,24 @@ pub(super) struct WholePlane {
     pub elements: usize,
 }
 
-/// Launch `launch` with the lanes per plane chosen as the module docs say.
+/// Launch `launch` with one lane per plane (packed) or [`spread_lanes`] (spread), as
+/// [`pool_tune`](super::pool_tune) chooses.
 pub(super) fn run(launch: WholePlane) {
     let spread = spread_lanes(&launch);
-    if spread == 1 {
-        return run_with(launch, 1);
-    }
-    match pinned() {
-        Some(Lanes::One) => run_with(launch, 1),
-        Some(Lanes::Spread) => run_with(launch, spread),
-        None if cfg!(feature = "autotune") => tuned(launch),
-        None => run_with(launch, spread),
-    }
-}
-
-/// The candidates: one lane per plane, or as many as [`spread_lanes`] gives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lanes {
-    One,
-    Spread,
-}
-
-impl core::fmt::Display for Lanes {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            Self::One => "whole_plane_one_lane",
-            Self::Spread => "whole_plane_spread",
-        })
-    }
-}
-
-/// `BURN_CONVPOOL_POOL_LANES` = `tuned` (or unset) | `one` | `spread`, read once.
-fn pinned() -> Option<Lanes> {
-    static CHOICE: std::sync::OnceLock<Option<Lanes>> = std::sync::OnceLock::new();
-    *CHOICE.get_or_init(
-        || match std::env::var("BURN_CONVPOOL_POOL_LANES").as_deref() {
-            Ok("one") => Some(Lanes::One),
-            Ok("spread") => Some(Lanes::Spread),
-            Ok("tuned") | Err(_) => None,
-            Ok(other) => panic!("BURN_CONVPOOL_POOL_LANES={other}: expected tuned, one or spread"),
-        },
-    )
-}
-
-/// What a tuning result is cached under: the reduction's kind and the sizes, bucketed.
-#[derive(Hash, Eq, PartialEq, Debug, Clone, Serialize, Deserialize, AutotuneKey)]
-pub struct WholePlaneKey {
-    /// A max (value and index in the tree) rather than a sum.
-    max: bool,
-    dtype: DType,
-    planes: usize,
-    elements: usize,
-}
-
-static TUNER: LocalTuner<WholePlaneKey, CubeTuneId> = local_tuner!("whole-plane");
-
-fn tuned(launch: WholePlane) {
-    let client = launch.out.client.clone();
-    let id = CubeTuneId::new(&client, &launch.out.device);
-    let set = TUNER.init(&id, || {
-        let key = |launch: &WholePlane| WholePlaneKey {
-            max: launch.reduction == Reduction::Max,
-            dtype: launch.x.dtype,
-            planes: anchor(launch.out.meta.num_elements(), None, None, None),
-            elements: anchor(launch.elements, None, None, None),
+    let key = PoolUnitsKey::of(
+        "whole_plane",
+        launch.x.dtype,
+        &[usize::from(launch.reduction == Reduction::Max)],
+        &[launch.out.meta.num_elements(), launch.elements],
+    );
+    let out = launch.out.clone();
+    pool_tune::run(&out, key, spread > 1, move |units| {
+        let lanes = match units {
+            Units::Packed => 1,
+            Units::Spread => spread,
         };
-        [Lanes::One, Lanes::Spread].into_iter().fold(
-            TunableSet::<WholePlaneKey, WholePlane, (), Lanes>::new_cloning_inputs(key),
-            |set, lanes| {
-                set.with(Tunable::identified(lanes, move |launch: WholePlane| {
-                    let count = match lanes {
-                        Lanes::One => 1,
-                        Lanes::Spread => spread_lanes(&launch),
-                    };
-                    run_with(launch, count);
-                    Ok::<(), String>(())
-                }))
-            },
-        )
+        run_with(launch.clone(), lanes);
     });
-    TUNER.execute(&id, &client, set, launch);
 }
 
 /// Units per cube of the kernel on this device.
