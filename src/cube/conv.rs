@@ -21,6 +21,7 @@ use cubecl::{CubeCount, CubeDim};
 use crate::conv_routing::ConvPasses;
 use crate::spec::{ConvGeometry, points};
 
+use super::packing::Packing;
 use super::tensor::{
     LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, axes, contiguous, dims5,
     elementwise, empty, entry, expect, float_type, grid, table, zeros,
@@ -143,14 +144,38 @@ fn gemm_sizes(geometry: &ConvGeometry, kind: GemmKind) -> (usize, usize, usize) 
     }
 }
 
+/// Whether the GEMM of `kind` runs the direct schedule, whose unit computes a block of
+/// channels at up to 16 positions along the last axis of the side it writes.
+fn is_direct(geometry: &ConvGeometry, kind: GemmKind) -> bool {
+    let (_, n, k) = gemm_sizes(geometry, kind);
+    n < DIRECT_BELOW || k < DIRECT_BELOW
+}
+
+/// The last axis of the side a forward (output) or input-gradient (input) GEMM writes.
+fn written_w(geometry: &ConvGeometry, kind: GemmKind) -> usize {
+    if kind == GemmKind::Forward {
+        geometry.out_size[2]
+    } else {
+        geometry.in_size[2]
+    }
+}
+
+/// Whether [`Packing::Spread`] changes [`gemm`]'s launch: the direct schedule over rows
+/// longer than one position (the tiled schedule has one launch shape).
+pub fn spreads(geometry: &ConvGeometry, kind: GemmKind) -> bool {
+    is_direct(geometry, kind) && written_w(geometry, kind) > 1
+}
+
 /// Our forward pass (`kind` `Forward`: `lhs` = x, `rhs` = weight) or input gradient (`Data`:
-/// `lhs` = output gradient, `rhs` = weight): `out = lhs (*) rhs [+ bias]`.
+/// `lhs` = output gradient, `rhs` = weight): `out = lhs (*) rhs [+ bias]`. Spread, a unit of
+/// the direct schedule computes one position ([`super::packing`]).
 pub fn gemm(
     geometry: &ConvGeometry,
     kind: GemmKind,
     lhs: CubeTensor,
     rhs: CubeTensor,
     bias: Option<CubeTensor>,
+    packing: Packing,
 ) -> Result<CubeTensor, LaunchError> {
     let dtype = float_type(&lhs)?;
     float_type(&rhs)?;
@@ -166,12 +191,15 @@ pub fn gemm(
         return Ok(out);
     }
     let (m, n, k) = gemm_sizes(geometry, kind);
-    if n < DIRECT_BELOW || k < DIRECT_BELOW {
+    if is_direct(geometry, kind) {
         // A unit computes up to 4 channels at up to 16 consecutive positions along the last
-        // axis of the side it writes, 16 outputs at most.
-        let side_w = out_dims[out_dims.len() - 1];
+        // axis of the side it writes, 16 outputs at most (or at one position, spread).
+        let side_w = written_w(geometry, kind);
         let block_n = n.min(DIRECT_BLOCK);
-        let block_w = side_w.clamp(1, DIRECT_OUTPUTS / block_n);
+        let block_w = match packing {
+            Packing::Packed => side_w.clamp(1, DIRECT_OUTPUTS / block_n),
+            Packing::Spread => 1,
+        };
         let units = geometry.groups * n.div_ceil(block_n) * (m / side_w) * side_w.div_ceil(block_w);
         let (cube_count, cube_dim) = elementwise(&out, units);
         conv::conv_gemm_direct::launch(

@@ -7,10 +7,10 @@
 
 mod builtin;
 mod conv;
+mod packing;
 mod pool;
 mod pool_backward;
 mod pool_ops;
-mod pool_tune;
 mod tensor;
 mod tune;
 mod whole_plane;

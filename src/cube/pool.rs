@@ -13,7 +13,7 @@ use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::{MaxPoolOptions, Spans, shapes, spatial, used_step, window_spans};
 
-use super::pool_tune::{self, PoolUnitsKey, Units};
+use super::packing::{self, Packing, PackingKey};
 use super::tensor::{
     LaunchError, accumulator_type, address_type, axes, contiguous, dims5, elementwise, empty,
     entry, float_type, int_type, strided, table,
@@ -165,11 +165,11 @@ const BLOCK_W: usize = 8;
 pub(super) fn row_blocks(
     tensor: &CubeTensor,
     width: usize,
-    units: Units,
+    packing: Packing,
 ) -> (usize, CubeCount, CubeDim) {
-    let block_w = match units {
-        Units::Packed => width.min(BLOCK_W),
-        Units::Spread => 1,
+    let block_w = match packing {
+        Packing::Packed => width.min(BLOCK_W),
+        Packing::Spread => 1,
     };
     let units = tensor.meta.num_elements() / width * width.div_ceil(block_w);
     let (cube_count, cube_dim) = elementwise(tensor, units);
@@ -301,9 +301,9 @@ pub fn forward(
         Some(options) => {
             let taps = options.kernel_size;
             let exact = [&taps[..], &options.stride, &[reduction]].concat();
-            let key = PoolUnitsKey::of("pool_sliding", x.dtype, &exact, &[rows, out_size[2]]);
-            pool_tune::run(&out_ret, key, spreads, move |units| {
-                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], units);
+            let key = PackingKey::of("pool_sliding", x.dtype, &exact, &[rows, out_size[2]]);
+            packing::run(&out_ret, key, spreads, move |packing| {
+                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], packing);
                 sliding::pool_sliding::launch(
                     &out.client,
                     cube_count,
@@ -325,9 +325,9 @@ pub fn forward(
         }
         None => {
             let exact = [reduction, placement as usize];
-            let key = PoolUnitsKey::of("pool_forward", x.dtype, &exact, &[rows, out_size[2]]);
-            pool_tune::run(&out_ret, key, spreads, move |units| {
-                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], units);
+            let key = PackingKey::of("pool_forward", x.dtype, &exact, &[rows, out_size[2]]);
+            packing::run(&out_ret, key, spreads, move |packing| {
+                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], packing);
                 kernels::pool_forward::launch(
                     &out.client,
                     cube_count,

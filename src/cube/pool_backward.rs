@@ -9,11 +9,11 @@ use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::{MaxPoolOptions, Spans, shapes, spans_cover, spatial, window_spans};
 
+use super::packing::{self, PackingKey};
 use super::pool::{
     Params, flat_cover, flat_spans, holds_whole_plane, pool_args, row_blocks, sliding_axes,
     sliding_fits,
 };
-use super::pool_tune::{self, PoolUnitsKey};
 use super::tensor::{
     LaunchError, accumulator_type, address_type, contiguous, dims5, empty, float_type, int_type,
     strided, table,
@@ -178,7 +178,7 @@ pub fn backward(
         whole_plane.into(),
     ];
     let exact = [&taps[..], &stride, &code].concat();
-    let key = PoolUnitsKey::of(
+    let key = PackingKey::of(
         "pool_backward",
         grad.dtype,
         &exact,
@@ -186,8 +186,8 @@ pub fn backward(
     );
     let (spans, cover, placement) = (placed.spans, placed.cover, placed.placement);
     let out = x_grad.clone();
-    pool_tune::run(&out, key, row > 1, move |units| {
-        let (block_w, cube_count, cube_dim) = row_blocks(&x_grad, row, units);
+    packing::run(&out, key, row > 1, move |packing| {
+        let (block_w, cube_count, cube_dim) = row_blocks(&x_grad, row, packing);
         let unrolled = sliding
             .as_ref()
             .map_or([0; 3], |options| unrolled_cover(options, out_size, block_w));

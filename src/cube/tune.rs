@@ -1,9 +1,11 @@
 //! Autotuned choice, per convolution pass and shape, between our kernels and Burn's own.
 //!
 //! Each pass (forward, input gradient, weight gradient; `conv_transpose` reaches them through
-//! `conv_routing`) has one CubeCL [`LocalTuner`] with two candidates: ours (the schedules of
-//! `conv.rs`) and Burn's (`builtin.rs`, itself autotuned over Burn's tensor-core implicit GEMMs,
-//! depthwise, 1x1 and direct kernels). The key buckets batch, channels and spatial sizes with
+//! `conv_routing`) has one CubeCL [`LocalTuner`] with three candidates: ours (the schedules of
+//! `conv.rs`), ours with the direct schedule spread one position per unit (`packing.rs`;
+//! declined where it changes nothing), and Burn's (`builtin.rs`, itself autotuned over Burn's
+//! tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels). A direct schedule computes
+//! each output the same way packed or spread, so the choice does not change results. The key buckets batch, channels and spatial sizes with
 //! CubeCL's `anchor`, so `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the
 //! winner is cached per key and device and then fixed, so a process computes each shape with
 //! one kernel. Neither side accumulates with atomics, so every candidate is bitwise
@@ -23,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::ConvGeometry;
 
+use super::packing::{self, Packing};
 use super::tensor::{LaunchError, float_type};
 use super::{builtin, conv};
 
@@ -83,6 +86,9 @@ impl ConvPassKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Candidate {
     Ours,
+    /// Ours with the direct schedule spread ([`super::packing`]); declines where that changes
+    /// nothing (the tiled schedule, weight gradients, rows of one position).
+    OursSpread,
     Burn,
 }
 
@@ -90,6 +96,7 @@ impl core::fmt::Display for Candidate {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
             Self::Ours => "burn_convpool",
+            Self::OursSpread => "burn_convpool_spread",
             Self::Burn => "burn_cubecl_autotune",
         })
     }
@@ -100,14 +107,28 @@ type Inputs = (ConvGeometry, CubeTensor, CubeTensor, Option<CubeTensor>);
 
 /// The pass on one candidate's kernels.
 fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, String> {
-    if candidate == Candidate::Ours {
-        return run_ours(pass, inputs).map_err(|err| err.to_string());
-    }
-    let (geometry, a, b, bias) = inputs;
+    let packing = match candidate {
+        Candidate::Ours => Packing::Packed,
+        Candidate::OursSpread if spreads(pass, &inputs.0) => Packing::Spread,
+        Candidate::OursSpread => return Err("spreading changes nothing here".into()),
+        Candidate::Burn => {
+            let (geometry, a, b, bias) = inputs;
+            return match pass {
+                Pass::Forward => builtin::forward(&geometry, a, b, bias),
+                Pass::Data => builtin::data(&geometry, a, b, bias),
+                Pass::Weight => builtin::weight(&geometry, a, b),
+            };
+        }
+    };
+    run_ours(pass, inputs, packing).map_err(|err| err.to_string())
+}
+
+/// Whether our pass has a spread launch that differs from its packed one.
+fn spreads(pass: Pass, geometry: &ConvGeometry) -> bool {
     match pass {
-        Pass::Forward => builtin::forward(&geometry, a, b, bias),
-        Pass::Data => builtin::data(&geometry, a, b, bias),
-        Pass::Weight => builtin::weight(&geometry, a, b),
+        Pass::Forward => conv::spreads(geometry, kernels::GemmKind::Forward),
+        Pass::Data => conv::spreads(geometry, kernels::GemmKind::Data),
+        Pass::Weight => false,
     }
 }
 
@@ -121,14 +142,13 @@ fn candidates(pass: Pass) -> Set {
     let key = move |(geometry, a, _, bias): &Inputs| {
         ConvPassKey::of(pass, geometry, a.dtype, bias.is_some())
     };
-    [Candidate::Ours, Candidate::Burn].into_iter().fold(
-        TunableSet::new_cloning_inputs(key),
-        |set, candidate| {
+    [Candidate::Ours, Candidate::OursSpread, Candidate::Burn]
+        .into_iter()
+        .fold(TunableSet::new_cloning_inputs(key), |set, candidate| {
             set.with(Tunable::identified(candidate, move |inputs: Inputs| {
                 run(pass, candidate, inputs)
             }))
-        },
-    )
+        })
 }
 
 /// Which kernels the convolution passes run on a CubeCL device.
@@ -173,11 +193,13 @@ pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
         || geometry.out_volume() == 0
         || geometry.in_volume() == 0;
     match conv_kernels() {
-        _ if empty => run_ours(pass, inputs),
-        ConvKernels::Ours => run_ours(pass, inputs),
-        ConvKernels::Burn => {
-            run(pass, Candidate::Burn, inputs.clone()).or_else(|_| run_ours(pass, inputs))
+        _ if empty => run_ours(pass, inputs, Packing::Packed),
+        ConvKernels::Ours => {
+            let packing = packing::pinned().unwrap_or(Packing::Packed);
+            run_ours(pass, inputs, packing)
         }
+        ConvKernels::Burn => run(pass, Candidate::Burn, inputs.clone())
+            .or_else(|_| run_ours(pass, inputs, Packing::Packed)),
         ConvKernels::Tuned => Ok(tuned(pass, inputs)),
     }
 }
@@ -203,11 +225,15 @@ fn tuned(pass: Pass, inputs: Inputs) -> CubeTensor {
 }
 
 /// The pass on our kernels, with their typed error.
-fn run_ours(pass: Pass, (geometry, a, b, bias): Inputs) -> Result<CubeTensor, LaunchError> {
+fn run_ours(
+    pass: Pass,
+    (geometry, a, b, bias): Inputs,
+    packing: Packing,
+) -> Result<CubeTensor, LaunchError> {
     match pass {
-        Pass::Forward => conv::gemm(&geometry, kernels::GemmKind::Forward, a, b, bias),
+        Pass::Forward => conv::gemm(&geometry, kernels::GemmKind::Forward, a, b, bias, packing),
         // The operands come as (weight, output gradient) and (x, output gradient).
-        Pass::Data => conv::gemm(&geometry, kernels::GemmKind::Data, b, a, bias),
+        Pass::Data => conv::gemm(&geometry, kernels::GemmKind::Data, b, a, bias, packing),
         Pass::Weight => conv::weight_gemm(&geometry, b, a),
     }
 }

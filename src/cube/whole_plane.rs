@@ -1,5 +1,5 @@
 //! The whole-plane pool kernel's launch (global pooling): one lane per plane, or as many as
-//! keep a GPU busy ([`pool_tune`](super::pool_tune) chooses).
+//! keep a GPU busy ([`units`](super::units) chooses).
 
 use burn_convpool_kernels::pool::{Placement, PoolArgsLaunch, Reduction};
 use burn_convpool_kernels::whole_plane::pool_whole_plane;
@@ -7,10 +7,10 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise, ir::ElemType};
 use std::sync::Arc;
 
-use super::pool_tune::{self, PoolUnitsKey, Units};
+use super::packing::{self, Packing, PackingKey};
 use super::tensor::address_type;
 
-/// Units a GPU needs in flight to hide memory latency: spreading further than this only adds
+/// Packing a GPU needs in flight to hide memory latency: spreading further than this only adds
 /// reduction steps.
 const TARGET_UNITS: usize = 1 << 18;
 /// Fewest elements a lane walks: below it the tree's barriers cost more than the loads they
@@ -41,26 +41,26 @@ pub(super) struct WholePlane {
 }
 
 /// Launch `launch` with one lane per plane (packed) or [`spread_lanes`] (spread), as
-/// [`pool_tune`](super::pool_tune) chooses.
+/// [`units`](super::units) chooses.
 pub(super) fn run(launch: WholePlane) {
     let spread = spread_lanes(&launch);
-    let key = PoolUnitsKey::of(
+    let key = PackingKey::of(
         "whole_plane",
         launch.x.dtype,
         &[usize::from(launch.reduction == Reduction::Max)],
         &[launch.out.meta.num_elements(), launch.elements],
     );
     let out = launch.out.clone();
-    pool_tune::run(&out, key, spread > 1, move |units| {
-        let lanes = match units {
-            Units::Packed => 1,
-            Units::Spread => spread,
+    packing::run(&out, key, spread > 1, move |packing| {
+        let lanes = match packing {
+            Packing::Packed => 1,
+            Packing::Spread => spread,
         };
         run_with(launch.clone(), lanes);
     });
 }
 
-/// Units per cube of the kernel on this device.
+/// Packing per cube of the kernel on this device.
 fn cube_units(launch: &WholePlane) -> usize {
     let max_units = launch.out.client.properties().hardware.max_units_per_cube as usize;
     prev_power_of_two(MAX_CUBE.min(max_units).max(1))
