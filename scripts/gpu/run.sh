@@ -7,7 +7,10 @@
 #   bash scripts/gpu/run.sh tests     # golden cases, cube_cross (autotune at its default
 #                                     # level, and pinned to our kernels), then fuzz
 #   bash scripts/gpu/run.sh bench     # every catalogue case, ours vs built-in vs PyTorch
-#                                     # (CUDA), and the report: REPORT-gpu.md and .png in $OUT
+#                                     # (CUDA), and the report: REPORT-gpu.md and .png in $OUT;
+#                                     # then pools and direct convs pinned spread
+#
+# The tuner's choices go to $OUT/autotune.log.
 #   bash scripts/gpu/run.sh resnet    # the example: ours, builtin, and the PyTorch twin
 #
 # PYTHON names a Python with torch (default python3).
@@ -51,6 +54,11 @@ step() {
     echo "== $* ($(date +%T))"
 }
 
+# CubeCL's tuner logs each choice (per key: ours, ours spread or Burn's conv; pools packed or
+# spread) with its candidates' times to $out/autotune.log; CubeCL reads cubecl.toml from the
+# working directory.
+printf '[autotune.logger]\nfile = "%s"\nlevel = "minimal"\n' "$PWD/$out/autotune.log" >cubecl.toml
+
 case "${1:-}" in
 tests)
     step "golden cases and cube_cross, tuned"
@@ -58,6 +66,9 @@ tests)
     step "cube_cross, our kernels pinned"
     BURN_CONVPOOL_CONV_KERNELS=ours "$bin/suite" cube_cross:: 2>&1 |
         tee "$out/tests-ours.log" | tail -5
+    step "cube_cross, our kernels pinned, spread launches"
+    BURN_CONVPOOL_CONV_KERNELS=ours BURN_CONVPOOL_PACKING=spread "$bin/suite" cube_cross:: 2>&1 |
+        tee "$out/tests-spread.log" | tail -5
     step "fuzz"
     FUZZ_GPU_CASES=${FUZZ_GPU_CASES:-400} "$bin/suite" fuzz:: 2>&1 |
         tee "$out/tests-fuzz.log" | tail -5
@@ -75,6 +86,15 @@ bench)
     step report
     REPORT_NAME=REPORT-gpu REPORT_SINCE=$since "$bin/report" 2>&1 | tail -3
     cp benches/REPORT-gpu.md benches/report-gpu.png "$out/"
+    # After the report, which these runs' results would overwrite: the pools and the direct
+    # conv schedule (grouped, depthwise) with every launch spread, against the tuned choice.
+    step "spread launches, pinned"
+    export BURN_CONVPOOL_CONV_KERNELS=ours BURN_CONVPOOL_PACKING=spread
+    "$bin/pool" --bench --warm-up-time 0.5 --measurement-time 1 '/vulkan/.*/ours' 2>&1 |
+        tee "$out/bench-pool-spread.log" | grep -c 'time:'
+    "$bin/conv" --bench --warm-up-time 0.5 --measurement-time 1 \
+        '/vulkan/(mobilenet|resnext).*(forward|grad_input)/ours' 2>&1 |
+        tee "$out/bench-conv-spread.log" | grep -c 'time:'
     ;;
 resnet)
     for ops in ours builtin; do
