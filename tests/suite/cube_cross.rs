@@ -498,6 +498,13 @@ fn whole_plane_pools_match_cpu() {
     });
 }
 
+/// A max pool's values and indices, read back.
+fn values_and_indices(out: Tensor<4>, indices: Tensor<4, Int>) -> (Vec<f32>, Vec<i64>) {
+    let values = out.into_data().try_to_vec::<f32>().unwrap();
+    let indices = indices.into_data().convert::<i64>();
+    (values, indices.try_to_vec::<i64>().unwrap())
+}
+
 /// Global max pooling's value and index where lanes split a plane: ties across lanes (the
 /// earliest element wins, whichever lane holds it), NaNs (the last one wins), all -inf (the
 /// first element), one finite value among -inf, against the CPU's in-order scan.
@@ -525,14 +532,7 @@ fn whole_plane_max_indices_match_cpu() {
     let on = |device: &Device| -> (Vec<f32>, Vec<i64>) {
         let x = Tensor::<4>::from_data(TensorData::new(values.clone(), [2, 4, 37, 29]), device);
         let (out, indices) = adaptive_max_pool2d_with_indices(x, [1, 1]);
-        (
-            out.into_data().try_to_vec::<f32>().unwrap(),
-            indices
-                .into_data()
-                .convert::<i64>()
-                .try_to_vec::<i64>()
-                .unwrap(),
-        )
+        values_and_indices(out, indices)
     };
     let (cpu_values, cpu_indices) = on(&Device::flex());
     let (gpu_values, gpu_indices) = on(&wgpu());
@@ -615,15 +615,8 @@ fn indices_match_cpu() {
         let options = MaxPoolOptions::new([3, 3])
             .with_stride([2, 2])
             .with_padding([1, 1]);
-        let (out, indices): (Tensor<4>, Tensor<4, Int>) = max_pool2d_with_indices(x, options);
-        (
-            out.into_data().try_to_vec::<f32>().unwrap(),
-            indices
-                .into_data()
-                .convert::<i64>()
-                .try_to_vec::<i64>()
-                .unwrap(),
-        )
+        let (out, indices) = max_pool2d_with_indices(x, options);
+        values_and_indices(out, indices)
     };
     let (cpu_values, cpu_indices) = indices_on(&Device::flex());
     let (gpu_values, gpu_indices) = indices_on(&wgpu());
