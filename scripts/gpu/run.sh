@@ -63,10 +63,10 @@ case "${1:-}" in
 tests)
     step "golden cases and cube_cross, tuned"
     "$bin/suite" fixtures:: cube_cross:: 2>&1 | tee "$out/tests-tuned.log" | tail -5
-    step "cube_cross, our kernels pinned"
-    BURN_CONVPOOL_CONV_KERNELS=ours "$bin/suite" cube_cross:: 2>&1 |
-        tee "$out/tests-ours.log" | tail -5
-    step "cube_cross, our kernels pinned, spread launches"
+    step "cube_cross, our kernels pinned, packed and single-buffered"
+    BURN_CONVPOOL_CONV_KERNELS=ours-single BURN_CONVPOOL_PACKING=packed "$bin/suite" \
+        cube_cross:: 2>&1 | tee "$out/tests-ours.log" | tail -5
+    step "cube_cross, our kernels pinned, spread and double-buffered"
     BURN_CONVPOOL_CONV_KERNELS=ours BURN_CONVPOOL_PACKING=spread "$bin/suite" cube_cross:: 2>&1 |
         tee "$out/tests-spread.log" | tail -5
     step "fuzz"

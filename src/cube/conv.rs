@@ -6,7 +6,8 @@
 //! - split (one unit per output and `k` range) for weight gradients with few outputs, such as
 //!   depthwise and grouped convs, and for the bias gradient;
 //! - tiled GEMMs also split `k` when there are few tiles (late layers, small batches), so more
-//!   cubes share the reduction;
+//!   cubes share the reduction, and load each k step while the previous one computes (or,
+//!   single-buffered, after it: fewer registers);
 //! - a strided input gradient runs one tiled launch per stride phase, each over the taps that
 //!   reach its positions.
 //!
@@ -160,6 +161,12 @@ fn written_w(geometry: &ConvGeometry, kind: GemmKind) -> usize {
     }
 }
 
+/// Whether the GEMM of `kind` (forward or input gradient) runs the tiled schedule, whose
+/// `prefetch` variant loads the next k step before the current one's products.
+pub fn is_tiled(geometry: &ConvGeometry, kind: GemmKind) -> bool {
+    !is_direct(geometry, kind)
+}
+
 /// Whether [`Packing::Spread`] changes [`gemm`]'s launch: the direct schedule over rows
 /// longer than one position (the tiled schedule has one launch shape).
 pub fn spreads(geometry: &ConvGeometry, kind: GemmKind) -> bool {
@@ -168,7 +175,8 @@ pub fn spreads(geometry: &ConvGeometry, kind: GemmKind) -> bool {
 
 /// Our forward pass (`kind` `Forward`: `lhs` = x, `rhs` = weight) or input gradient (`Data`:
 /// `lhs` = output gradient, `rhs` = weight): `out = lhs (*) rhs [+ bias]`. Spread, a unit of
-/// the direct schedule computes one position ([`super::packing`]).
+/// the direct schedule computes one position ([`super::packing`]); `prefetch` picks the
+/// tiled schedule's double-buffered variant.
 pub fn gemm(
     geometry: &ConvGeometry,
     kind: GemmKind,
@@ -176,6 +184,7 @@ pub fn gemm(
     rhs: CubeTensor,
     bias: Option<CubeTensor>,
     packing: Packing,
+    prefetch: bool,
 ) -> Result<CubeTensor, LaunchError> {
     let dtype = float_type(&lhs)?;
     float_type(&rhs)?;
@@ -238,6 +247,7 @@ pub fn gemm(
             bias,
             &out,
             MIN_K_PER_SPLIT_TILED,
+            prefetch,
         )?;
     }
     Ok(out)
@@ -361,16 +371,17 @@ pub fn weight_gemm(
     geometry: &ConvGeometry,
     out_grad: CubeTensor,
     x: CubeTensor,
+    prefetch: bool,
 ) -> Result<CubeTensor, LaunchError> {
     float_type(&x)?;
     float_type(&out_grad)?;
     let (out_grad, x) = (contiguous(out_grad), contiguous(x));
-    let (m, n, k) = gemm_sizes(geometry, GemmKind::Weight);
+    let (m, _, k) = gemm_sizes(geometry, GemmKind::Weight);
     if k == 0 {
         return Ok(zeros(&x, &geometry.weight_shape(), x.dtype));
     }
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
-    if m * n <= SPLIT_MAX_OUTPUTS {
+    if !weight_is_tiled(geometry) {
         if geometry.kernel[2] <= DIRECT_KERNEL_W {
             weight_direct(geometry, out_grad, x, &out)?;
         } else {
@@ -389,8 +400,16 @@ pub fn weight_gemm(
         None,
         &out,
         MIN_K_PER_SPLIT,
+        prefetch,
     )?;
     Ok(out)
+}
+
+/// Whether the weight gradient runs the tiled schedule (more outputs per group than the
+/// direct and split schedules take).
+pub fn weight_is_tiled(geometry: &ConvGeometry) -> bool {
+    let (m, n, _) = gemm_sizes(geometry, GemmKind::Weight);
+    m * n > SPLIT_MAX_OUTPUTS
 }
 
 /// The tiled schedule of the GEMM of `kind` into `out`, one part after another (an input
@@ -406,6 +425,7 @@ fn tiled(
     bias: Option<CubeTensor>,
     out: &CubeTensor,
     min_k_per_split: usize,
+    prefetch: bool,
 ) -> Result<(), LaunchError> {
     let dtype = float_type(out)?;
     let (_, n, _) = gemm_sizes(geometry, kind);
@@ -450,6 +470,7 @@ fn tiled(
                     ),
                     kind,
                     part.exact,
+                    prefetch,
                     [dtype, accumulator_type(dtype)],
                 );
             }

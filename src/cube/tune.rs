@@ -1,15 +1,17 @@
 //! Autotuned choice, per convolution pass and shape, between our kernels and Burn's own.
 //!
 //! Each pass (forward, input gradient, weight gradient; `conv_transpose` reaches them through
-//! `conv_routing`) has one CubeCL [`LocalTuner`] with three candidates: ours (the schedules of
-//! `conv.rs`), ours with the direct schedule spread one position per unit (`packing.rs`;
-//! declined where it changes nothing), and Burn's (`builtin.rs`, itself autotuned over Burn's
-//! tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels). A direct schedule computes
-//! each output the same way packed or spread, so the choice does not change results. The key buckets batch, channels and spatial sizes with
-//! CubeCL's `anchor`, so `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the
-//! winner is cached per key and device and then fixed, so a process computes each shape with
-//! one kernel. Neither side accumulates with atomics, so every candidate is bitwise
-//! reproducible and none has to be excluded.
+//! `conv_routing`) has one CubeCL [`LocalTuner`] with four candidates: ours (the schedules of
+//! `conv.rs`, the tiled one double-buffered), ours with the direct schedule spread one
+//! position per unit (`packing.rs`), ours with the tiled schedule single-buffered (fewer
+//! registers), each declined where it changes nothing, and Burn's (`builtin.rs`, itself
+//! autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels). Our
+//! variants add the same products in the same order, so the choice among them does not change
+//! results. The key buckets batch, channels and spatial sizes with CubeCL's `anchor`, so
+//! `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per key
+//! and device and then fixed, so a process computes each shape with one kernel. Neither side
+//! accumulates with atomics, so every candidate is bitwise reproducible and none has to be
+//! excluded.
 //!
 //! Burn's candidate runs its own tuner, and a tuning round cannot run inside another one's
 //! measurement (both take the device exclusively). So before our first round for a key, Burn's
@@ -85,10 +87,14 @@ impl ConvPassKey {
 /// geometry, so it is also the fallback).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Candidate {
+    /// Ours: the direct schedule packed, the tiled one double-buffered.
     Ours,
     /// Ours with the direct schedule spread ([`super::packing`]); declines where that changes
     /// nothing (the tiled schedule, weight gradients, rows of one position).
     OursSpread,
+    /// Ours with the tiled schedule single-buffered (fewer registers); declines where the
+    /// pass is not tiled.
+    OursSingle,
     Burn,
 }
 
@@ -97,6 +103,7 @@ impl core::fmt::Display for Candidate {
         f.write_str(match self {
             Self::Ours => "burn_convpool",
             Self::OursSpread => "burn_convpool_spread",
+            Self::OursSingle => "burn_convpool_single_buffered",
             Self::Burn => "burn_cubecl_autotune",
         })
     }
@@ -107,10 +114,12 @@ type Inputs = (ConvGeometry, CubeTensor, CubeTensor, Option<CubeTensor>);
 
 /// The pass on one candidate's kernels.
 fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, String> {
-    let packing = match candidate {
-        Candidate::Ours => Packing::Packed,
-        Candidate::OursSpread if spreads(pass, &inputs.0) => Packing::Spread,
+    let (packing, prefetch) = match candidate {
+        Candidate::Ours => (Packing::Packed, true),
+        Candidate::OursSpread if spreads(pass, &inputs.0) => (Packing::Spread, true),
         Candidate::OursSpread => return Err("spreading changes nothing here".into()),
+        Candidate::OursSingle if tiled(pass, &inputs.0) => (Packing::Packed, false),
+        Candidate::OursSingle => return Err("no tiled schedule to single-buffer".into()),
         Candidate::Burn => {
             let (geometry, a, b, bias) = inputs;
             return match pass {
@@ -120,7 +129,16 @@ fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, S
             };
         }
     };
-    run_ours(pass, inputs, packing).map_err(|err| err.to_string())
+    run_ours(pass, inputs, packing, prefetch).map_err(|err| err.to_string())
+}
+
+/// Whether our pass runs the tiled schedule.
+fn tiled(pass: Pass, geometry: &ConvGeometry) -> bool {
+    match pass {
+        Pass::Forward => conv::is_tiled(geometry, kernels::GemmKind::Forward),
+        Pass::Data => conv::is_tiled(geometry, kernels::GemmKind::Data),
+        Pass::Weight => conv::weight_is_tiled(geometry),
+    }
 }
 
 /// Whether our pass has a spread launch that differs from its packed one.
@@ -142,13 +160,18 @@ fn candidates(pass: Pass) -> Set {
     let key = move |(geometry, a, _, bias): &Inputs| {
         ConvPassKey::of(pass, geometry, a.dtype, bias.is_some())
     };
-    [Candidate::Ours, Candidate::OursSpread, Candidate::Burn]
-        .into_iter()
-        .fold(TunableSet::new_cloning_inputs(key), |set, candidate| {
-            set.with(Tunable::identified(candidate, move |inputs: Inputs| {
-                run(pass, candidate, inputs)
-            }))
-        })
+    [
+        Candidate::Ours,
+        Candidate::OursSpread,
+        Candidate::OursSingle,
+        Candidate::Burn,
+    ]
+    .into_iter()
+    .fold(TunableSet::new_cloning_inputs(key), |set, candidate| {
+        set.with(Tunable::identified(candidate, move |inputs: Inputs| {
+            run(pass, candidate, inputs)
+        }))
+    })
 }
 
 /// Which kernels the convolution passes run on a CubeCL device.
@@ -158,23 +181,29 @@ enum ConvKernels {
     Tuned,
     /// Ours only (the default without it).
     Ours,
+    /// Ours, the tiled schedule single-buffered.
+    OursSingle,
     /// Burn's wherever Burn accepts the geometry, ours elsewhere.
     Burn,
 }
 
-/// `BURN_CONVPOOL_CONV_KERNELS` = `tuned` | `ours` | `burn`, read once: pins the kernels of
-/// every process-wide, e.g. to reproduce results bitwise across processes (the tuned choice
-/// may differ between runs whose timings differ) or to test one side alone.
+/// `BURN_CONVPOOL_CONV_KERNELS` = `tuned` | `ours` | `ours-single` | `burn`, read once:
+/// pins the kernels of every process-wide, e.g. to reproduce results bitwise across processes
+/// (the tuned choice may differ between runs whose timings differ) or to test one side alone.
 fn conv_kernels() -> ConvKernels {
     static CHOICE: std::sync::OnceLock<ConvKernels> = std::sync::OnceLock::new();
     *CHOICE.get_or_init(
         || match std::env::var("BURN_CONVPOOL_CONV_KERNELS").as_deref() {
             Ok("ours") => ConvKernels::Ours,
+            Ok("ours-single") => ConvKernels::OursSingle,
             Ok("burn") => ConvKernels::Burn,
             Ok("tuned") | Err(_) if cfg!(feature = "autotune") => ConvKernels::Tuned,
             Ok("tuned") | Err(_) => ConvKernels::Ours,
             Ok(other) => {
-                panic!("BURN_CONVPOOL_CONV_KERNELS={other}: expected tuned, ours or burn")
+                panic!(
+                    "BURN_CONVPOOL_CONV_KERNELS={other}: expected tuned, ours, ours-single \
+                     or burn"
+                )
             }
         },
     )
@@ -193,13 +222,14 @@ pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
         || geometry.out_volume() == 0
         || geometry.in_volume() == 0;
     match conv_kernels() {
-        _ if empty => run_ours(pass, inputs, Packing::Packed),
-        ConvKernels::Ours => {
+        _ if empty => run_ours(pass, inputs, Packing::Packed, true),
+        ConvKernels::Ours | ConvKernels::OursSingle => {
             let packing = packing::pinned().unwrap_or(Packing::Packed);
-            run_ours(pass, inputs, packing)
+            let prefetch = conv_kernels() == ConvKernels::Ours;
+            run_ours(pass, inputs, packing, prefetch)
         }
         ConvKernels::Burn => run(pass, Candidate::Burn, inputs.clone())
-            .or_else(|_| run_ours(pass, inputs, Packing::Packed)),
+            .or_else(|_| run_ours(pass, inputs, Packing::Packed, true)),
         ConvKernels::Tuned => Ok(tuned(pass, inputs)),
     }
 }
@@ -224,16 +254,19 @@ fn tuned(pass: Pass, inputs: Inputs) -> CubeTensor {
     tuner.execute(&id, &client, set, inputs)
 }
 
-/// The pass on our kernels, with their typed error.
+/// The pass on our kernels, with their typed error: the direct schedule packed or spread, the
+/// tiled one double-buffered (`prefetch`) or not.
 fn run_ours(
     pass: Pass,
     (geometry, a, b, bias): Inputs,
     packing: Packing,
+    prefetch: bool,
 ) -> Result<CubeTensor, LaunchError> {
+    use kernels::GemmKind::{Data, Forward};
     match pass {
-        Pass::Forward => conv::gemm(&geometry, kernels::GemmKind::Forward, a, b, bias, packing),
+        Pass::Forward => conv::gemm(&geometry, Forward, a, b, bias, packing, prefetch),
         // The operands come as (weight, output gradient) and (x, output gradient).
-        Pass::Data => conv::gemm(&geometry, kernels::GemmKind::Data, b, a, bias, packing),
-        Pass::Weight => conv::weight_gemm(&geometry, b, a),
+        Pass::Data => conv::gemm(&geometry, Data, b, a, bias, packing, prefetch),
+        Pass::Weight => conv::weight_gemm(&geometry, b, a, prefetch),
     }
 }
