@@ -711,7 +711,7 @@ fn f64_conv_sums_in_f64() {
 }
 
 /// Half-precision average and LP pools sum in f32, as PyTorch's kernels do: over a 16x16
-/// window of values in [0, 1) the result is Flex's f32 result on the same f16 inputs, rounded
+/// window (and a whole 32x32 plane) of values in [0, 1) the result is Flex's f32 result on the same f16 inputs, rounded
 /// to f16, within one f16 step (sums in f16 are several steps off). A device that does not
 /// report f16 (lavapipe) gives the typed error instead.
 #[test]
@@ -728,6 +728,8 @@ fn f16_pools_sum_in_f32() {
     };
     let avg = |x: Tensor<4>| avg_pool2d(x, AvgPoolNdOptions::new([16, 16]).with_stride([8, 8]));
     let lp = |x: Tensor<4>| lp_pool2d(x, LpPoolOptions::new(2.0, [16, 16]).with_stride([8, 8]));
+    // A whole 32x32 plane: the whole-plane kernel, whose lanes' partial sums are f32 too.
+    let global = |x: Tensor<4>| adaptive_avg_pool2d(x, [1, 1]);
     if !gpu.supports_dtype(DType::F16) {
         let message = failure(|| avg(x_on(&gpu)).into_data());
         assert!(message.contains("dtype F16 is not supported"), "{message}");
@@ -736,6 +738,7 @@ fn f16_pools_sum_in_f32() {
     for (name, pool) in [
         ("avg", &avg as &dyn Fn(Tensor<4>) -> Tensor<4>),
         ("lp", &lp),
+        ("global avg", &global),
     ] {
         let expected = pool(x_on(&Device::flex()).cast(DType::F32))
             .cast(DType::F16)
