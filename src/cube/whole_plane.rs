@@ -1,5 +1,5 @@
 //! The whole-plane pool kernel's launch (global pooling): one lane per plane, or as many as
-//! keep a GPU busy ([`units`](super::units) chooses).
+//! keep a GPU busy ([`packing`](super::packing) chooses).
 
 use burn_convpool_kernels::pool::{Placement, PoolArgsLaunch, Reduction};
 use burn_convpool_kernels::whole_plane::pool_whole_plane;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::packing::{self, Packing, PackingKey};
 use super::tensor::address_type;
 
-/// Packing a GPU needs in flight to hide memory latency: spreading further than this only adds
+/// Units a GPU needs in flight to hide memory latency: spreading further than this only adds
 /// reduction steps.
 const TARGET_UNITS: usize = 1 << 18;
 /// Fewest elements a lane walks: below it the tree's barriers cost more than the loads they
@@ -41,7 +41,7 @@ pub(super) struct WholePlane {
 }
 
 /// Launch `launch` with one lane per plane (packed) or [`spread_lanes`] (spread), as
-/// [`units`](super::units) chooses.
+/// [`packing`](super::packing) chooses.
 pub(super) fn run(launch: WholePlane) {
     let spread = spread_lanes(&launch);
     let key = PackingKey::of(
@@ -60,7 +60,7 @@ pub(super) fn run(launch: WholePlane) {
     });
 }
 
-/// Packing per cube of the kernel on this device.
+/// Units per cube of the kernel on this device.
 fn cube_units(launch: &WholePlane) -> usize {
     let max_units = launch.out.client.properties().hardware.max_units_per_cube as usize;
     prev_power_of_two(MAX_CUBE.min(max_units).max(1))
