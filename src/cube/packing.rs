@@ -93,9 +93,10 @@ static TUNER: LocalTuner<PackingKey, CubeTuneId> = local_tuner!("pool-packing");
 
 /// Run the pool kernel `launch` on `like`'s device with the choice the module docs describe;
 /// `spreads`: whether spreading changes the launch at all (a row of one output does not).
+/// `key` is built only when the tuner is asked.
 pub(super) fn run(
     like: &CubeTensor,
-    key: PackingKey,
+    key: impl FnOnce() -> PackingKey,
     spreads: bool,
     launch: impl Fn(Packing) + Send + Sync + 'static,
 ) {
@@ -121,7 +122,7 @@ pub(super) fn run(
                 )
             });
             let call = Call {
-                key,
+                key: key(),
                 launch: Arc::new(launch),
             };
             TUNER.execute(&id, &client, set, call);

@@ -299,9 +299,11 @@ pub fn forward(
             elements: in_size.iter().product(),
         }),
         Some(options) => {
-            let taps = options.kernel_size;
-            let exact = [&taps[..], &options.stride, &[reduction]].concat();
-            let key = PackingKey::of("pool_sliding", x.dtype, &exact, &[rows, out_size[2]]);
+            let (taps, stride, dtype) = (options.kernel_size, options.stride, x.dtype);
+            let key = move || {
+                let exact = [&taps[..], &stride, &[reduction]].concat();
+                PackingKey::of("pool_sliding", dtype, &exact, &[rows, out_size[2]])
+            };
             packing::run(&out_ret, key, spreads, move |packing| {
                 let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], packing);
                 sliding::pool_sliding::launch(
@@ -325,7 +327,8 @@ pub fn forward(
         }
         None => {
             let exact = [reduction, placement as usize];
-            let key = PackingKey::of("pool_forward", x.dtype, &exact, &[rows, out_size[2]]);
+            let dtype = x.dtype;
+            let key = move || PackingKey::of("pool_forward", dtype, &exact, &[rows, out_size[2]]);
             packing::run(&out_ret, key, spreads, move |packing| {
                 let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], packing);
                 kernels::pool_forward::launch(

@@ -156,18 +156,7 @@ pub fn backward(
         x_size[2]
     };
     let address = address_type(&[&grad, &indices, &x, &x_grad]);
-    let sliding = placed.sliding.clone();
-    let window = placed.sliding;
-    let args = move || {
-        pool_args(
-            grad_dims[1],
-            x_size,
-            out_size,
-            params.kernel,
-            window.as_ref(),
-            &params,
-        )
-    };
+    let sliding = placed.sliding;
     let (taps, stride) = sliding.as_ref().map_or(([0; 3], [0; 3]), |options| {
         (options.kernel_size, options.stride)
     });
@@ -177,13 +166,11 @@ pub fn backward(
         sign.into(),
         whole_plane.into(),
     ];
-    let exact = [&taps[..], &stride, &code].concat();
-    let key = PackingKey::of(
-        "pool_backward",
-        grad.dtype,
-        &exact,
-        &[x_grad.meta.num_elements() / row, row],
-    );
+    let (grad_dtype, sizes) = (grad.dtype, [x_grad.meta.num_elements() / row, row]);
+    let key = move || {
+        let exact = [&taps[..], &stride, &code].concat();
+        PackingKey::of("pool_backward", grad_dtype, &exact, &sizes)
+    };
     let (spans, cover, placement) = (placed.spans, placed.cover, placed.placement);
     let out = x_grad.clone();
     packing::run(&out, key, row > 1, move |packing| {
@@ -202,7 +189,14 @@ pub fn backward(
             spans.clone().into_tensor_arg(),
             cover.clone().into_tensor_arg(),
             x_grad.clone().into_tensor_arg(),
-            args(),
+            pool_args(
+                grad_dims[1],
+                x_size,
+                out_size,
+                params.kernel,
+                sliding.as_ref(),
+                &params,
+            ),
             params.reduction,
             placement,
             unrolled,

@@ -44,12 +44,9 @@ pub(super) struct WholePlane {
 /// [`packing`](super::packing) chooses.
 pub(super) fn run(launch: WholePlane) {
     let spread = spread_lanes(&launch);
-    let key = PackingKey::of(
-        "whole_plane",
-        launch.x.dtype,
-        &[usize::from(launch.reduction == Reduction::Max)],
-        &[launch.out.meta.num_elements(), launch.elements],
-    );
+    let (dtype, max) = (launch.x.dtype, launch.reduction == Reduction::Max);
+    let sizes = [launch.out.meta.num_elements(), launch.elements];
+    let key = move || PackingKey::of("whole_plane", dtype, &[usize::from(max)], &sizes);
     let out = launch.out.clone();
     packing::run(&out, key, spread > 1, move |packing| {
         let lanes = match packing {
