@@ -719,6 +719,18 @@ fn rhs_n(unit: usize, j: usize) -> usize {
     unit / TILE_K + (TILE_N / LOAD_PASSES) * j
 }
 
+/// Where the `j`-th A value a unit loads sits in the k-major shared tile.
+#[cube]
+fn lhs_slot(unit: usize, j: usize, #[comptime] kind: GemmKind) -> usize {
+    lhs_k(unit, j, kind) * TILE_ROW + lhs_m(unit, j, kind)
+}
+
+/// Where the `j`-th B value a unit loads sits in the k-major shared tile.
+#[cube]
+fn rhs_slot(unit: usize, j: usize) -> usize {
+    (unit % TILE_K) * TILE_ROW + rhs_n(unit, j)
+}
+
 /// Load `unit`'s share of the k step from `k0` of the tile at `(m0, n0)`: `LOAD_PASSES` values
 /// of A and of B, zero past `m`, `n` or the split's end `k_end`, into the shared tiles
 /// (`to_tiles`) or into registers, which [`store_step`] moves there later.
@@ -770,7 +782,7 @@ fn load_step<F: Float, A: Float>(
             }
         }
         if comptime![to_tiles] {
-            lhs_tile[lhs_k(unit, j, kind) * TILE_ROW + lhs_m(unit, j, kind)] = value;
+            lhs_tile[lhs_slot(unit, j, kind)] = value;
         } else {
             lhs_values[j] = value;
         }
@@ -782,7 +794,7 @@ fn load_step<F: Float, A: Float>(
             value = rhs_value::<F, A>(rhs, k_table, args, group, k, n, kind);
         }
         if comptime![to_tiles] {
-            rhs_tile[(unit % TILE_K) * TILE_ROW + rhs_n(unit, j)] = value;
+            rhs_tile[rhs_slot(unit, j)] = value;
         } else {
             rhs_values[j] = value;
         }
@@ -801,8 +813,8 @@ fn store_step<A: Float>(
 ) {
     #[unroll]
     for j in 0..LOAD_PASSES {
-        lhs_tile[lhs_k(unit, j, kind) * TILE_ROW + lhs_m(unit, j, kind)] = lhs_values[j];
-        rhs_tile[(unit % TILE_K) * TILE_ROW + rhs_n(unit, j)] = rhs_values[j];
+        lhs_tile[lhs_slot(unit, j, kind)] = lhs_values[j];
+        rhs_tile[rhs_slot(unit, j)] = rhs_values[j];
     }
 }
 

@@ -54,10 +54,9 @@ pub fn pool_whole_plane<F: Float, I: Int, A: Float>(
     let base = plane_offset::<F>(x, &args, plane);
     // The lanes' partial results (one unit's worth when a unit has a plane to itself).
     let shared_len = comptime![if lanes > 1 { cube_units } else { 1 }];
-    let mut partial = Shared::<[A]>::new_slice(shared_len);
-    let mut values = Shared::<[F]>::new_slice(shared_len);
-    let mut at = Shared::<[u32]>::new_slice(shared_len);
     if comptime![reduction == Reduction::Max] {
+        let mut values = Shared::<[F]>::new_slice(shared_len);
+        let mut at = Shared::<[u32]>::new_slice(shared_len);
         let mut best = neg_infinity::<F>();
         // A lane with no element holds `elements`, larger than any index, so it loses ties.
         let mut best_index = elements;
@@ -102,6 +101,7 @@ pub fn pool_whole_plane<F: Float, I: Int, A: Float>(
             indices[plane] = I::cast_from(best_index);
         }
     } else {
+        let mut partial = Shared::<[A]>::new_slice(shared_len);
         // Sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for f64).
         let mut sum = A::new(0.0);
         let mut e = lane;
