@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 mod common;
 use common::catalogue::load;
+use common::peak::Peaks;
 
 const FONT: &[u8] = include_bytes!("../examples/assets/DejaVuSansMono.ttf");
 
@@ -249,8 +250,18 @@ fn autotune() -> String {
     }
 }
 
+/// The measured ceilings of every device the rows name (none for Flex).
+fn device_peaks(rows: &[Row]) -> BTreeMap<String, Peaks> {
+    common::devices()
+        .into_iter()
+        .filter(|(name, _)| rows.iter().any(|row| row.device == *name))
+        .map(|(name, device)| (name.to_string(), Peaks::measure(&device)))
+        .collect()
+}
+
 fn write_markdown(
     rows: &[Row],
+    peaks: &BTreeMap<String, Peaks>,
     pytorch: Option<&PyTorchResults>,
     png: &str,
     path: &Path,
@@ -289,14 +300,24 @@ fn write_markdown(
         if row.device != device {
             device = &row.device;
             let _ = writeln!(md, "\n## Device `{device}`\n");
+            if let Some(line) = peaks.get(device).and_then(Peaks::describe) {
+                let _ = writeln!(
+                    md,
+                    "Measured peaks (CubeCL's throughput probes, this machine, after the \
+                     benches): {line}. % of peak: convolutions against the f32 fma peak (a \
+                     tensor-core kernel can pass 100%), pools against the copy bandwidth, \
+                     which the probe measures streaming 512 MiB buffers (a pool whose data \
+                     stays in cache can pass 100%).\n"
+                );
+            }
             let _ = writeln!(
                 md,
-                "| case | op | pass | ours | built-in | ratio | ours throughput | PyTorch | \
-                 PyTorch / ours |"
+                "| case | op | pass | ours | built-in | ratio | ours throughput | % of peak | \
+                 PyTorch | PyTorch / ours |"
             );
             let _ = writeln!(
                 md,
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
             );
         }
         let ratio = match (row.timing.burn, row.timing.ours) {
@@ -311,12 +332,17 @@ fn write_markdown(
                 format!("{:.1} GB/s", row.work / seconds * 1e-9)
             }
         });
+        let share = row
+            .timing
+            .ours
+            .and_then(|seconds| peaks.get(device)?.share(row.work / seconds, row.is_conv))
+            .map_or("—".into(), |share| format!("{:.1}%", share * 100.0));
         let versus_pytorch = row
             .pytorch_ratio()
             .map_or("—".into(), |r| format!("{r:.2}x"));
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.case,
             row.op,
             row.pass,
@@ -324,6 +350,7 @@ fn write_markdown(
             duration(row.timing.burn),
             ratio,
             throughput,
+            share,
             duration(row.pytorch),
             versus_pytorch
         );
@@ -491,8 +518,10 @@ fn main() {
     // so it does not replace the main one.
     let name = std::env::var("REPORT_NAME").unwrap_or_else(|_| "REPORT".into());
     let png = format!("{}.png", name.to_lowercase());
+    let peaks = device_peaks(&rows);
     write_markdown(
         &rows,
+        &peaks,
         pytorch.as_ref(),
         &png,
         &root.join(format!("benches/{name}.md")),

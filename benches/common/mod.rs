@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod catalogue;
+pub mod peak;
 
 use burn::backend::Dispatch;
 use burn::backend::ops::FloatTensorOps;
