@@ -40,16 +40,26 @@ pub const TILE_UNITS: u32 = 8;
 const UNITS: usize = TILE_UNITS as usize;
 /// Rows and columns of `C` each unit computes.
 const UNIT_BLOCK: usize = TILE_M / UNITS;
-/// Row length of a k-major shared tile (`TILE_M` values and 2 of padding). The loads that
-/// run k-fast (B, and A of the weight gradient) store 16 consecutive `k` per half-warp: at a
-/// row length of 64 all 16 fall in one of the 32 banks (a 16-way conflict); at 66, `k * 66 +
-/// m` spreads a warp's 32 stores over the 32 banks.
-const TILE_ROW: usize = TILE_M + 2;
-/// Passes the cube's units take to load one tile of each operand.
-const LOAD_PASSES: usize = TILE_M * TILE_K / (UNITS * UNITS);
+/// Lanes of the vectors the tiled kernel's shared tiles hold.
+const LANES: usize = 4;
+/// [`LANES`] as a vector size.
+type Lanes = Const<4>;
+/// Vectors of [`LANES`] along one row of a k-major tile's `TILE_M` values.
+const VECTORS_PER_ROW: usize = TILE_M / LANES;
+/// Row length of a k-major shared tile, in vectors: a row's 16 and one of padding. The loads
+/// that run k-fast (B, and A of the weight gradient) store consecutive `k` from consecutive
+/// units: at a row of 16 vectors (64 words) a quarter warp's 8 vector stores would all fall in
+/// the same 4 banks; at 17 (68 words) they fill the 32 banks.
+const TILE_ROW_VECTORS: usize = VECTORS_PER_ROW + 1;
+/// Vectors of each operand one unit loads per k step.
+const LOAD_VECTORS: usize = TILE_M * TILE_K / (UNITS * UNITS * LANES);
 // The tiled kernel's index arithmetic assumes square tiles that the units cover exactly.
 const _: () = assert!(TILE_M == TILE_N && TILE_N == UNITS * UNIT_BLOCK);
-const _: () = assert!(LOAD_PASSES * UNITS * UNITS == TILE_M * TILE_K);
+const _: () = assert!(LOAD_VECTORS * UNITS * UNITS * LANES == TILE_M * TILE_K);
+// A unit's block is two vectors per tile row; the loads tile the units over (k, vector).
+const _: () = assert!(UNIT_BLOCK == 2 * LANES && UNITS * LANES * 2 == TILE_M);
+const _: () = assert!(UNITS * UNITS == VECTORS_PER_ROW * (TILE_K / LOAD_VECTORS));
+const _: () = assert!(UNITS * UNITS == TILE_K * (VECTORS_PER_ROW / LOAD_VECTORS));
 
 /// Geometry of one convolution, rank 3 (1d and 2d have unit leading axes).
 #[derive(CubeLaunch, CubeType)]
@@ -514,7 +524,13 @@ pub fn store_position<F: Float, A: Float>(
 /// An input gradient's rows are the positions of `phase`; a split-k launch writes `out` as
 /// `splits` stacked partial results. With `prefetch`, a unit loads the next k step into
 /// registers before the current step's products (double buffering: the loads are in flight
-/// while it computes; 5-15% faster on lavapipe), at the cost of `2 x LOAD_PASSES` registers.
+/// while it computes; 5-15% faster on lavapipe), at the cost of `2 x LOAD_VECTORS x LANES`
+/// registers.
+///
+/// The tiles hold 4-wide vectors along `m` and `n`: a unit's 8 rows are two runs of 4
+/// (`block_offset`), so a k step's 16 operands take 4 shared-memory reads instead of 16, and
+/// a unit stages and stores whole vectors (4 rows of one `k`, whose `k` table entry it reads
+/// once).
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_gemm_tiled<F: Float, A: Float>(
     lhs: &Tensor<F>,
@@ -544,23 +560,29 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     let splits = CUBE_COUNT_Z as usize / args.groups;
     let split_base = split * (out.len() / splits);
 
-    // Both tiles are stored k-major (`[k][m]`, `[k][n]`, rows of `TILE_ROW`), so the inner
-    // product reads consecutive addresses across a plane.
-    let mut lhs_tile = Shared::<[A]>::new_slice(TILE_K * TILE_ROW);
-    let mut rhs_tile = Shared::<[A]>::new_slice(TILE_K * TILE_ROW);
+    // Both tiles are stored k-major (`[k][m]`, `[k][n]`, rows of `TILE_ROW_VECTORS`), so the
+    // inner product reads consecutive vectors across a plane.
+    let mut lhs_tile = Shared::<[Vector<A, Lanes>]>::new_slice(TILE_K * TILE_ROW_VECTORS);
+    let mut rhs_tile = Shared::<[Vector<A, Lanes>]>::new_slice(TILE_K * TILE_ROW_VECTORS);
     let mut acc = Array::<A>::new(UNIT_BLOCK * UNIT_BLOCK);
     let mut a = Array::<A>::new(UNIT_BLOCK);
     let mut b = Array::<A>::new(UNIT_BLOCK);
 
-    // A is read m-fast (consecutive positions, one fixed row per unit, decomposed once)
+    // A is read m-fast (consecutive positions; a unit's 4 rows fixed and decomposed once)
     // except for the weight gradient, whose rows are channels and whose consecutive
     // addresses run along k.
-    let fixed_row = row_of(&args, &phase, m0 + unit % TILE_M, kind);
+    let first_row = m0 + LANES * load_vector(unit, 0, false);
+    let fixed_rows = Rows {
+        r0: row_of(&args, &phase, first_row, kind),
+        r1: row_of(&args, &phase, first_row + 1, kind),
+        r2: row_of(&args, &phase, first_row + 2, kind),
+        r3: row_of(&args, &phase, first_row + 3, kind),
+    };
     // The unit's share of one k step of each operand, staged in registers: with `prefetch`,
     // the next step's loads are issued before this step's products, so they are in flight
     // while it computes (register double buffering).
-    let mut lhs_values = Array::<A>::new(LOAD_PASSES);
-    let mut rhs_values = Array::<A>::new(LOAD_PASSES);
+    let mut lhs_values = Array::<A>::new(LOAD_VECTORS * LANES);
+    let mut rhs_values = Array::<A>::new(LOAD_VECTORS * LANES);
     if comptime![prefetch] {
         load_step::<F, A>(
             lhs,
@@ -570,7 +592,7 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
             &gemm,
             &phase,
             group,
-            &fixed_row,
+            &fixed_rows,
             m0,
             n0,
             k_begin,
@@ -578,26 +600,14 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
             unit,
             &mut lhs_values,
             &mut rhs_values,
-            &mut lhs_tile,
-            &mut rhs_tile,
-            false,
             kind,
             exact,
         );
     }
     let mut k0 = k_begin;
     while k0 < k_end {
-        if comptime![prefetch] {
-            store_step::<A>(
-                unit,
-                &lhs_values,
-                &rhs_values,
-                &mut lhs_tile,
-                &mut rhs_tile,
-                kind,
-            );
-        } else {
-            // Straight into the tiles: nothing is in flight across the products.
+        if comptime![!prefetch] {
+            // Nothing is in flight across the products: load this step just before storing it.
             load_step::<F, A>(
                 lhs,
                 rhs,
@@ -606,7 +616,7 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                 &gemm,
                 &phase,
                 group,
-                &fixed_row,
+                &fixed_rows,
                 m0,
                 n0,
                 k0,
@@ -614,13 +624,18 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                 unit,
                 &mut lhs_values,
                 &mut rhs_values,
-                &mut lhs_tile,
-                &mut rhs_tile,
-                true,
                 kind,
                 exact,
             );
         }
+        store_step::<A>(
+            unit,
+            &lhs_values,
+            &rhs_values,
+            &mut lhs_tile,
+            &mut rhs_tile,
+            kind,
+        );
         sync_cube();
         // Uniform across the cube: every unit shares `k0` and `k_end`.
         if comptime![prefetch] && k0 + TILE_K < k_end {
@@ -632,7 +647,7 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                 &gemm,
                 &phase,
                 group,
-                &fixed_row,
+                &fixed_rows,
                 m0,
                 n0,
                 k0 + TILE_K,
@@ -640,9 +655,6 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                 unit,
                 &mut lhs_values,
                 &mut rhs_values,
-                &mut lhs_tile,
-                &mut rhs_tile,
-                false,
                 kind,
                 exact,
             );
@@ -650,11 +662,9 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
 
         #[unroll]
         for kk in 0..TILE_K {
-            #[unroll]
-            for i in 0..UNIT_BLOCK {
-                a[i] = lhs_tile[kk * TILE_ROW + tx + UNITS * i];
-                b[i] = rhs_tile[kk * TILE_ROW + ty + UNITS * i];
-            }
+            let row = kk * TILE_ROW_VECTORS;
+            spill::<A>(lhs_tile[row + tx], lhs_tile[row + tx + UNITS], &mut a);
+            spill::<A>(rhs_tile[row + ty], rhs_tile[row + ty + UNITS], &mut b);
             #[unroll]
             for i in 0..UNIT_BLOCK {
                 #[unroll]
@@ -669,11 +679,11 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
 
     #[unroll]
     for i in 0..UNIT_BLOCK {
-        let m = m0 + tx + UNITS * i;
+        let m = m0 + block_offset(tx, i);
         let row = row_of(&args, &phase, m, kind);
         #[unroll]
         for j in 0..UNIT_BLOCK {
-            let n = n0 + ty + UNITS * j;
+            let n = n0 + block_offset(ty, j);
             if m < gemm.m_len && n < gemm.n_len {
                 store::<F, A>(
                     out,
@@ -691,49 +701,96 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     }
 }
 
-/// Row (`m`) within the tile of the `j`-th A value a unit loads: A is read m-fast, one fixed
-/// row per unit, except for the weight gradient, whose consecutive addresses run along k.
-#[cube]
-fn lhs_m(unit: usize, j: usize, #[comptime] kind: GemmKind) -> usize {
-    let mut mm = unit % TILE_M;
-    if comptime![kind == GemmKind::Weight] {
-        mm = unit / TILE_K + (TILE_M / LOAD_PASSES) * j;
-    }
-    mm
+/// The 4 rows of `A` a unit loads m-fast, decomposed once.
+#[derive(CubeType)]
+struct Rows {
+    r0: Row,
+    r1: Row,
+    r2: Row,
+    r3: Row,
 }
 
-/// Step (`k`) within the tile of the `j`-th A value a unit loads.
+/// Offset within the tile of the `i`-th of the 8 rows (or columns) of unit `t`'s block: two
+/// runs of [`LANES`], half a tile apart, so the unit's block is two vectors of each tile row
+/// and the units of a plane read consecutive vectors.
 #[cube]
-fn lhs_k(unit: usize, j: usize, #[comptime] kind: GemmKind) -> usize {
-    let mut kk = unit / TILE_M + (TILE_K / LOAD_PASSES) * j;
-    if comptime![kind == GemmKind::Weight] {
+fn block_offset(t: usize, i: usize) -> usize {
+    LANES * t + i % LANES + UNITS * LANES * (i / LANES)
+}
+
+/// `a[..4]` and `a[4..]` from the lanes of `low` and `high`.
+#[cube]
+fn spill<A: Float>(low: Vector<A, Lanes>, high: Vector<A, Lanes>, a: &mut Array<A>) {
+    a[0] = low.extract(0usize);
+    a[1] = low.extract(1usize);
+    a[2] = low.extract(2usize);
+    a[3] = low.extract(3usize);
+    a[4] = high.extract(0usize);
+    a[5] = high.extract(1usize);
+    a[6] = high.extract(2usize);
+    a[7] = high.extract(3usize);
+}
+
+/// `values[at..at + 4]` as one vector.
+#[cube]
+fn vector_of<A: Float>(values: &Array<A>, at: usize) -> Vector<A, Lanes> {
+    let mut vector = Vector::<A, Lanes>::empty();
+    vector.insert(0usize, values[at]);
+    vector.insert(1usize, values[at + 1]);
+    vector.insert(2usize, values[at + 2]);
+    vector.insert(3usize, values[at + 3]);
+    vector
+}
+
+/// The step (`k`) within the tile of the `j`-th vector a unit loads: k-fast (16 consecutive
+/// units along `k`: the addresses of `B`, and of the weight gradient's `A`, run along `k`) or
+/// m-fast (16 consecutive units along the vectors of a row).
+#[cube]
+fn load_k(unit: usize, j: usize, #[comptime] k_fast: bool) -> usize {
+    let mut kk = unit / VECTORS_PER_ROW + (TILE_K / LOAD_VECTORS) * j;
+    if comptime![k_fast] {
         kk = unit % TILE_K;
     }
     kk
 }
 
-/// Column (`n`) within the tile of the `j`-th B value a unit loads (B is read k-fast: weights
-/// and im2col columns are contiguous along k; its step is `unit % TILE_K`).
+/// The vector within its tile row (4 rows of `A` or columns of `B`) of the `j`-th vector a
+/// unit loads; see [`load_k`].
 #[cube]
-fn rhs_n(unit: usize, j: usize) -> usize {
-    unit / TILE_K + (TILE_N / LOAD_PASSES) * j
+fn load_vector(unit: usize, j: usize, #[comptime] k_fast: bool) -> usize {
+    let mut vector = unit % VECTORS_PER_ROW;
+    if comptime![k_fast] {
+        vector = unit / TILE_K + (VECTORS_PER_ROW / LOAD_VECTORS) * j;
+    }
+    vector
 }
 
-/// Where the `j`-th A value a unit loads sits in the k-major shared tile.
+/// `A[m, k]`, zero past `m` or the split's end `k_end`.
 #[cube]
-fn lhs_slot(unit: usize, j: usize, #[comptime] kind: GemmKind) -> usize {
-    lhs_k(unit, j, kind) * TILE_ROW + lhs_m(unit, j, kind)
+#[allow(clippy::too_many_arguments)]
+fn lhs_within<F: Float, A: Float>(
+    lhs: &Tensor<F>,
+    k_table: &Tensor<u32>,
+    args: &ConvArgs,
+    gemm: &GemmArgs,
+    phase: &Phase,
+    group: usize,
+    row: &Row,
+    k: usize,
+    k_end: usize,
+    #[comptime] kind: GemmKind,
+    #[comptime] exact: bool,
+) -> A {
+    let mut value = A::new(0.0);
+    if row.index < gemm.m_len && k < k_end {
+        value = lhs_value::<F, A>(lhs, k_table, args, phase, group, row, k, kind, exact);
+    }
+    value
 }
 
-/// Where the `j`-th B value a unit loads sits in the k-major shared tile.
-#[cube]
-fn rhs_slot(unit: usize, j: usize) -> usize {
-    (unit % TILE_K) * TILE_ROW + rhs_n(unit, j)
-}
-
-/// Load `unit`'s share of the k step from `k0` of the tile at `(m0, n0)`: `LOAD_PASSES` values
-/// of A and of B, zero past `m`, `n` or the split's end `k_end`, into the shared tiles
-/// (`to_tiles`) or into registers, which [`store_step`] moves there later.
+/// Load `unit`'s share of the k step from `k0` of the tile at `(m0, n0)` into registers
+/// (`LOAD_VECTORS` vectors of A and of B, lane-major), zero past `m`, `n` or the split's end
+/// `k_end`; [`store_step`] moves them into the shared tiles.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn load_step<F: Float, A: Float>(
@@ -744,7 +801,7 @@ fn load_step<F: Float, A: Float>(
     gemm: &GemmArgs,
     phase: &Phase,
     group: usize,
-    fixed_row: &Row,
+    fixed_rows: &Rows,
     m0: usize,
     n0: usize,
     k0: usize,
@@ -752,69 +809,110 @@ fn load_step<F: Float, A: Float>(
     unit: usize,
     lhs_values: &mut Array<A>,
     rhs_values: &mut Array<A>,
-    lhs_tile: &mut Shared<[A]>,
-    rhs_tile: &mut Shared<[A]>,
-    #[comptime] to_tiles: bool,
     #[comptime] kind: GemmKind,
     #[comptime] exact: bool,
 ) {
+    let lhs_k_fast = comptime![kind == GemmKind::Weight];
     #[unroll]
-    for j in 0..LOAD_PASSES {
-        let m = m0 + lhs_m(unit, j, kind);
-        let k = k0 + lhs_k(unit, j, kind);
-        let mut value = A::new(0.0);
-        if m < gemm.m_len && k < k_end {
-            if comptime![kind == GemmKind::Weight] {
-                value = lhs_value::<F, A>(
-                    lhs,
-                    k_table,
-                    args,
-                    phase,
-                    group,
-                    &row_of(args, phase, m, kind),
-                    k,
-                    kind,
-                    exact,
+    for j in 0..LOAD_VECTORS {
+        let at = j * LANES;
+        let k = k0 + load_k(unit, j, lhs_k_fast);
+        if comptime![lhs_k_fast] {
+            let first = m0 + LANES * load_vector(unit, j, true);
+            #[unroll]
+            for lane in 0..LANES {
+                let row = row_of(args, phase, first + lane, kind);
+                lhs_values[at + lane] = lhs_within::<F, A>(
+                    lhs, k_table, args, gemm, phase, group, &row, k, k_end, kind, exact,
                 );
-            } else {
-                value =
-                    lhs_value::<F, A>(lhs, k_table, args, phase, group, fixed_row, k, kind, exact);
             }
-        }
-        if comptime![to_tiles] {
-            lhs_tile[lhs_slot(unit, j, kind)] = value;
         } else {
-            lhs_values[j] = value;
+            lhs_values[at] = lhs_within::<F, A>(
+                lhs,
+                k_table,
+                args,
+                gemm,
+                phase,
+                group,
+                &fixed_rows.r0,
+                k,
+                k_end,
+                kind,
+                exact,
+            );
+            lhs_values[at + 1] = lhs_within::<F, A>(
+                lhs,
+                k_table,
+                args,
+                gemm,
+                phase,
+                group,
+                &fixed_rows.r1,
+                k,
+                k_end,
+                kind,
+                exact,
+            );
+            lhs_values[at + 2] = lhs_within::<F, A>(
+                lhs,
+                k_table,
+                args,
+                gemm,
+                phase,
+                group,
+                &fixed_rows.r2,
+                k,
+                k_end,
+                kind,
+                exact,
+            );
+            lhs_values[at + 3] = lhs_within::<F, A>(
+                lhs,
+                k_table,
+                args,
+                gemm,
+                phase,
+                group,
+                &fixed_rows.r3,
+                k,
+                k_end,
+                kind,
+                exact,
+            );
         }
 
-        let n = n0 + rhs_n(unit, j);
-        let k = k0 + unit % TILE_K;
-        let mut value = A::new(0.0);
-        if n < gemm.n_len && k < k_end {
-            value = rhs_value::<F, A>(rhs, k_table, args, group, k, n, kind);
-        }
-        if comptime![to_tiles] {
-            rhs_tile[rhs_slot(unit, j)] = value;
-        } else {
-            rhs_values[j] = value;
+        let k = k0 + load_k(unit, j, true);
+        let first = n0 + LANES * load_vector(unit, j, true);
+        #[unroll]
+        for lane in 0..LANES {
+            let n = first + lane;
+            let mut value = A::new(0.0);
+            if n < gemm.n_len && k < k_end {
+                value = rhs_value::<F, A>(rhs, k_table, args, group, k, n, kind);
+            }
+            rhs_values[at + lane] = value;
         }
     }
 }
 
-/// Move the values [`load_step`] staged in registers into the shared tiles.
+/// Move the vectors [`load_step`] staged in registers into the shared tiles.
 #[cube]
 fn store_step<A: Float>(
     unit: usize,
     lhs_values: &Array<A>,
     rhs_values: &Array<A>,
-    lhs_tile: &mut Shared<[A]>,
-    rhs_tile: &mut Shared<[A]>,
+    lhs_tile: &mut Shared<[Vector<A, Lanes>]>,
+    rhs_tile: &mut Shared<[Vector<A, Lanes>]>,
     #[comptime] kind: GemmKind,
 ) {
+    let lhs_k_fast = comptime![kind == GemmKind::Weight];
     #[unroll]
-    for j in 0..LOAD_PASSES {
-        lhs_tile[lhs_slot(unit, j, kind)] = lhs_values[j];
-        rhs_tile[rhs_slot(unit, j)] = rhs_values[j];
+    for j in 0..LOAD_VECTORS {
+        let lhs_slot =
+            load_k(unit, j, lhs_k_fast) * TILE_ROW_VECTORS + load_vector(unit, j, lhs_k_fast);
+        lhs_tile[lhs_slot] = vector_of::<A>(lhs_values, j * LANES);
+        let rhs_slot = load_k(unit, j, true) * TILE_ROW_VECTORS + load_vector(unit, j, true);
+        rhs_tile[rhs_slot] = vector_of::<A>(rhs_values, j * LANES);
     }
 }
 
