@@ -334,57 +334,132 @@ fn phase_output_tap<F: Float, A: Float>(
     value
 }
 
-/// `A[m, k]` of group `group`, for the row `row` of `m`. For the forward and input-gradient
-/// GEMMs, `k` is read from `k_table` (built on the host) so the load needs no divisions; an
-/// `exact` input gradient (each launch one stride phase) reads its taps' reaches, any other
-/// divides by the stride.
+/// One `k` of a GEMM, decoded once for every value of a load that shares it. Forward and
+/// input gradient: the reduced channel (counted over every group) and its tap, read from
+/// `k_table` (built on the host) so the loads need no divisions, plus an `exact` input
+/// gradient's reach of the tap. Weight gradient: the batch (in `channel`) and the output
+/// position, flat and as an index.
+#[derive(CubeType, Clone)]
+pub struct Reduced {
+    pub channel: usize,
+    pub tap: Index3,
+    pub reach: Index3,
+    pub flat: usize,
+}
+
+/// [`Reduced`] for `k` of group `group`; zeros, reading nothing, from `k_end` on.
+#[cube]
+pub fn reduced_of(
+    k_table: &Tensor<u32>,
+    args: &ConvArgs,
+    group: usize,
+    k: usize,
+    k_end: usize,
+    #[comptime] kind: GemmKind,
+    #[comptime] exact: bool,
+) -> Reduced {
+    let mut channel = 0;
+    // Per axis: Index3 values cannot be reassigned in a branch.
+    let mut tap_d = 0;
+    let mut tap_h = 0;
+    let mut tap_w = 0;
+    let mut reach_d = 0;
+    let mut reach_h = 0;
+    let mut reach_w = 0;
+    let mut flat = 0;
+    if k >= k_end {
+        // Past the split: the loads that share this `k` are masked to zero.
+    } else if comptime![kind == GemmKind::Weight] {
+        let out_volume = volume(&args.out_size);
+        channel = k / out_volume;
+        flat = k % out_volume;
+        let at = unflatten(flat, &args.out_size);
+        tap_d = at.d;
+        tap_h = at.h;
+        tap_w = at.w;
+    } else {
+        let mut at = k * FORWARD_DIGITS;
+        let mut channels = args.in_channels;
+        if comptime![kind == GemmKind::Data] {
+            at = k * DATA_DIGITS;
+            channels = args.out_channels;
+        }
+        channel = group * channels + k_table[at] as usize;
+        tap_d = k_table[at + 1] as usize;
+        tap_h = k_table[at + 2] as usize;
+        tap_w = k_table[at + 3] as usize;
+        if comptime![kind == GemmKind::Data && exact] {
+            reach_d = k_table[at + 4] as usize;
+            reach_h = k_table[at + 5] as usize;
+            reach_w = k_table[at + 6] as usize;
+        }
+    }
+    Reduced {
+        channel,
+        tap: Index3 {
+            d: tap_d,
+            h: tap_h,
+            w: tap_w,
+        },
+        reach: Index3 {
+            d: reach_d,
+            h: reach_h,
+            w: reach_w,
+        },
+        flat,
+    }
+}
+
+/// `A[m, k]` of group `group`, for the row `row` of `m` and `reduced` of `k`. An `exact`
+/// input gradient (each launch one stride phase) reads its taps' reaches, any other divides
+/// by the stride.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn lhs_value<F: Float, A: Float>(
     lhs: &Tensor<F>,
-    k_table: &Tensor<u32>,
     args: &ConvArgs,
     phase: &Phase,
     group: usize,
     row: &Row,
-    k: usize,
+    reduced: &Reduced,
     #[comptime] kind: GemmKind,
     #[comptime] exact: bool,
 ) -> A {
     let value: A;
     if comptime![kind == GemmKind::Weight] {
         let out_volume = volume(&args.out_size);
-        let batch = k / out_volume;
-        let plane = batch * args.groups * args.out_channels + group * args.out_channels + row.index;
-        value = A::cast_from(lhs[plane * out_volume + k % out_volume]);
+        let plane = reduced.channel * args.groups * args.out_channels
+            + group * args.out_channels
+            + row.index;
+        value = A::cast_from(lhs[plane * out_volume + reduced.flat]);
     } else if comptime![kind == GemmKind::Forward] {
-        let at = k * FORWARD_DIGITS;
-        let tap = Index3 {
-            d: k_table[at + 1] as usize,
-            h: k_table[at + 2] as usize,
-            w: k_table[at + 3] as usize,
-        };
-        let channel = group * args.in_channels + k_table[at] as usize;
-        value = input_tap::<F, A>(lhs, args, row.batch, channel, &row.pos, &tap);
+        value = input_tap::<F, A>(
+            lhs,
+            args,
+            row.batch,
+            reduced.channel,
+            &row.pos,
+            &reduced.tap,
+        );
+    } else if comptime![exact] {
+        value = phase_output_tap::<F, A>(
+            lhs,
+            args,
+            phase,
+            row.batch,
+            reduced.channel,
+            &row.local,
+            &reduced.reach,
+        );
     } else {
-        let at = k * DATA_DIGITS;
-        let channel = group * args.out_channels + k_table[at] as usize;
-        if comptime![exact] {
-            let reach = Index3 {
-                d: k_table[at + 4] as usize,
-                h: k_table[at + 5] as usize,
-                w: k_table[at + 6] as usize,
-            };
-            value =
-                phase_output_tap::<F, A>(lhs, args, phase, row.batch, channel, &row.local, &reach);
-        } else {
-            let tap = Index3 {
-                d: k_table[at + 1] as usize,
-                h: k_table[at + 2] as usize,
-                w: k_table[at + 3] as usize,
-            };
-            value = output_tap::<F, A>(lhs, args, row.batch, channel, &row.pos, &tap);
-        }
+        value = output_tap::<F, A>(
+            lhs,
+            args,
+            row.batch,
+            reduced.channel,
+            &row.pos,
+            &reduced.tap,
+        );
     }
     value
 }
@@ -395,15 +470,15 @@ fn weight_index(args: &ConvArgs, out_channel: usize, in_channel: usize, tap: usi
     (out_channel * args.in_channels + in_channel) * volume(&args.kernel) + tap
 }
 
-/// `B[k, n]` of group `group`. The input gradient's `k` is read from `k_table`, whose taps
-/// are those of the launch's phase.
+/// `B[k, n]` of group `group`, `reduced` being `k`'s. The input gradient's taps are those of
+/// the launch's phase.
 #[cube]
 pub fn rhs_value<F: Float, A: Float>(
     rhs: &Tensor<F>,
-    k_table: &Tensor<u32>,
     args: &ConvArgs,
     group: usize,
     k: usize,
+    reduced: &Reduced,
     n: usize,
     #[comptime] kind: GemmKind,
 ) -> A {
@@ -413,24 +488,12 @@ pub fn rhs_value<F: Float, A: Float>(
         let out_channel = group * args.out_channels + n;
         value = A::cast_from(rhs[weight_index(args, out_channel, 0, k)]);
     } else if comptime![kind == GemmKind::Data] {
-        let at = k * DATA_DIGITS;
-        let out_channel = group * args.out_channels + k_table[at] as usize;
-        let tap = flat_index(
-            0,
-            &args.kernel,
-            &Index3 {
-                d: k_table[at + 1] as usize,
-                h: k_table[at + 2] as usize,
-                w: k_table[at + 3] as usize,
-            },
-        );
-        value = A::cast_from(rhs[weight_index(args, out_channel, n, tap)]);
+        let tap = flat_index(0, &args.kernel, &reduced.tap);
+        value = A::cast_from(rhs[weight_index(args, reduced.channel, n, tap)]);
     } else {
-        let out_volume = volume(&args.out_size);
-        let out = unflatten(k % out_volume, &args.out_size);
         let tap = unflatten(n % kernel_volume, &args.kernel);
         let channel = group * args.in_channels + n / kernel_volume;
-        value = input_tap::<F, A>(rhs, args, k / out_volume, channel, &out, &tap);
+        value = input_tap::<F, A>(rhs, args, reduced.channel, channel, &reduced.tap, &tap);
     }
     value
 }
@@ -765,32 +828,32 @@ fn load_vector(unit: usize, j: usize, #[comptime] k_fast: bool) -> usize {
     vector
 }
 
-/// `A[m, k]`, zero past `m` or the split's end `k_end`.
+/// `A[m, k]`, zero past `m` or where `k` is past the split's end (`inside` false).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn lhs_within<F: Float, A: Float>(
     lhs: &Tensor<F>,
-    k_table: &Tensor<u32>,
     args: &ConvArgs,
     gemm: &GemmArgs,
     phase: &Phase,
     group: usize,
     row: &Row,
-    k: usize,
-    k_end: usize,
+    reduced: &Reduced,
+    inside: bool,
     #[comptime] kind: GemmKind,
     #[comptime] exact: bool,
 ) -> A {
     let mut value = A::new(0.0);
-    if row.index < gemm.m_len && k < k_end {
-        value = lhs_value::<F, A>(lhs, k_table, args, phase, group, row, k, kind, exact);
+    if row.index < gemm.m_len && inside {
+        value = lhs_value::<F, A>(lhs, args, phase, group, row, reduced, kind, exact);
     }
     value
 }
 
 /// Load `unit`'s share of the k step from `k0` of the tile at `(m0, n0)` into registers
 /// (`LOAD_VECTORS` vectors of A and of B, lane-major), zero past `m`, `n` or the split's end
-/// `k_end`; [`store_step`] moves them into the shared tiles.
+/// `k_end`; [`store_step`] moves them into the shared tiles. Each `k` is decoded once: the
+/// k-fast loads share one for the whole step, an m-fast vector's 4 rows one per vector.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn load_step<F: Float, A: Float>(
@@ -813,82 +876,91 @@ fn load_step<F: Float, A: Float>(
     #[comptime] exact: bool,
 ) {
     let lhs_k_fast = comptime![kind == GemmKind::Weight];
+    let fast_k = k0 + load_k(unit, 0, true);
+    let fast_inside = fast_k < k_end;
+    let fast = reduced_of(k_table, args, group, fast_k, k_end, kind, exact);
     #[unroll]
     for j in 0..LOAD_VECTORS {
         let at = j * LANES;
-        let k = k0 + load_k(unit, j, lhs_k_fast);
         if comptime![lhs_k_fast] {
             let first = m0 + LANES * load_vector(unit, j, true);
             #[unroll]
             for lane in 0..LANES {
                 let row = row_of(args, phase, first + lane, kind);
                 lhs_values[at + lane] = lhs_within::<F, A>(
-                    lhs, k_table, args, gemm, phase, group, &row, k, k_end, kind, exact,
+                    lhs,
+                    args,
+                    gemm,
+                    phase,
+                    group,
+                    &row,
+                    &fast,
+                    fast_inside,
+                    kind,
+                    exact,
                 );
             }
         } else {
+            let k = k0 + load_k(unit, j, false);
+            let inside = k < k_end;
+            let reduced = reduced_of(k_table, args, group, k, k_end, kind, exact);
             lhs_values[at] = lhs_within::<F, A>(
                 lhs,
-                k_table,
                 args,
                 gemm,
                 phase,
                 group,
                 &fixed_rows.r0,
-                k,
-                k_end,
+                &reduced,
+                inside,
                 kind,
                 exact,
             );
             lhs_values[at + 1] = lhs_within::<F, A>(
                 lhs,
-                k_table,
                 args,
                 gemm,
                 phase,
                 group,
                 &fixed_rows.r1,
-                k,
-                k_end,
+                &reduced,
+                inside,
                 kind,
                 exact,
             );
             lhs_values[at + 2] = lhs_within::<F, A>(
                 lhs,
-                k_table,
                 args,
                 gemm,
                 phase,
                 group,
                 &fixed_rows.r2,
-                k,
-                k_end,
+                &reduced,
+                inside,
                 kind,
                 exact,
             );
             lhs_values[at + 3] = lhs_within::<F, A>(
                 lhs,
-                k_table,
                 args,
                 gemm,
                 phase,
                 group,
                 &fixed_rows.r3,
-                k,
-                k_end,
+                &reduced,
+                inside,
                 kind,
                 exact,
             );
         }
 
-        let k = k0 + load_k(unit, j, true);
         let first = n0 + LANES * load_vector(unit, j, true);
         #[unroll]
         for lane in 0..LANES {
             let n = first + lane;
             let mut value = A::new(0.0);
-            if n < gemm.n_len && k < k_end {
-                value = rhs_value::<F, A>(rhs, k_table, args, group, k, n, kind);
+            if n < gemm.n_len && fast_inside {
+                value = rhs_value::<F, A>(rhs, args, group, fast_k, &fast, n, kind);
             }
             rhs_values[at + lane] = value;
         }
