@@ -7,9 +7,10 @@
 //! A geometry Burn cannot express declines with a reason (the tuner then skips the candidate).
 
 use burn::tensor::Shape;
-use burn::tensor::ops::ConvOptions;
+use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn_cubecl::kernel::conv::{
-    ConvStrategy, conv_data_backward, conv_forward, conv_weight_backward,
+    ConvStrategy, ConvTranspose2dStrategy, conv_data_backward, conv_forward, conv_transpose2d,
+    conv_weight_backward,
 };
 use burn_cubecl::ops::{numeric, reshape};
 use burn_cubecl::tensor::CubeTensor;
@@ -72,6 +73,69 @@ pub fn data(
         }
         None => out,
     })
+}
+
+/// The input-side gradient `[+ bias]` as Burn's `conv_transpose2d` of the output gradient (the
+/// kernels Burn's own transposed convs run, autotuned where its `autotune` feature is on):
+/// 1D and 2D geometries whose input size the transposed conv reaches with a `padding_out`
+/// below the stride or the dilation, as Burn's transposed convs take it.
+pub fn transposed(
+    geometry: &ConvGeometry,
+    weight: CubeTensor,
+    out_grad: CubeTensor,
+    bias: Option<CubeTensor>,
+) -> Result<CubeTensor, String> {
+    if spatial_rank(geometry) == 3 {
+        return Err("Burn's transposed conv here is 2D".into());
+    }
+    let options = transpose_options(geometry)?;
+    let weight = lower(weight, 2);
+    let out_grad = lower(out_grad, 2);
+    conv_transpose2d(
+        out_grad,
+        weight,
+        bias,
+        options,
+        ConvTranspose2dStrategy::default(),
+    )
+    .map(lift)
+    .map_err(|err| format!("{err:?}"))
+}
+
+/// The transposed conv that is the geometry's input gradient, over its last 2 axes: the same
+/// stride, dilation and groups, the begin padding, and the `padding_out` that gives the input
+/// size; an error where padding is uneven beyond what `padding_out` adds, or `padding_out`
+/// would reach the stride and the dilation.
+fn transpose_options(geometry: &ConvGeometry) -> Result<ConvTransposeOptions<2>, String> {
+    let axis = |i: usize| 1 + i;
+    let mut padding_out = [0; 2];
+    for (i, extra) in padding_out.iter_mut().enumerate() {
+        let a = axis(i);
+        let (stride, dilation, pad) = (
+            geometry.stride[a],
+            geometry.dilation[a],
+            geometry.pad_begin[a],
+        );
+        // `(out - 1) * stride - 2 * pad + dilation * (kernel - 1) + 1 + padding_out = in`.
+        let reach = (geometry.out_size[a].max(1) - 1) * stride
+            + kernel_extent(geometry.kernel[a], dilation);
+        *extra = (geometry.in_size[a] + 2 * pad)
+            .checked_sub(reach)
+            .filter(|&extra| extra < stride.max(dilation))
+            .ok_or_else(|| {
+                format!(
+                    "axis {a}: no padding_out gives {} inputs",
+                    geometry.in_size[a]
+                )
+            })?;
+    }
+    Ok(ConvTransposeOptions::new(
+        core::array::from_fn(|i| geometry.stride[axis(i)]),
+        core::array::from_fn(|i| geometry.pad_begin[axis(i)]),
+        padding_out,
+        core::array::from_fn(|i| geometry.dilation[axis(i)]),
+        geometry.groups,
+    ))
 }
 
 /// The weight gradient with Burn's kernels.

@@ -1,11 +1,12 @@
 //! Autotuned choice, per convolution pass and shape, between our kernels and Burn's own.
 //!
 //! Each pass (forward, input gradient, weight gradient; `conv_transpose` reaches them through
-//! `conv_routing`) has one CubeCL [`LocalTuner`] with four candidates: ours (the schedules of
+//! `conv_routing`) has one CubeCL [`LocalTuner`] with five candidates: ours (the schedules of
 //! `conv.rs`, the tiled one double-buffered), ours with the direct schedule spread one
 //! position per unit (`packing.rs`), ours with the tiled schedule single-buffered (fewer
-//! registers), each declined where it changes nothing, and Burn's (`builtin.rs`, itself
-//! autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels). Our
+//! registers), each declined where it changes nothing, Burn's (`builtin.rs`, itself
+//! autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels), and,
+//! for input gradients, Burn's transposed conv (what Burn's `conv_transpose2d` runs). Our
 //! variants add the same products in the same order, so the choice among them does not change
 //! results. The key buckets batch, channels and spatial sizes with CubeCL's `anchor`, so
 //! `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per key
@@ -96,6 +97,10 @@ enum Candidate {
     /// pass is not tiled.
     OursSingle,
     Burn,
+    /// An input gradient as Burn's transposed conv (`builtin::transposed`: what Burn's own
+    /// `conv_transpose2d` runs, where our transposed convs' forward passes land); declines
+    /// for the other passes and where Burn's transposed conv cannot express the geometry.
+    BurnTransposed,
 }
 
 impl core::fmt::Display for Candidate {
@@ -105,6 +110,7 @@ impl core::fmt::Display for Candidate {
             Self::OursSpread => "burn_convpool_spread",
             Self::OursSingle => "burn_convpool_single_buffered",
             Self::Burn => "burn_cubecl_autotune",
+            Self::BurnTransposed => "burn_cubecl_conv_transpose",
         })
     }
 }
@@ -126,6 +132,13 @@ fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, S
                 Pass::Forward => builtin::forward(&geometry, a, b, bias),
                 Pass::Data => builtin::data(&geometry, a, b, bias),
                 Pass::Weight => builtin::weight(&geometry, a, b),
+            };
+        }
+        Candidate::BurnTransposed => {
+            let (geometry, a, b, bias) = inputs;
+            return match pass {
+                Pass::Data => builtin::transposed(&geometry, a, b, bias),
+                _ => Err("Burn's transposed conv only computes input gradients".into()),
             };
         }
     };
@@ -165,6 +178,7 @@ fn candidates(pass: Pass) -> Set {
         Candidate::OursSpread,
         Candidate::OursSingle,
         Candidate::Burn,
+        Candidate::BurnTransposed,
     ]
     .into_iter()
     .fold(TunableSet::new_cloning_inputs(key), |set, candidate| {
@@ -183,7 +197,8 @@ enum ConvKernels {
     Ours,
     /// Ours, the tiled schedule single-buffered.
     OursSingle,
-    /// Burn's wherever Burn accepts the geometry, ours elsewhere.
+    /// Burn's wherever Burn accepts the geometry (an input gradient its transposed conv where
+    /// that takes it, else its input-gradient kernel), ours elsewhere.
     Burn,
 }
 
@@ -228,7 +243,8 @@ pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
             let prefetch = conv_kernels() == ConvKernels::Ours;
             run_ours(pass, inputs, packing, prefetch)
         }
-        ConvKernels::Burn => run(pass, Candidate::Burn, inputs.clone())
+        ConvKernels::Burn => run(pass, Candidate::BurnTransposed, inputs.clone())
+            .or_else(|_| run(pass, Candidate::Burn, inputs.clone()))
             .or_else(|_| run_ours(pass, inputs, Packing::Packed, true)),
         ConvKernels::Tuned => Ok(tuned(pass, inputs)),
     }
@@ -247,9 +263,10 @@ fn tuned(pass: Pass, inputs: Inputs) -> CubeTensor {
     let set = tuner.init(&id, move || candidates(pass));
     let key = set.generate_key(&inputs);
     if tuner.fastest_identity(&id, &set, &key).is_none() {
-        // Let Burn's tuner settle its own choice outside ours (see the module docs); a
+        // Let Burn's tuners settle their own choices outside ours (see the module docs); a
         // geometry Burn declines leaves nothing to settle.
         let _ = run(pass, Candidate::Burn, inputs.clone());
+        let _ = run(pass, Candidate::BurnTransposed, inputs.clone());
     }
     tuner.execute(&id, &client, set, inputs)
 }
