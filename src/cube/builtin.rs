@@ -117,10 +117,8 @@ fn transpose_options(geometry: &ConvGeometry) -> Result<ConvTransposeOptions<2>,
             geometry.pad_begin[a],
         );
         // `(out - 1) * stride - 2 * pad + dilation * (kernel - 1) + 1 + padding_out = in`.
-        let reach = (geometry.out_size[a].max(1) - 1) * stride
-            + kernel_extent(geometry.kernel[a], dilation);
         *extra = (geometry.in_size[a] + 2 * pad)
-            .checked_sub(reach)
+            .checked_sub(windows_span(geometry, a))
             .filter(|&extra| extra < stride.max(dilation))
             .ok_or_else(|| {
                 format!(
@@ -205,6 +203,13 @@ fn lift(tensor: CubeTensor) -> CubeTensor {
     reshape(tensor, Shape::from(dims))
 }
 
+/// Along axis `a`, the padded input the geometry's windows span, from the first one's start
+/// to the last one's end.
+fn windows_span(geometry: &ConvGeometry, a: usize) -> usize {
+    (geometry.out_size[a].max(1) - 1) * geometry.stride[a]
+        + kernel_extent(geometry.kernel[a], geometry.dilation[a])
+}
+
 /// Burn's options for the last `N` axes of the geometry, with the end padding that makes
 /// Burn's output length equal ours; an error where none does (a transposed conv whose
 /// `output_padding` leaves a stride's worth of input that no window reaches).
@@ -225,8 +230,7 @@ fn options<const N: usize>(geometry: &ConvGeometry) -> Result<ConvOptions<N>, St
         // Symmetric padding where it gives our length: what a user hands Burn's own ops, so
         // Burn runs its usual path rather than its pad-and-slice route for uneven pairs.
         // Otherwise the end padding up to where the last window ends.
-        let reach = (out.max(1) - 1) * stride + kernel_extent(kernel, dilation);
-        let end = [begin, reach.saturating_sub(len + begin)]
+        let end = [begin, windows_span(geometry, a).saturating_sub(len + begin)]
             .into_iter()
             .find(|&end| fits(end))
             .ok_or_else(|| format!("axis {a}: no end padding gives {out} outputs"))?;
