@@ -34,31 +34,27 @@ impl Peaks {
                 cmma_dims: CmmaDims { m: 16, n: 16, k },
             },
         };
-        let copy = MemoryAccess::Copy;
-        let modes = [
-            ThroughputMode::ComputeDirect {
-                dtype: float(FloatKind::F32),
-            },
-            cmma(FloatKind::TF32, 8),
-            cmma(FloatKind::F16, 16),
-            ThroughputMode::Memory(MemorySpec::new(copy, copy.default_working_set())),
-        ];
-        let keys = modes.map(|mode| ThroughputKey { mode });
-        let stats = device.performance_stats(&keys);
-        let rate = |i: usize| {
-            let stat = stats.get(i)?;
-            let value = stat.value.ok()?;
-            let rate = match stat.key.mode {
-                ThroughputMode::Memory(_) => value.bytes_per_s(&stat.key),
+        // One key per call: each answer is cached per device, and a field reads its own mode.
+        let rate = |mode: ThroughputMode| {
+            let key = ThroughputKey { mode };
+            let value = device.performance_stats(&[key]).pop()?.value.ok()?;
+            let rate = match mode {
+                ThroughputMode::Memory(_) => value.bytes_per_s(&key),
                 _ => value.ops_per_s(),
             };
             rate.is_normal().then_some(rate)
         };
+        let copy = MemoryAccess::Copy;
         Self {
-            f32_flops: rate(0),
-            tf32_flops: rate(1),
-            f16_flops: rate(2),
-            copy_bytes: rate(3),
+            f32_flops: rate(ThroughputMode::ComputeDirect {
+                dtype: float(FloatKind::F32),
+            }),
+            tf32_flops: rate(cmma(FloatKind::TF32, 8)),
+            f16_flops: rate(cmma(FloatKind::F16, 16)),
+            copy_bytes: rate(ThroughputMode::Memory(MemorySpec::new(
+                copy,
+                copy.default_working_set(),
+            ))),
         }
     }
 

@@ -338,16 +338,18 @@ fn phase_output_tap<F: Float, A: Float>(
 /// input gradient: the reduced channel (counted over every group) and its tap, read from
 /// `k_table` (built on the host) so the loads need no divisions, plus an `exact` input
 /// gradient's reach of the tap. Weight gradient: the batch (in `channel`) and the output
-/// position, flat and as an index.
+/// position, flat and as an index. `inside`: whether `k` is before the split's end (past it,
+/// the rest are zeros and the loads that share this `k` are masked to zero).
 #[derive(CubeType, Clone)]
 pub struct Reduced {
+    pub inside: bool,
     pub channel: usize,
     pub tap: Index3,
     pub reach: Index3,
     pub flat: usize,
 }
 
-/// [`Reduced`] for `k` of group `group`; zeros, reading nothing, from `k_end` on.
+/// [`Reduced`] for `k` of group `group`; not `inside`, reading nothing, from `k_end` on.
 #[cube]
 pub fn reduced_of(
     k_table: &Tensor<u32>,
@@ -367,8 +369,9 @@ pub fn reduced_of(
     let mut reach_h = 0;
     let mut reach_w = 0;
     let mut flat = 0;
-    if k >= k_end {
-        // Past the split: the loads that share this `k` are masked to zero.
+    let inside = k < k_end;
+    if !inside {
+        // Past the split: nothing to read.
     } else if comptime![kind == GemmKind::Weight] {
         let out_volume = volume(&args.out_size);
         channel = k / out_volume;
@@ -395,6 +398,7 @@ pub fn reduced_of(
         }
     }
     Reduced {
+        inside,
         channel,
         tap: Index3 {
             d: tap_d,
@@ -828,7 +832,7 @@ fn load_vector(unit: usize, j: usize, #[comptime] k_fast: bool) -> usize {
     vector
 }
 
-/// `A[m, k]`, zero past `m` or where `k` is past the split's end (`inside` false).
+/// `A[m, k]`, zero past `m` or the split's end.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn lhs_within<F: Float, A: Float>(
@@ -839,12 +843,11 @@ fn lhs_within<F: Float, A: Float>(
     group: usize,
     row: &Row,
     reduced: &Reduced,
-    inside: bool,
     #[comptime] kind: GemmKind,
     #[comptime] exact: bool,
 ) -> A {
     let mut value = A::new(0.0);
-    if row.index < gemm.m_len && inside {
+    if row.index < gemm.m_len && reduced.inside {
         value = lhs_value::<F, A>(lhs, args, phase, group, row, reduced, kind, exact);
     }
     value
@@ -877,7 +880,6 @@ fn load_step<F: Float, A: Float>(
 ) {
     let lhs_k_fast = comptime![kind == GemmKind::Weight];
     let fast_k = k0 + load_k(unit, 0, true);
-    let fast_inside = fast_k < k_end;
     let fast = reduced_of(k_table, args, group, fast_k, k_end, kind, exact);
     #[unroll]
     for j in 0..LOAD_VECTORS {
@@ -887,22 +889,11 @@ fn load_step<F: Float, A: Float>(
             #[unroll]
             for lane in 0..LANES {
                 let row = row_of(args, phase, first + lane, kind);
-                lhs_values[at + lane] = lhs_within::<F, A>(
-                    lhs,
-                    args,
-                    gemm,
-                    phase,
-                    group,
-                    &row,
-                    &fast,
-                    fast_inside,
-                    kind,
-                    exact,
-                );
+                lhs_values[at + lane] =
+                    lhs_within::<F, A>(lhs, args, gemm, phase, group, &row, &fast, kind, exact);
             }
         } else {
             let k = k0 + load_k(unit, j, false);
-            let inside = k < k_end;
             let reduced = reduced_of(k_table, args, group, k, k_end, kind, exact);
             lhs_values[at] = lhs_within::<F, A>(
                 lhs,
@@ -912,7 +903,6 @@ fn load_step<F: Float, A: Float>(
                 group,
                 &fixed_rows.r0,
                 &reduced,
-                inside,
                 kind,
                 exact,
             );
@@ -924,7 +914,6 @@ fn load_step<F: Float, A: Float>(
                 group,
                 &fixed_rows.r1,
                 &reduced,
-                inside,
                 kind,
                 exact,
             );
@@ -936,7 +925,6 @@ fn load_step<F: Float, A: Float>(
                 group,
                 &fixed_rows.r2,
                 &reduced,
-                inside,
                 kind,
                 exact,
             );
@@ -948,7 +936,6 @@ fn load_step<F: Float, A: Float>(
                 group,
                 &fixed_rows.r3,
                 &reduced,
-                inside,
                 kind,
                 exact,
             );
@@ -959,7 +946,7 @@ fn load_step<F: Float, A: Float>(
         for lane in 0..LANES {
             let n = first + lane;
             let mut value = A::new(0.0);
-            if n < gemm.n_len && fast_inside {
+            if n < gemm.n_len && fast.inside {
                 value = rhs_value::<F, A>(rhs, args, group, fast_k, &fast, n, kind);
             }
             rhs_values[at + lane] = value;
