@@ -61,6 +61,23 @@ const _: () = assert!(UNIT_BLOCK == 2 * LANES && UNITS * LANES * 2 == TILE_M);
 const _: () = assert!(UNITS * UNITS == VECTORS_PER_ROW * (TILE_K / LOAD_VECTORS));
 const _: () = assert!(UNITS * UNITS == TILE_K * (VECTORS_PER_ROW / LOAD_VECTORS));
 
+/// A tile's channel side when a group has at most this many channels there: each unit then
+/// computes 4 of them instead of 8, so a group of 16-32 channels (ResNeXt's later stages)
+/// does not leave half of a 64-wide tile's products idle.
+pub const NARROW_TILE: usize = UNITS * LANES;
+
+/// `(rows, columns)` of a tile of `C`: [`TILE_M`] x [`TILE_N`], or with `narrow`
+/// [`NARROW_TILE`] along the channel side: `n` (forward, input gradient) or `m` (weight
+/// gradient), the side each loads k-fast, whose vectors the units then cover in half the
+/// steps.
+pub fn tile_shape(kind: GemmKind, narrow: bool) -> (usize, usize) {
+    match (narrow, kind) {
+        (false, _) => (TILE_M, TILE_N),
+        (true, GemmKind::Weight) => (NARROW_TILE, TILE_N),
+        (true, _) => (TILE_M, NARROW_TILE),
+    }
+}
+
 /// Geometry of one convolution, rank 3 (1d and 2d have unit leading axes).
 #[derive(CubeLaunch, CubeType)]
 pub struct ConvArgs {
@@ -587,7 +604,8 @@ pub fn store_position<F: Float, A: Float>(
 /// The tiled schedule: a cube computes a 64x64 tile of `C` for one group (`CUBE_POS_Z =
 /// split * groups + group`), stepping along `k` through 16-deep shared-memory tiles of `A` and
 /// `B`; each unit accumulates an 8x8 register block in `A` (f32 for f32 and half types, f64
-/// for f64).
+/// for f64). With `narrow`, the tile is 32 wide along its channel side ([`tile_shape`]) and
+/// the blocks 4 wide there.
 /// An input gradient's rows are the positions of `phase`; a split-k launch writes `out` as
 /// `splits` stacked partial results. With `prefetch`, a unit loads the next k step into
 /// registers before the current step's products (double buffering: the loads are in flight
@@ -611,15 +629,18 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     #[comptime] kind: GemmKind,
     #[comptime] exact: bool,
     #[comptime] prefetch: bool,
+    #[comptime] narrow: bool,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
+    let block_m = comptime![tile_shape(kind, narrow).0 / UNITS];
+    let block_n = comptime![tile_shape(kind, narrow).1 / UNITS];
     let tx = UNIT_POS_X as usize;
     let ty = UNIT_POS_Y as usize;
     let unit = ty * UNITS + tx;
     let group = CUBE_POS_Z as usize % args.groups;
     let split = CUBE_POS_Z as usize / args.groups;
-    let m0 = (CUBE_POS_X as usize + gemm.m_tile_offset) * TILE_M;
-    let n0 = CUBE_POS_Y as usize * TILE_N;
+    let m0 = (CUBE_POS_X as usize + gemm.m_tile_offset) * comptime![block_m * UNITS];
+    let n0 = CUBE_POS_Y as usize * comptime![block_n * UNITS];
     let k_begin = split * gemm.k_per_split;
     let k_end = min(k_begin + gemm.k_per_split, gemm.k_len);
     // An input gradient's phases each cover part of `m`, so a partial result's length is
@@ -631,9 +652,9 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     // inner product reads consecutive vectors across a plane.
     let mut lhs_tile = Shared::<[Vector<A, Lanes>]>::new_slice(TILE_K * TILE_ROW_VECTORS);
     let mut rhs_tile = Shared::<[Vector<A, Lanes>]>::new_slice(TILE_K * TILE_ROW_VECTORS);
-    let mut acc = Array::<A>::new(UNIT_BLOCK * UNIT_BLOCK);
-    let mut a = Array::<A>::new(UNIT_BLOCK);
-    let mut b = Array::<A>::new(UNIT_BLOCK);
+    let mut acc = Array::<A>::new(comptime![block_m * block_n]);
+    let mut a = Array::<A>::new(block_m);
+    let mut b = Array::<A>::new(block_n);
 
     // A is read m-fast (consecutive positions; a unit's 4 rows fixed and decomposed once)
     // except for the weight gradient, whose rows are channels and whose consecutive
@@ -669,6 +690,7 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
             &mut rhs_values,
             kind,
             exact,
+            narrow,
         );
     }
     let mut k0 = k_begin;
@@ -693,6 +715,7 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                 &mut rhs_values,
                 kind,
                 exact,
+                narrow,
             );
         }
         store_step::<A>(
@@ -702,6 +725,7 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
             &mut lhs_tile,
             &mut rhs_tile,
             kind,
+            narrow,
         );
         sync_cube();
         // Uniform across the cube: every unit shares `k0` and `k_end`.
@@ -724,19 +748,20 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                 &mut rhs_values,
                 kind,
                 exact,
+                narrow,
             );
         }
 
         #[unroll]
         for kk in 0..TILE_K {
             let row = kk * TILE_ROW_VECTORS;
-            spill::<A>(lhs_tile[row + tx], lhs_tile[row + tx + UNITS], &mut a);
-            spill::<A>(rhs_tile[row + ty], rhs_tile[row + ty + UNITS], &mut b);
+            spill::<A>(&lhs_tile, row + tx, &mut a, block_m);
+            spill::<A>(&rhs_tile, row + ty, &mut b, block_n);
             #[unroll]
-            for i in 0..UNIT_BLOCK {
+            for i in 0..block_m {
                 #[unroll]
-                for j in 0..UNIT_BLOCK {
-                    acc[i * UNIT_BLOCK + j] += a[i] * b[j];
+                for j in 0..block_n {
+                    acc[i * block_n + j] += a[i] * b[j];
                 }
             }
         }
@@ -745,11 +770,11 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     }
 
     #[unroll]
-    for i in 0..UNIT_BLOCK {
+    for i in 0..block_m {
         let m = m0 + block_offset(tx, i);
         let row = row_of(&args, &phase, m, kind);
         #[unroll]
-        for j in 0..UNIT_BLOCK {
+        for j in 0..block_n {
             let n = n0 + block_offset(ty, j);
             if m < gemm.m_len && n < gemm.n_len {
                 store::<F, A>(
@@ -760,7 +785,7 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                     split_base,
                     &row,
                     n,
-                    acc[i * UNIT_BLOCK + j],
+                    acc[i * block_n + j],
                     kind,
                 );
             }
@@ -779,23 +804,38 @@ struct Rows {
 
 /// Offset within the tile of the `i`-th of the 8 rows (or columns) of unit `t`'s block: two
 /// runs of [`LANES`], half a tile apart, so the unit's block is two vectors of each tile row
-/// and the units of a plane read consecutive vectors.
+/// and the units of a plane read consecutive vectors (a narrow side's 4: one run, one vector).
 #[cube]
 fn block_offset(t: usize, i: usize) -> usize {
     LANES * t + i % LANES + UNITS * LANES * (i / LANES)
 }
 
-/// `a[..4]` and `a[4..]` from the lanes of `low` and `high`.
+/// A unit's `block` (8 or 4) values of one tile row from the vector at `at` and, for 8, the
+/// one half a tile further ([`block_offset`]).
 #[cube]
-fn spill<A: Float>(low: Vector<A, Lanes>, high: Vector<A, Lanes>, a: &mut Array<A>) {
+fn spill<A: Float>(
+    tile: &Shared<[Vector<A, Lanes>]>,
+    at: usize,
+    a: &mut Array<A>,
+    #[comptime] block: usize,
+) {
+    let low = tile[at];
     a[0] = low.extract(0usize);
     a[1] = low.extract(1usize);
     a[2] = low.extract(2usize);
     a[3] = low.extract(3usize);
-    a[4] = high.extract(0usize);
-    a[5] = high.extract(1usize);
-    a[6] = high.extract(2usize);
-    a[7] = high.extract(3usize);
+    if comptime![block > LANES] {
+        let high = tile[at + UNITS];
+        a[4] = high.extract(0usize);
+        a[5] = high.extract(1usize);
+        a[6] = high.extract(2usize);
+        a[7] = high.extract(3usize);
+    }
+}
+
+/// Vectors of a tile side `side` long one unit loads per k step.
+fn load_vectors(side: usize) -> usize {
+    side * TILE_K / (UNITS * UNITS * LANES)
 }
 
 /// `values[at..at + 4]` as one vector.
@@ -854,9 +894,10 @@ fn lhs_within<F: Float, A: Float>(
 }
 
 /// Load `unit`'s share of the k step from `k0` of the tile at `(m0, n0)` into registers
-/// (`LOAD_VECTORS` vectors of A and of B, lane-major), zero past `m`, `n` or the split's end
-/// `k_end`; [`store_step`] moves them into the shared tiles. Each `k` is decoded once: the
-/// k-fast loads share one for the whole step, an m-fast vector's 4 rows one per vector.
+/// (up to `LOAD_VECTORS` vectors of A and of B, lane-major: half along a `narrow` side), zero
+/// past `m`, `n` or the split's end `k_end`; [`store_step`] moves them into the shared tiles.
+/// Each `k` is decoded once: the k-fast loads share one for the whole step, an m-fast vector's
+/// 4 rows one per vector.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn load_step<F: Float, A: Float>(
@@ -877,12 +918,13 @@ fn load_step<F: Float, A: Float>(
     rhs_values: &mut Array<A>,
     #[comptime] kind: GemmKind,
     #[comptime] exact: bool,
+    #[comptime] narrow: bool,
 ) {
     let lhs_k_fast = comptime![kind == GemmKind::Weight];
     let fast_k = k0 + load_k(unit, 0, true);
     let fast = reduced_of(k_table, args, group, fast_k, k_end, kind, exact);
     #[unroll]
-    for j in 0..LOAD_VECTORS {
+    for j in 0..comptime![load_vectors(tile_shape(kind, narrow).0)] {
         let at = j * LANES;
         if comptime![lhs_k_fast] {
             let first = m0 + LANES * load_vector(unit, j, true);
@@ -940,7 +982,10 @@ fn load_step<F: Float, A: Float>(
                 exact,
             );
         }
-
+    }
+    #[unroll]
+    for j in 0..comptime![load_vectors(tile_shape(kind, narrow).1)] {
+        let at = j * LANES;
         let first = n0 + LANES * load_vector(unit, j, true);
         #[unroll]
         for lane in 0..LANES {
@@ -963,13 +1008,17 @@ fn store_step<A: Float>(
     lhs_tile: &mut Shared<[Vector<A, Lanes>]>,
     rhs_tile: &mut Shared<[Vector<A, Lanes>]>,
     #[comptime] kind: GemmKind,
+    #[comptime] narrow: bool,
 ) {
     let lhs_k_fast = comptime![kind == GemmKind::Weight];
     #[unroll]
-    for j in 0..LOAD_VECTORS {
+    for j in 0..comptime![load_vectors(tile_shape(kind, narrow).0)] {
         let lhs_slot =
             load_k(unit, j, lhs_k_fast) * TILE_ROW_VECTORS + load_vector(unit, j, lhs_k_fast);
         lhs_tile[lhs_slot] = vector_of::<A>(lhs_values, j * LANES);
+    }
+    #[unroll]
+    for j in 0..comptime![load_vectors(tile_shape(kind, narrow).1)] {
         let rhs_slot = load_k(unit, j, true) * TILE_ROW_VECTORS + load_vector(unit, j, true);
         rhs_tile[rhs_slot] = vector_of::<A>(rhs_values, j * LANES);
     }

@@ -13,9 +13,7 @@
 //!
 //! Split results are summed afterwards in split order, so every result is deterministic.
 
-use burn_convpool_kernels::conv::{
-    self, ConvArgsLaunch, GemmArgsLaunch, GemmKind, PhaseLaunch, TILE_M, TILE_N,
-};
+use burn_convpool_kernels::conv::{self, ConvArgsLaunch, GemmArgsLaunch, GemmKind, PhaseLaunch};
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
@@ -428,21 +426,25 @@ fn tiled(
     prefetch: bool,
 ) -> Result<(), LaunchError> {
     let dtype = float_type(out)?;
-    let (_, n, _) = gemm_sizes(geometry, kind);
-    let n_tiles = n.div_ceil(TILE_N);
+    let (m, n, _) = gemm_sizes(geometry, kind);
+    // A group's channels along the tile's channel side (`n`, or a weight gradient's `m`).
+    let channels = if kind == GemmKind::Weight { m } else { n };
+    let narrow = channels <= conv::NARROW_TILE;
+    let (tile_m, tile_n) = conv::tile_shape(kind, narrow);
+    let n_tiles = n.div_ceil(tile_n);
     // The longest reduction sets the splits. Every part writes all of them (a shorter part's
     // last splits hold zeros), so each partial result is whole.
     let Some(longest) = parts.iter().max_by_key(|part| part.k) else {
         return Ok(());
     };
-    let tiles = longest.m.div_ceil(TILE_M) * n_tiles * geometry.groups;
+    let tiles = longest.m.div_ceil(tile_m) * n_tiles * geometry.groups;
     let splits = split_k(longest.k, tiles, TARGET_CUBES, min_k_per_split);
     with_splits(out, splits, |target| {
         for part in parts {
             let k_per_split = split_len(part.k, splits);
             // Long `m` (batch x positions) runs as several launches over consecutive tile
             // ranges.
-            let m_tiles = part.m.div_ceil(TILE_M);
+            let m_tiles = part.m.div_ceil(tile_m);
             let per_launch = m_tiles_per_launch();
             for first in (0..m_tiles).step_by(per_launch) {
                 let cube_count = CubeCount::Static(
@@ -471,6 +473,7 @@ fn tiled(
                     kind,
                     part.exact,
                     prefetch,
+                    narrow,
                     [dtype, accumulator_type(dtype)],
                 );
             }

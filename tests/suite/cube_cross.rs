@@ -193,6 +193,15 @@ fn conv2d_matches_cpu() {
         o().with_padding([1, 1]).with_groups(4),
         false,
     );
+    // 32 channels per group on every pass's channel side (ResNeXt's later stages): the tiles
+    // narrowed to 32 along it, two groups, with bias.
+    conv2d_case(
+        "grouped_narrow",
+        [2, 64, 6, 7],
+        [64, 32, 3, 3],
+        o().with_padding([1, 1]).with_groups(2),
+        true,
+    );
     conv2d_case(
         "split_k",
         [2, 16, 32, 33],
