@@ -54,7 +54,7 @@ step() {
     echo "== $* ($(date +%T))"
 }
 
-# CubeCL's tuner logs each choice (per key: ours, ours spread or Burn's conv; pools packed or
+# CubeCL's tuner logs each choice (per key: ours and its variants or Burn's conv; pools packed or
 # spread) with its candidates' times to $out/autotune.log; CubeCL reads cubecl.toml from the
 # working directory.
 printf '[autotune.logger]\nfile = "%s"\nlevel = "minimal"\n' "$PWD/$out/autotune.log" >cubecl.toml
@@ -69,6 +69,9 @@ tests)
     step "cube_cross, our kernels pinned, spread and double-buffered"
     BURN_CONVPOOL_CONV_KERNELS=ours BURN_CONVPOOL_PACKING=spread "$bin/suite" cube_cross:: 2>&1 |
         tee "$out/tests-spread.log" | tail -5
+    step "cube_cross's convs, our kernels pinned, untiled on every shape"
+    BURN_CONVPOOL_CONV_KERNELS=ours-direct "$bin/suite" cube_cross::conv 2>&1 |
+        tee "$out/tests-direct.log" | tail -5
     step "fuzz"
     FUZZ_GPU_CASES=${FUZZ_GPU_CASES:-400} "$bin/suite" fuzz:: 2>&1 |
         tee "$out/tests-fuzz.log" | tail -5

@@ -2,7 +2,8 @@
 //!
 //! - tiled (64x64 tiles, 16-deep k steps) for the bulk of the work;
 //! - direct (one unit per output) when `n` or `k` is under a tile's depth, as in depthwise
-//!   convs, where a tile would be mostly padding;
+//!   convs, where a tile would be mostly padding, and where the tuner finds it faster for a
+//!   group of at most a tile of channels ([`untiled_may_win`]);
 //! - split (one unit per output and `k` range) for weight gradients with few outputs, such as
 //!   depthwise and grouped convs, and for the bias gradient;
 //! - tiled GEMMs also split `k` when there are few tiles (late layers, small batches), so more
@@ -165,6 +166,41 @@ pub fn is_tiled(geometry: &ConvGeometry, kind: GemmKind) -> bool {
     !is_direct(geometry, kind)
 }
 
+/// How our kernels run a pass; the tuner's candidates among ours differ only here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    /// The untiled schedule also where the tiled one is the default: direct, or for a weight
+    /// gradient with kernel rows wider than [`DIRECT_KERNEL_W`] split.
+    pub direct: bool,
+    /// The direct schedule's launch.
+    pub packing: Packing,
+    /// The tiled schedule double-buffered.
+    pub prefetch: bool,
+}
+
+impl Schedule {
+    /// The shape's default schedule, packed and double-buffered.
+    pub const DEFAULT: Self = Self {
+        direct: false,
+        packing: Packing::Packed,
+        prefetch: true,
+    };
+}
+
+/// Whether the untiled schedule is worth timing against the tiled default of the GEMM of
+/// `kind`: a group's channel side (`n`, or a weight gradient's `m`) of at most one tile, where
+/// the tiled kernel's gathers are shared by few columns. On lavapipe the direct schedule then
+/// runs 1.1-3x faster (the example network's 16-channel layers, ResNeXt's 32-channel groups);
+/// on wider sides it ran 1.3-3x slower.
+pub fn untiled_may_win(geometry: &ConvGeometry, kind: GemmKind) -> bool {
+    let (m, n, _) = gemm_sizes(geometry, kind);
+    let (tiled, channels) = match kind {
+        GemmKind::Weight => (weight_is_tiled(geometry), m),
+        _ => (is_tiled(geometry, kind), n),
+    };
+    tiled && channels <= conv::TILE_N
+}
+
 /// Whether [`Packing::Spread`] changes [`gemm`]'s launch: the direct schedule over rows
 /// longer than one position (the tiled schedule has one launch shape).
 pub fn spreads(geometry: &ConvGeometry, kind: GemmKind) -> bool {
@@ -172,17 +208,16 @@ pub fn spreads(geometry: &ConvGeometry, kind: GemmKind) -> bool {
 }
 
 /// Our forward pass (`kind` `Forward`: `lhs` = x, `rhs` = weight) or input gradient (`Data`:
-/// `lhs` = output gradient, `rhs` = weight): `out = lhs (*) rhs [+ bias]`. Spread, a unit of
-/// the direct schedule computes one position ([`super::packing`]); `prefetch` picks the
-/// tiled schedule's double-buffered variant.
+/// `lhs` = output gradient, `rhs` = weight): `out = lhs (*) rhs [+ bias]`, on the schedule
+/// `schedule` picks (spread, a unit of the direct schedule computes one position:
+/// [`super::packing`]).
 pub fn gemm(
     geometry: &ConvGeometry,
     kind: GemmKind,
     lhs: CubeTensor,
     rhs: CubeTensor,
     bias: Option<CubeTensor>,
-    packing: Packing,
-    prefetch: bool,
+    schedule: Schedule,
 ) -> Result<CubeTensor, LaunchError> {
     let dtype = float_type(&lhs)?;
     float_type(&rhs)?;
@@ -198,12 +233,12 @@ pub fn gemm(
         return Ok(out);
     }
     let (m, n, k) = gemm_sizes(geometry, kind);
-    if is_direct(geometry, kind) {
+    if schedule.direct || is_direct(geometry, kind) {
         // A unit computes up to 4 channels at up to 16 consecutive positions along the last
         // axis of the side it writes, 16 outputs at most (or at one position, spread).
         let side_w = written_w(geometry, kind);
         let block_n = n.min(DIRECT_BLOCK);
-        let block_w = match packing {
+        let block_w = match schedule.packing {
             Packing::Packed => side_w.clamp(1, DIRECT_OUTPUTS / block_n),
             Packing::Spread => 1,
         };
@@ -245,7 +280,7 @@ pub fn gemm(
             bias,
             &out,
             MIN_K_PER_SPLIT_TILED,
-            prefetch,
+            schedule.prefetch,
         )?;
     }
     Ok(out)
@@ -369,7 +404,7 @@ pub fn weight_gemm(
     geometry: &ConvGeometry,
     out_grad: CubeTensor,
     x: CubeTensor,
-    prefetch: bool,
+    schedule: Schedule,
 ) -> Result<CubeTensor, LaunchError> {
     float_type(&x)?;
     float_type(&out_grad)?;
@@ -379,7 +414,7 @@ pub fn weight_gemm(
         return Ok(zeros(&x, &geometry.weight_shape(), x.dtype));
     }
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
-    if !weight_is_tiled(geometry) {
+    if schedule.direct || !weight_is_tiled(geometry) {
         if geometry.kernel[2] <= DIRECT_KERNEL_W {
             weight_direct(geometry, out_grad, x, &out)?;
         } else {
@@ -398,7 +433,7 @@ pub fn weight_gemm(
         None,
         &out,
         MIN_K_PER_SPLIT,
-        prefetch,
+        schedule.prefetch,
     )?;
     Ok(out)
 }

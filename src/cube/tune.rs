@@ -1,14 +1,15 @@
 //! Autotuned choice, per convolution pass and shape, between our kernels and Burn's own.
 //!
 //! Each pass (forward, input gradient, weight gradient; `conv_transpose` reaches them through
-//! `conv_routing`) has one CubeCL [`LocalTuner`] with five candidates: ours (the schedules of
+//! `conv_routing`) has one CubeCL [`LocalTuner`] with six candidates: ours (the schedules of
 //! `conv.rs`, the tiled one double-buffered), ours with the direct schedule spread one
 //! position per unit (`packing.rs`), ours with the tiled schedule single-buffered (fewer
-//! registers), each declined where it changes nothing, Burn's (`builtin.rs`, itself
-//! autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels), and,
-//! for input gradients, Burn's transposed conv (what Burn's `conv_transpose2d` runs). Our
-//! variants add the same products in the same order, so the choice among them does not change
-//! results. The key buckets batch, channels and spatial sizes with CubeCL's `anchor`, so
+//! registers), ours untiled where the tiled schedule is the default but a group has few
+//! channels (`conv::untiled_may_win`), each declined where it changes nothing, Burn's
+//! (`builtin.rs`, itself autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1 and
+//! direct kernels), and, for input gradients, Burn's transposed conv (what Burn's
+//! `conv_transpose2d` runs). The tiled variants add the same products in the same order, as do
+//! the direct ones; the key fixes which runs. The key buckets batch, channels and spatial sizes with CubeCL's `anchor`, so
 //! `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per key
 //! and device and then fixed, so a process computes each shape with one kernel. Neither side
 //! accumulates with atomics, so every candidate is bitwise reproducible and none has to be
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::ConvGeometry;
 
+use super::conv::Schedule;
 use super::packing::{self, Packing};
 use super::tensor::{LaunchError, float_type};
 use super::{builtin, conv};
@@ -96,6 +98,9 @@ enum Candidate {
     /// Ours with the tiled schedule single-buffered (fewer registers); declines where the
     /// pass is not tiled.
     OursSingle,
+    /// Ours untiled where the tiled schedule is the default and a group has at most a tile of
+    /// channels on its channel side; declines elsewhere.
+    OursDirect,
     Burn,
     /// An input gradient as Burn's transposed conv (`builtin::transposed`: what Burn's own
     /// `conv_transpose2d` runs, where our transposed convs' forward passes land); declines
@@ -109,6 +114,7 @@ impl core::fmt::Display for Candidate {
             Self::Ours => "burn_convpool",
             Self::OursSpread => "burn_convpool_spread",
             Self::OursSingle => "burn_convpool_single_buffered",
+            Self::OursDirect => "burn_convpool_direct",
             Self::Burn => "burn_cubecl_autotune",
             Self::BurnTransposed => "burn_cubecl_conv_transpose",
         })
@@ -120,12 +126,24 @@ type Inputs = (ConvGeometry, CubeTensor, CubeTensor, Option<CubeTensor>);
 
 /// The pass on one candidate's kernels.
 fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, String> {
-    let (packing, prefetch) = match candidate {
-        Candidate::Ours => (Packing::Packed, true),
-        Candidate::OursSpread if spreads(pass, &inputs.0) => (Packing::Spread, true),
+    let default = Schedule::DEFAULT;
+    let schedule = match candidate {
+        Candidate::Ours => default,
+        Candidate::OursSpread if spreads(pass, &inputs.0) => Schedule {
+            packing: Packing::Spread,
+            ..default
+        },
         Candidate::OursSpread => return Err("spreading changes nothing here".into()),
-        Candidate::OursSingle if tiled(pass, &inputs.0) => (Packing::Packed, false),
+        Candidate::OursSingle if tiled(pass, &inputs.0) => Schedule {
+            prefetch: false,
+            ..default
+        },
         Candidate::OursSingle => return Err("no tiled schedule to single-buffer".into()),
+        Candidate::OursDirect if conv::untiled_may_win(&inputs.0, kind(pass)) => Schedule {
+            direct: true,
+            ..default
+        },
+        Candidate::OursDirect => return Err("the untiled schedule is the default or slower".into()),
         Candidate::Burn => {
             let (geometry, a, b, bias) = inputs;
             return match pass {
@@ -142,24 +160,31 @@ fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, S
             };
         }
     };
-    run_ours(pass, inputs, packing, prefetch).map_err(|err| err.to_string())
+    run_ours(pass, inputs, schedule).map_err(|err| err.to_string())
+}
+
+/// The GEMM a pass computes.
+fn kind(pass: Pass) -> kernels::GemmKind {
+    match pass {
+        Pass::Forward => kernels::GemmKind::Forward,
+        Pass::Data => kernels::GemmKind::Data,
+        Pass::Weight => kernels::GemmKind::Weight,
+    }
 }
 
 /// Whether our pass runs the tiled schedule.
 fn tiled(pass: Pass, geometry: &ConvGeometry) -> bool {
     match pass {
-        Pass::Forward => conv::is_tiled(geometry, kernels::GemmKind::Forward),
-        Pass::Data => conv::is_tiled(geometry, kernels::GemmKind::Data),
         Pass::Weight => conv::weight_is_tiled(geometry),
+        _ => conv::is_tiled(geometry, kind(pass)),
     }
 }
 
 /// Whether our pass has a spread launch that differs from its packed one.
 fn spreads(pass: Pass, geometry: &ConvGeometry) -> bool {
     match pass {
-        Pass::Forward => conv::spreads(geometry, kernels::GemmKind::Forward),
-        Pass::Data => conv::spreads(geometry, kernels::GemmKind::Data),
         Pass::Weight => false,
+        _ => conv::spreads(geometry, kind(pass)),
     }
 }
 
@@ -177,6 +202,7 @@ fn candidates(pass: Pass) -> Set {
         Candidate::Ours,
         Candidate::OursSpread,
         Candidate::OursSingle,
+        Candidate::OursDirect,
         Candidate::Burn,
         Candidate::BurnTransposed,
     ]
@@ -197,12 +223,15 @@ enum ConvKernels {
     Ours,
     /// Ours, the tiled schedule single-buffered.
     OursSingle,
+    /// Ours, untiled on every shape.
+    OursDirect,
     /// Burn's wherever Burn accepts the geometry (an input gradient its transposed conv where
     /// that takes it, else its input-gradient kernel), ours elsewhere.
     Burn,
 }
 
-/// `BURN_CONVPOOL_CONV_KERNELS` = `tuned` | `ours` | `ours-single` | `burn`, read once:
+/// `BURN_CONVPOOL_CONV_KERNELS` = `tuned` | `ours` | `ours-single` | `ours-direct` | `burn`,
+/// read once:
 /// pins the kernels of every process-wide, e.g. to reproduce results bitwise across processes
 /// (the tuned choice may differ between runs whose timings differ) or to test one side alone.
 fn conv_kernels() -> ConvKernels {
@@ -211,13 +240,14 @@ fn conv_kernels() -> ConvKernels {
         || match std::env::var("BURN_CONVPOOL_CONV_KERNELS").as_deref() {
             Ok("ours") => ConvKernels::Ours,
             Ok("ours-single") => ConvKernels::OursSingle,
+            Ok("ours-direct") => ConvKernels::OursDirect,
             Ok("burn") => ConvKernels::Burn,
             Ok("tuned") | Err(_) if cfg!(feature = "autotune") => ConvKernels::Tuned,
             Ok("tuned") | Err(_) => ConvKernels::Ours,
             Ok(other) => {
                 panic!(
-                    "BURN_CONVPOOL_CONV_KERNELS={other}: expected tuned, ours, ours-single \
-                     or burn"
+                    "BURN_CONVPOOL_CONV_KERNELS={other}: expected tuned, ours, ours-single, \
+                     ours-direct or burn"
                 )
             }
         },
@@ -237,15 +267,18 @@ pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
         || geometry.out_volume() == 0
         || geometry.in_volume() == 0;
     match conv_kernels() {
-        _ if empty => run_ours(pass, inputs, Packing::Packed, true),
-        ConvKernels::Ours | ConvKernels::OursSingle => {
-            let packing = packing::pinned().unwrap_or(Packing::Packed);
-            let prefetch = conv_kernels() == ConvKernels::Ours;
-            run_ours(pass, inputs, packing, prefetch)
+        _ if empty => run_ours(pass, inputs, Schedule::DEFAULT),
+        pinned @ (ConvKernels::Ours | ConvKernels::OursSingle | ConvKernels::OursDirect) => {
+            let schedule = Schedule {
+                direct: pinned == ConvKernels::OursDirect,
+                packing: packing::pinned().unwrap_or(Packing::Packed),
+                prefetch: pinned != ConvKernels::OursSingle,
+            };
+            run_ours(pass, inputs, schedule)
         }
         ConvKernels::Burn => run(pass, Candidate::BurnTransposed, inputs.clone())
             .or_else(|_| run(pass, Candidate::Burn, inputs.clone()))
-            .or_else(|_| run_ours(pass, inputs, Packing::Packed, true)),
+            .or_else(|_| run_ours(pass, inputs, Schedule::DEFAULT)),
         ConvKernels::Tuned => Ok(tuned(pass, inputs)),
     }
 }
@@ -271,19 +304,17 @@ fn tuned(pass: Pass, inputs: Inputs) -> CubeTensor {
     tuner.execute(&id, &client, set, inputs)
 }
 
-/// The pass on our kernels, with their typed error: the direct schedule packed or spread, the
-/// tiled one double-buffered (`prefetch`) or not.
+/// The pass on our kernels, with their typed error, on the schedule `schedule` picks.
 fn run_ours(
     pass: Pass,
     (geometry, a, b, bias): Inputs,
-    packing: Packing,
-    prefetch: bool,
+    schedule: Schedule,
 ) -> Result<CubeTensor, LaunchError> {
     use kernels::GemmKind::{Data, Forward};
     match pass {
-        Pass::Forward => conv::gemm(&geometry, Forward, a, b, bias, packing, prefetch),
+        Pass::Forward => conv::gemm(&geometry, Forward, a, b, bias, schedule),
         // The operands come as (weight, output gradient) and (x, output gradient).
-        Pass::Data => conv::gemm(&geometry, Data, b, a, bias, packing, prefetch),
-        Pass::Weight => conv::weight_gemm(&geometry, b, a, prefetch),
+        Pass::Data => conv::gemm(&geometry, Data, b, a, bias, schedule),
+        Pass::Weight => conv::weight_gemm(&geometry, b, a, schedule),
     }
 }
