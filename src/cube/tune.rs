@@ -9,9 +9,9 @@
 //! (`builtin.rs`, itself autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1 and
 //! direct kernels), and, for input gradients, Burn's transposed conv (what Burn's
 //! `conv_transpose2d` runs). The tiled variants add the same products in the same order, as do
-//! the direct ones; the key fixes which runs. The key buckets batch, channels and spatial sizes with CubeCL's `anchor`, so
-//! `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per key
-//! and device and then fixed, so a process computes each shape with one kernel. Neither side
+//! the untiled ones. The key buckets batch, channels and spatial sizes with CubeCL's `anchor`,
+//! so `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per
+//! key and device and then fixed, so a process computes each shape with one kernel. Neither side
 //! accumulates with atomics, so every candidate is bitwise reproducible and none has to be
 //! excluded.
 //!
