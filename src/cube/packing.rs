@@ -2,9 +2,9 @@
 //!
 //! The window kernels' unit computes a run of up to 8 consecutive outputs (forward) or inputs
 //! (backward) along the last axis, sharing its index arithmetic and loads, and the direct
-//! convolution's unit up to 16 positions of a few channels; spread, a unit computes one
-//! position, and consecutive units touch consecutive addresses, which a GPU's memory system
-//! merges into few transactions. The whole-plane kernel (global pooling) gives a plane one
+//! convolution's unit up to 64 outputs (a few channels at a run of positions); spread, a unit
+//! computes one position, and consecutive units touch consecutive addresses, which a GPU's
+//! memory system merges into few transactions. The whole-plane kernel (global pooling) gives a plane one
 //! unit, summing in order, or spreads it over up to 256 lanes that combine partial results in
 //! a fixed tree, which a GPU needs when planes are few or long. Packed is what lavapipe runs
 //! fastest (its units are SIMD lanes of a few CPU cores: the ResNet head's global average took
