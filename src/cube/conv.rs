@@ -167,10 +167,20 @@ fn written_w(geometry: &ConvGeometry, kind: GemmKind) -> usize {
     }
 }
 
-/// Whether the GEMM of `kind` (forward or input gradient) runs the tiled schedule, whose
-/// `prefetch` variant loads the next k step before the current one's products.
+/// Whether the GEMM of `kind` runs the tiled schedule by default, whose `prefetch` variant
+/// loads the next k step before the current one's products.
 pub fn is_tiled(geometry: &ConvGeometry, kind: GemmKind) -> bool {
-    !is_direct(geometry, kind)
+    match kind {
+        GemmKind::Weight => weight_is_tiled(geometry),
+        _ => !is_direct(geometry, kind),
+    }
+}
+
+/// A group's channels along the GEMM's channel side: `n` (output channels of a forward, input
+/// channels of an input gradient) or a weight gradient's `m` (its output channels).
+fn channel_side(geometry: &ConvGeometry, kind: GemmKind) -> usize {
+    let (m, n, _) = gemm_sizes(geometry, kind);
+    if kind == GemmKind::Weight { m } else { n }
 }
 
 /// How our kernels run a pass; the tuner's candidates among ours differ only here.
@@ -200,12 +210,7 @@ impl Schedule {
 /// runs 1.1-3x faster (the example network's 16-channel layers, ResNeXt's 32-channel groups);
 /// on wider sides it ran 1.3-3x slower.
 pub fn untiled_may_win(geometry: &ConvGeometry, kind: GemmKind) -> bool {
-    let (m, n, _) = gemm_sizes(geometry, kind);
-    let (tiled, channels) = match kind {
-        GemmKind::Weight => (weight_is_tiled(geometry), m),
-        _ => (is_tiled(geometry, kind), n),
-    };
-    tiled && channels <= conv::TILE_N
+    is_tiled(geometry, kind) && channel_side(geometry, kind) <= conv::TILE_N
 }
 
 /// Whether [`Packing::Spread`] changes [`gemm`]'s launch: the direct schedule over rows
@@ -447,7 +452,7 @@ pub fn weight_gemm(
 
 /// Whether the weight gradient runs the tiled schedule (more outputs per group than the
 /// direct and split schedules take).
-pub fn weight_is_tiled(geometry: &ConvGeometry) -> bool {
+fn weight_is_tiled(geometry: &ConvGeometry) -> bool {
     let (m, n, _) = gemm_sizes(geometry, GemmKind::Weight);
     m * n > SPLIT_MAX_OUTPUTS
 }
@@ -468,10 +473,8 @@ fn tiled(
     prefetch: bool,
 ) -> Result<(), LaunchError> {
     let dtype = float_type(out)?;
-    let (m, n, _) = gemm_sizes(geometry, kind);
-    // A group's channels along the tile's channel side (`n`, or a weight gradient's `m`).
-    let channels = if kind == GemmKind::Weight { m } else { n };
-    let narrow = channels <= conv::NARROW_TILE;
+    let (_, n, _) = gemm_sizes(geometry, kind);
+    let narrow = channel_side(geometry, kind) <= conv::NARROW_TILE;
     let (tile_m, tile_n) = conv::tile_shape(kind, narrow);
     let n_tiles = n.div_ceil(tile_n);
     // The longest reduction sets the splits. Every part writes all of them (a shorter part's
@@ -645,8 +648,8 @@ fn row_taps(geometry: &ConvGeometry, kind: GemmKind) -> usize {
 }
 
 /// The direct weight-gradient schedule into `out`: a unit per input channel, kernel row,
-/// block of [`DIRECT_WEIGHT_BLOCK`] output channels and split of whole output rows, enough splits
-/// to fill the device.
+/// block of [`DIRECT_WEIGHT_BLOCK`] output channels and split of whole output rows, enough
+/// splits to fill the device.
 fn weight_direct(
     geometry: &ConvGeometry,
     out_grad: CubeTensor,

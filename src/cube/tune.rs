@@ -134,7 +134,7 @@ fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, S
             ..default
         },
         Candidate::OursSpread => return Err("spreading changes nothing here".into()),
-        Candidate::OursSingle if tiled(pass, &inputs.0) => Schedule {
+        Candidate::OursSingle if conv::is_tiled(&inputs.0, kind(pass)) => Schedule {
             prefetch: false,
             ..default
         },
@@ -169,14 +169,6 @@ fn kind(pass: Pass) -> kernels::GemmKind {
         Pass::Forward => kernels::GemmKind::Forward,
         Pass::Data => kernels::GemmKind::Data,
         Pass::Weight => kernels::GemmKind::Weight,
-    }
-}
-
-/// Whether our pass runs the tiled schedule.
-fn tiled(pass: Pass, geometry: &ConvGeometry) -> bool {
-    match pass {
-        Pass::Weight => conv::weight_is_tiled(geometry),
-        _ => conv::is_tiled(geometry, kind(pass)),
     }
 }
 
