@@ -1024,6 +1024,16 @@ fn store_step<A: Float>(
     }
 }
 
+/// Which of a direct unit's loaded row values (see [`conv_gemm_direct`]'s `row_taps`) tap
+/// `kw` of its position `j` reads.
+fn row_value(kind: GemmKind, j: usize, kw: usize, row_taps: usize) -> usize {
+    if kind == GemmKind::Data {
+        j + (row_taps - 1) - kw
+    } else {
+        j + kw
+    }
+}
+
 /// The weights of tap `tap` for the direct schedule's `block_n` channels from `n0` of group
 /// `group`, against reduced channel `c` (forward: `W[n, c]`, input gradient: `W[c, n]`).
 /// Channels past `n_len` (a partial block) read channel 0 and are not stored.
@@ -1059,8 +1069,8 @@ fn load_block_weights<F: Float, A: Float>(
 /// positions, a row's bounds are checked once, and the unit's indices are decomposed once
 /// (blocks along the last axis measured faster on lavapipe than columns of rows, whose loads
 /// coalesce across units). Forward and input gradient only. `row_taps` (non-zero: the
-/// forward's kernel width at unit stride and dilation along W) makes the kernel row comptime,
-/// so a row's inputs are loaded once for the whole block.
+/// kernel width at unit stride and dilation along W) makes the kernel row comptime, so a
+/// row's read values are loaded once for the whole block.
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_gemm_direct<F: Float, A: Float>(
     lhs: &Tensor<F>,
@@ -1142,15 +1152,30 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                 }
                 if skipped {
                 } else if comptime![row_taps > 0] {
-                    // Forward at unit stride and dilation along W: output `w0 + j` reads
-                    // input `w0 + j + kw - pad`, so the block's `block_w + row_taps - 1`
-                    // inputs are loaded (and bounds-checked) once and each serves up to
-                    // `row_taps` positions.
+                    // Unit stride and dilation along W: a forward's output `w0 + j` reads
+                    // input `w0 + j + kw - pad`, an input gradient's input `w0 + j` reads
+                    // output `w0 + j - kw + pad`, so the block's `block_w + row_taps - 1`
+                    // read values are loaded (and bounds-checked) once and each serves up
+                    // to `row_taps` positions. `values[t]` is the one `t` past the block's
+                    // first reach (`kw` = 0 for a forward, `row_taps - 1` for a gradient).
                     let mut values = Array::<A>::new(comptime![block_w + row_taps - 1]);
                     #[unroll]
                     for t in 0..comptime![block_w + row_taps - 1] {
-                        let (rw, w_inside) =
+                        let (mut rw, mut w_inside) =
                             tap_along(w0, t, 1, args.pad.w, read.w, GemmKind::Forward, true);
+                        if comptime![kind == GemmKind::Data] {
+                            let (grad_w, grad_inside) = tap_along(
+                                w0 + t,
+                                comptime![row_taps - 1],
+                                1,
+                                args.pad.w,
+                                read.w,
+                                GemmKind::Data,
+                                true,
+                            );
+                            rw = grad_w;
+                            w_inside = grad_inside;
+                        }
                         values[t] = A::new(0.0);
                         if row_inside && w_inside {
                             values[t] = A::cast_from(lhs[row + rw]);
@@ -1172,9 +1197,10 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                         );
                         #[unroll]
                         for j in 0..block_w {
+                            let t = comptime![row_value(kind, j, kw, row_taps)];
                             #[unroll]
                             for i in 0..block_n {
-                                acc[i * block_w + j] += values[j + kw] * weights[i];
+                                acc[i * block_w + j] += values[t] * weights[i];
                             }
                         }
                     }

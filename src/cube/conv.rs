@@ -2,8 +2,8 @@
 //!
 //! - tiled (64x64 tiles, 16-deep k steps) for the bulk of the work;
 //! - direct (one unit per output) when `n` or `k` is under a tile's depth, as in depthwise
-//!   convs, where a tile would be mostly padding, and where the tuner finds it faster for a
-//!   group of at most a tile of channels ([`untiled_may_win`]);
+//!   convs, where a tile would be mostly padding, and where the tuner finds it faster
+//!   ([`untiled_may_win`]);
 //! - split (one unit per output and `k` range) for weight gradients with few outputs, such as
 //!   depthwise and grouped convs, and for the bias gradient;
 //! - tiled GEMMs also split `k` when there are few tiles (late layers, small batches), so more
@@ -205,12 +205,21 @@ impl Schedule {
 }
 
 /// Whether the untiled schedule is worth timing against the tiled default of the GEMM of
-/// `kind`: a group's channel side (`n`, or a weight gradient's `m`) of at most one tile, where
-/// the tiled kernel's gathers are shared by few columns. On lavapipe the direct schedule then
-/// runs 1.1-3x faster (the example network's 16-channel layers, ResNeXt's 32-channel groups);
-/// on wider sides it ran 1.3-3x slower.
+/// `kind`. Always for a forward, and for an input gradient at unit stride: on lavapipe their
+/// direct schedules ran 1.3-3x faster than the tiled GEMM at every width measured (ResNet's
+/// 3x3 layers at 64-512 channels, a conv3d, the example network's 16-channel layers,
+/// ResNeXt's 32-channel groups; 1x1 kernels either way). Otherwise only where a group's
+/// channel side (`n`, or a weight gradient's `m`) is at most one tile, and the tiled kernel's
+/// gathers are shared by few columns: wider, the direct weight gradient ran 1.1-3x slower,
+/// and a strided input gradient, whose units sum every channel for the positions no tap
+/// reaches too, up to 8x.
 pub fn untiled_may_win(geometry: &ConvGeometry, kind: GemmKind) -> bool {
-    is_tiled(geometry, kind) && channel_side(geometry, kind) <= conv::TILE_N
+    let always = match kind {
+        GemmKind::Forward => true,
+        GemmKind::Data => geometry.stride == [1; 3],
+        GemmKind::Weight => false,
+    };
+    is_tiled(geometry, kind) && (always || channel_side(geometry, kind) <= conv::TILE_N)
 }
 
 /// Whether [`Packing::Spread`] changes [`gemm`]'s launch: the direct schedule over rows
@@ -636,11 +645,11 @@ fn weight_split(
     })
 }
 
-/// The direct schedule's comptime kernel row: the kernel width of a forward pass at unit
-/// stride and dilation along W, up to [`DIRECT_KERNEL_W`] (0: a run-time row).
+/// The direct schedule's comptime kernel row: the kernel width at unit stride and dilation
+/// along W, up to [`DIRECT_KERNEL_W`] (0: a run-time row).
 fn row_taps(geometry: &ConvGeometry, kind: GemmKind) -> usize {
     let unit = geometry.stride[2] == 1 && geometry.dilation[2] == 1;
-    if kind == GemmKind::Forward && unit && geometry.kernel[2] <= DIRECT_KERNEL_W {
+    if kind != GemmKind::Weight && unit && geometry.kernel[2] <= DIRECT_KERNEL_W {
         geometry.kernel[2]
     } else {
         0

@@ -4,10 +4,10 @@
 //! `conv_routing`) has one CubeCL [`LocalTuner`] with six candidates: ours (the schedules of
 //! `conv.rs`, the tiled one double-buffered), ours with the direct schedule spread one
 //! position per unit (`packing.rs`), ours with the tiled schedule single-buffered (fewer
-//! registers), ours untiled where the tiled schedule is the default but a group has few
-//! channels (`conv::untiled_may_win`), each declined where it changes nothing, Burn's
-//! (`builtin.rs`, itself autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1 and
-//! direct kernels), and, for input gradients, Burn's transposed conv (what Burn's
+//! registers), ours untiled where the tiled schedule is the default (`conv::untiled_may_win`:
+//! forwards, unit-stride input gradients, and narrow groups), each declined where it changes
+//! nothing, Burn's (`builtin.rs`, itself autotuned over Burn's tensor-core implicit GEMMs,
+//! depthwise, 1x1 and direct kernels), and, for input gradients, Burn's transposed conv (what Burn's
 //! `conv_transpose2d` runs). The tiled variants add the same products in the same order, as do
 //! the untiled ones. The key buckets batch, channels and spatial sizes with CubeCL's `anchor`,
 //! so `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per
@@ -98,8 +98,8 @@ enum Candidate {
     /// Ours with the tiled schedule single-buffered (fewer registers); declines where the
     /// pass is not tiled.
     OursSingle,
-    /// Ours untiled where the tiled schedule is the default and a group has at most a tile of
-    /// channels on its channel side; declines elsewhere.
+    /// Ours untiled where the tiled schedule is the default and the untiled one may win
+    /// (`conv::untiled_may_win`); declines elsewhere.
     OursDirect,
     Burn,
     /// An input gradient as Burn's transposed conv (`builtin::transposed`: what Burn's own
