@@ -1025,12 +1025,12 @@ fn store_step<A: Float>(
 }
 
 /// Which of a direct unit's loaded row values (see [`conv_gemm_direct`]'s `row_taps`) tap
-/// `kw` of its position `j` reads.
-fn row_value(kind: GemmKind, j: usize, kw: usize, row_taps: usize) -> usize {
+/// `u` of its position `j` reads.
+fn row_value(kind: GemmKind, j: usize, u: usize, row_taps: usize) -> usize {
     if kind == GemmKind::Data {
-        j + (row_taps - 1) - kw
+        j + (row_taps - 1) - u
     } else {
-        j + kw
+        j + u
     }
 }
 
@@ -1064,13 +1064,14 @@ fn load_block_weights<F: Float, A: Float>(
 
 /// The direct schedule, for short reductions where a tile would be mostly padding (grouped
 /// and depthwise convs, and their input gradient): a unit computes `block_n` channels of one
-/// group at `block_w` consecutive positions along the last axis, summing all of `k` in
-/// registers. Each loaded input value serves `block_n` channels and each weight `block_w`
-/// positions, a row's bounds are checked once, and the unit's indices are decomposed once
+/// group at `block_w` positions along the last axis (consecutive, or one stride phase's),
+/// summing all of `k` in registers. Each loaded input value serves `block_n` channels and
+/// each weight `block_w` positions, a row's bounds are checked once, and the unit's indices are decomposed once
 /// (blocks along the last axis measured faster on lavapipe than columns of rows, whose loads
-/// coalesce across units). Forward and input gradient only. `row_taps` (non-zero: the
-/// kernel width at unit stride and dilation along W) makes the kernel row comptime, so a
-/// row's read values are loaded once for the whole block.
+/// coalesce across units). Forward and input gradient only. `row_taps` (non-zero: the taps
+/// along W one position meets, at dilation 1 there) makes the kernel row comptime, so a row's
+/// read values are loaded once for the whole block; a strided input gradient then computes
+/// the positions of one stride phase, every stride-th, which all meet the same taps.
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_gemm_direct<F: Float, A: Float>(
     lhs: &Tensor<F>,
@@ -1093,15 +1094,25 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     if comptime![kind == GemmKind::Data] {
         reduced = args.out_channels;
     }
-    let w_blocks = side.w.div_ceil(block_w);
+    // A unit's positions along W: `phase + phases * (q0 + j)`. A strided input gradient
+    // with a comptime row takes its positions from one stride phase, whose taps are every
+    // `phases`-th from `phase_tap` and meet the output at unit stride.
+    let mut phases = 1;
+    if comptime![kind == GemmKind::Data && row_taps > 0 && !unit_stride] {
+        phases = args.stride.w;
+    }
+    let q_blocks = side.w.div_ceil(phases).div_ceil(block_w);
+    let w_blocks = phases * q_blocks;
     let n_blocks = gemm.n_len.div_ceil(block_n);
     let batches = gemm.m_len / volume(&side);
     if ABSOLUTE_POS >= args.groups * n_blocks * batches * side.d * side.h * w_blocks {
         terminate!();
     }
     let mut rest = ABSOLUTE_POS;
-    let w0 = (rest % w_blocks) * block_w;
-    rest /= w_blocks;
+    let q0 = (rest % q_blocks) * block_w;
+    rest /= q_blocks;
+    let phase = rest % phases;
+    rest /= phases;
     let h = rest % side.h;
     rest /= side.h;
     let d = rest % side.d;
@@ -1118,6 +1129,10 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
         acc[i] = A::new(0.0);
     }
     let mut weights = Array::<A>::new(block_n);
+    // The phase's first tap along W, and the output its first position meets through it
+    // (`phase + pad - phase_tap` divides by the stride); a forward's block starts at `q0`.
+    let phase_tap = (phase + args.pad.w) % phases;
+    let phase_base = (phase + args.pad.w - phase_tap) / phases;
     for c in 0..reduced {
         let plane = (batch * args.groups * reduced + group * reduced + c) * read_volume;
         for kd in 0..args.kernel.d {
@@ -1152,23 +1167,25 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                 }
                 if skipped {
                 } else if comptime![row_taps > 0] {
-                    // Unit stride and dilation along W: a forward's output `w0 + j` reads
-                    // input `w0 + j + kw - pad`, an input gradient's input `w0 + j` reads
-                    // output `w0 + j - kw + pad`, so the block's `block_w + row_taps - 1`
-                    // read values are loaded (and bounds-checked) once and each serves up
-                    // to `row_taps` positions. `values[t]` is the one `t` past the block's
-                    // first reach (`kw` = 0 for a forward, `row_taps - 1` for a gradient).
+                    // Dilation 1 along W, and unit stride for a forward: a forward's output
+                    // `q0 + j` reads input `q0 + j + kw - pad`; an input gradient's input
+                    // `phase + stride * (q0 + j)` reads, through its phase's tap `u`
+                    // (`kw = phase_tap + stride * u`), output `phase_base + q0 + j - u`. So
+                    // the block's `block_w + row_taps - 1` read values are loaded (and
+                    // bounds-checked) once and each serves up to `row_taps` positions.
+                    // `values[t]` is the one `t` past the block's first reach (tap 0 for a
+                    // forward, tap `row_taps - 1` for a gradient).
                     let mut values = Array::<A>::new(comptime![block_w + row_taps - 1]);
                     #[unroll]
                     for t in 0..comptime![block_w + row_taps - 1] {
                         let (mut rw, mut w_inside) =
-                            tap_along(w0, t, 1, args.pad.w, read.w, GemmKind::Forward, true);
+                            tap_along(q0, t, 1, args.pad.w, read.w, GemmKind::Forward, true);
                         if comptime![kind == GemmKind::Data] {
                             let (grad_w, grad_inside) = tap_along(
-                                w0 + t,
+                                phase_base + q0 + t,
                                 comptime![row_taps - 1],
                                 1,
-                                args.pad.w,
+                                0,
                                 read.w,
                                 GemmKind::Data,
                                 true,
@@ -1182,25 +1199,29 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                         }
                     }
                     #[unroll]
-                    for kw in 0..row_taps {
-                        load_block_weights::<F, A>(
-                            rhs,
-                            &args,
-                            &mut weights,
-                            group,
-                            c,
-                            n0,
-                            gemm.n_len,
-                            tap_row + kw,
-                            kind,
-                            block_n,
-                        );
-                        #[unroll]
-                        for j in 0..block_w {
-                            let t = comptime![row_value(kind, j, kw, row_taps)];
+                    for u in 0..row_taps {
+                        // A phase of a strided gradient may have a tap fewer than the most.
+                        let kw = phase_tap + phases * u;
+                        if kw < args.kernel.w {
+                            load_block_weights::<F, A>(
+                                rhs,
+                                &args,
+                                &mut weights,
+                                group,
+                                c,
+                                n0,
+                                gemm.n_len,
+                                tap_row + kw,
+                                kind,
+                                block_n,
+                            );
                             #[unroll]
-                            for i in 0..block_n {
-                                acc[i * block_w + j] += values[t] * weights[i];
+                            for j in 0..block_w {
+                                let t = comptime![row_value(kind, j, u, row_taps)];
+                                #[unroll]
+                                for i in 0..block_n {
+                                    acc[i * block_w + j] += values[t] * weights[i];
+                                }
                             }
                         }
                     }
@@ -1221,7 +1242,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                         #[unroll]
                         for j in 0..block_w {
                             let (rw, w_inside) = tap_along(
-                                w0 + j,
+                                q0 + j,
                                 kw * args.dilation.w,
                                 args.stride.w,
                                 args.pad.w,
@@ -1248,7 +1269,8 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     for i in 0..block_n {
         #[unroll]
         for j in 0..block_w {
-            if n0 + i < gemm.n_len && w0 + j < side.w {
+            let w = phase + phases * (q0 + j);
+            if n0 + i < gemm.n_len && w < side.w {
                 store_position::<F, A>(
                     out,
                     bias,
@@ -1256,7 +1278,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                     group,
                     0,
                     batch,
-                    row_start + w0 + j,
+                    row_start + w,
                     n0 + i,
                     acc[i * block_w + j],
                     kind,

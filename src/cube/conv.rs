@@ -211,8 +211,7 @@ impl Schedule {
 /// ResNeXt's 32-channel groups; 1x1 kernels either way). Otherwise only where a group's
 /// channel side (`n`, or a weight gradient's `m`) is at most one tile, and the tiled kernel's
 /// gathers are shared by few columns: wider, the direct weight gradient ran 1.1-3x slower,
-/// and a strided input gradient, whose units sum every channel for the positions no tap
-/// reaches too, up to 8x.
+/// and a strided input gradient up to 3x (a 1x1 stride-2 projection at 1024 channels).
 pub fn untiled_may_win(geometry: &ConvGeometry, kind: GemmKind) -> bool {
     let always = match kind {
         GemmKind::Forward => true,
@@ -255,15 +254,24 @@ pub fn gemm(
     }
     let (m, n, k) = gemm_sizes(geometry, kind);
     if schedule.direct || is_direct(geometry, kind) {
-        // A unit computes up to 4 channels at up to 64 consecutive positions along the last
+        // A unit computes up to 4 channels at up to 64 positions (of one phase) along the last
         // axis of the side it writes, 64 outputs at most (or at one position, spread).
         let side_w = written_w(geometry, kind);
+        let row_taps = row_taps(geometry, kind);
+        // A strided input gradient's unit takes its positions from one stride phase.
+        let phases = if kind == GemmKind::Data && row_taps > 0 {
+            geometry.stride[2]
+        } else {
+            1
+        };
+        let phase_w = side_w.div_ceil(phases);
         let block_n = n.min(DIRECT_BLOCK);
         let block_w = match schedule.packing {
-            Packing::Packed => side_w.clamp(1, DIRECT_OUTPUTS / block_n),
+            Packing::Packed => phase_w.clamp(1, DIRECT_OUTPUTS / block_n),
             Packing::Spread => 1,
         };
-        let units = geometry.groups * n.div_ceil(block_n) * (m / side_w) * side_w.div_ceil(block_w);
+        let row_units = phases * phase_w.div_ceil(block_w);
+        let units = geometry.groups * n.div_ceil(block_n) * (m / side_w) * row_units;
         let (cube_count, cube_dim) = elementwise(&out, units);
         conv::conv_gemm_direct::launch(
             &out.client,
@@ -280,7 +288,7 @@ pub fn gemm(
             block_n,
             block_w,
             geometry.stride == [1; 3],
-            row_taps(geometry, kind),
+            row_taps,
             [dtype, accumulator_type(dtype)],
         );
     } else {
@@ -645,14 +653,16 @@ fn weight_split(
     })
 }
 
-/// The direct schedule's comptime kernel row: the kernel width at unit stride and dilation
-/// along W, up to [`DIRECT_KERNEL_W`] (0: a run-time row).
+/// The direct schedule's comptime kernel row, for kernels up to [`DIRECT_KERNEL_W`] wide at
+/// dilation 1 along W: the taps one position meets, all of the row for a forward at unit
+/// stride, every stride-th for an input gradient (0: a run-time row).
 fn row_taps(geometry: &ConvGeometry, kind: GemmKind) -> usize {
-    let unit = geometry.stride[2] == 1 && geometry.dilation[2] == 1;
-    if kind != GemmKind::Weight && unit && geometry.kernel[2] <= DIRECT_KERNEL_W {
-        geometry.kernel[2]
-    } else {
-        0
+    let [stride, dilation, width] = [geometry.stride[2], geometry.dilation[2], geometry.kernel[2]];
+    let comptime_row = dilation == 1 && width <= DIRECT_KERNEL_W;
+    match kind {
+        GemmKind::Forward if comptime_row && stride == 1 => width,
+        GemmKind::Data if comptime_row => width.div_ceil(stride),
+        _ => 0,
     }
 }
 
