@@ -31,12 +31,16 @@ use super::tune::{self, Pass};
 /// Below this `n` or `k`, the direct schedule beats a mostly empty tile.
 const DIRECT_BELOW: usize = 16;
 /// Channels one unit of the direct schedule computes at most.
-const DIRECT_BLOCK: usize = 4;
-/// Outputs (channels x positions along the last axis) it computes at most: 4 channels at 16
-/// positions. Each input a unit loads then serves up to 4 x 16 products (16 outputs ran
-/// lavapipe's 32-channel groups 1.6x and 16-channel layers 1.5-2.4x slower; 32, 1.0-1.6x);
-/// the spread launch is there for devices that want more, smaller units.
-const DIRECT_OUTPUTS: usize = 64;
+const DIRECT_BLOCK: usize = 8;
+/// Outputs (channels x positions along the last axis) it computes at most: 8 channels at 16
+/// positions. Each input a unit loads then serves up to 8 x 16 products (against 4 x 16 on
+/// lavapipe: ResNet's 3x3 layers, ResNeXt's 32-channel groups, the example network's layers
+/// and a conv3d 1.15-1.35x faster, the stem forward 1.5x; 16 or 32 outputs were slower
+/// still); the spread launch is there for devices that want more, smaller units.
+const DIRECT_OUTPUTS: usize = 128;
+/// Positions along the last axis one unit computes at most, for blocks of few channels (42
+/// positions of the stem input gradient's 3 channels ran 1.2x slower than 32).
+const DIRECT_W: usize = 32;
 /// Output channels one unit of the direct weight-gradient schedule computes at most (against
 /// 4: 1.25x on lavapipe's 16- and 32-channel groups; 16 gained 5% more for twice the
 /// registers).
@@ -254,8 +258,8 @@ pub fn gemm(
     }
     let (m, n, k) = gemm_sizes(geometry, kind);
     if schedule.direct || is_direct(geometry, kind) {
-        // A unit computes up to 4 channels at up to 64 positions (of one phase) along the last
-        // axis of the side it writes, 64 outputs at most (or at one position, spread).
+        // A unit computes up to 8 channels at up to 32 positions (of one phase) along the last
+        // axis of the side it writes, 128 outputs at most (or at one position, spread).
         let side_w = written_w(geometry, kind);
         let row_taps = row_taps(geometry, kind);
         // A strided input gradient's unit takes its positions from one stride phase.
@@ -267,7 +271,7 @@ pub fn gemm(
         let phase_w = side_w.div_ceil(phases);
         let block_n = n.min(DIRECT_BLOCK);
         let block_w = match schedule.packing {
-            Packing::Packed => phase_w.clamp(1, DIRECT_OUTPUTS / block_n),
+            Packing::Packed => phase_w.clamp(1, (DIRECT_OUTPUTS / block_n).min(DIRECT_W)),
             Packing::Spread => 1,
         };
         let row_units = phases * phase_w.div_ceil(block_w);

@@ -2,7 +2,7 @@
 //!
 //! The window kernels' unit computes a run of up to 8 consecutive outputs (forward) or inputs
 //! (backward) along the last axis, sharing its index arithmetic and loads, and the direct
-//! convolution's unit up to 64 outputs (a few channels at a run of positions); spread, a unit
+//! convolution's unit up to 128 outputs (a few channels at a run of positions); spread, a unit
 //! computes one position, and consecutive units touch consecutive addresses, which a GPU's
 //! memory system merges into few transactions. The whole-plane kernel (global pooling) gives a
 //! plane one unit, summing in order, or spreads it over up to 256 lanes that combine partial
