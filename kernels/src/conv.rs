@@ -1066,9 +1066,9 @@ fn load_block_weights<F: Float, A: Float>(
 /// and depthwise convs, and their input gradient): a unit computes `block_n` channels of one
 /// group at `block_w` positions along the last axis (consecutive, or one stride phase's),
 /// summing all of `k` in registers. Each loaded input value serves `block_n` channels and
-/// each weight `block_w` positions, a row's bounds are checked once, and the unit's indices are decomposed once
-/// (blocks along the last axis measured faster on lavapipe than columns of rows, whose loads
-/// coalesce across units). Forward and input gradient only. `row_taps` (non-zero: the taps
+/// each weight `block_w` positions, a row's bounds are checked once, and the unit's indices
+/// are decomposed once (blocks along the last axis measured faster on lavapipe than columns
+/// of rows, whose loads coalesce across units). Forward and input gradient only. `row_taps` (non-zero: the taps
 /// along W one position meets, at dilation 1 there) makes the kernel row comptime, so a row's
 /// read values are loaded once for the whole block; a strided input gradient then computes
 /// the positions of one stride phase, every stride-th, which all meet the same taps.
