@@ -1133,6 +1133,14 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     // (`phase + pad - phase_tap` divides by the stride); a forward's block starts at `q0`.
     let phase_tap = (phase + args.pad.w) % phases;
     let phase_base = (phase + args.pad.w - phase_tap) / phases;
+    // With a comptime row, the block's read value `t` is `q0 + first + t - back`: from input
+    // `q0 - pad` for a forward, from output `phase_base + q0 - (row_taps - 1)` for a gradient.
+    let mut first = 0;
+    let mut back = args.pad.w;
+    if comptime![kind == GemmKind::Data] {
+        first = phase_base;
+        back = comptime![row_taps.saturating_sub(1)];
+    }
     for c in 0..reduced {
         let plane = (batch * args.groups * reduced + group * reduced + c) * read_volume;
         for kd in 0..args.kernel.d {
@@ -1178,21 +1186,8 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                     let mut values = Array::<A>::new(comptime![block_w + row_taps - 1]);
                     #[unroll]
                     for t in 0..comptime![block_w + row_taps - 1] {
-                        let (mut rw, mut w_inside) =
-                            tap_along(q0, t, 1, args.pad.w, read.w, GemmKind::Forward, true);
-                        if comptime![kind == GemmKind::Data] {
-                            let (grad_w, grad_inside) = tap_along(
-                                phase_base + q0 + t,
-                                comptime![row_taps - 1],
-                                1,
-                                0,
-                                read.w,
-                                GemmKind::Data,
-                                true,
-                            );
-                            rw = grad_w;
-                            w_inside = grad_inside;
-                        }
+                        let (rw, w_inside) =
+                            tap_along(q0 + first, t, 1, back, read.w, GemmKind::Forward, true);
                         values[t] = A::new(0.0);
                         if row_inside && w_inside {
                             values[t] = A::cast_from(lhs[row + rw]);
