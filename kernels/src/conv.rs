@@ -1336,15 +1336,22 @@ pub fn conv_weight_split<F: Float, A: Float>(
     store_weight::<F, A>(out, &args, group, split * outputs, m, n, acc);
 }
 
-/// The direct schedule of the weight gradient, for GEMMs too small to tile (grouped and
-/// depthwise convs): a unit owns one input channel, one kernel row `(kd, kh)`, `block_m`
-/// output channels and a range of output rows (a split). At each output position it loads
-/// the `block_m` output gradients and the row's `kernel_w` inputs once and accumulates their
-/// `block_m x kernel_w` products, where the split schedule loads a gradient and an input per
-/// product. Taps in the padding multiply a zero, as the GEMM's do, so an infinite gradient
-/// there gives NaN as in PyTorch. Partial sums are laid out as the split schedule's, for
+/// The direct schedule of the weight gradient: a unit owns `block_c` input channels, one
+/// kernel row `(kd, kh)`, `block_m` output channels and a range of output rows (a split), and
+/// sums their `block_m x block_c x kernel_w` weights in registers. It walks each output row
+/// `block_w` positions at a time: the block's input values (`stride_w * (block_w - 1) +
+/// kernel_w` per channel, neighbouring positions sharing them where the kernel row is wider
+/// than the stride) are loaded and bounds-checked once, then each position's `block_m` output
+/// gradients are loaded once and multiplied into every input channel's taps. So a loaded
+/// gradient serves `block_c x kernel_w` products and an input value up to `block_m x
+/// kernel_w`, where one channel and one position at a time gave `kernel_w` and `block_m`.
+/// `block_w > 1` needs dilation 1 and stride `stride_w` along W (the host's choice); with
+/// `block_w = 1` the stride and dilation are the run-time ones. Taps in the padding multiply a
+/// zero, as the GEMM's do, so an infinite gradient there gives NaN as in PyTorch; positions
+/// past the row's end are skipped. Partial sums are laid out as the split schedule's, for
 /// [`sum_splits()`]; `gemm.k_per_split` is a whole number of output rows.
 #[cube(launch, address_type = "dynamic")]
+#[allow(clippy::too_many_arguments)]
 pub fn conv_weight_direct<F: Float, A: Float>(
     out_grad: &Tensor<F>,
     x: &Tensor<F>,
@@ -1352,12 +1359,16 @@ pub fn conv_weight_direct<F: Float, A: Float>(
     args: ConvArgs,
     gemm: GemmArgs,
     #[comptime] block_m: usize,
+    #[comptime] block_c: usize,
     #[comptime] kernel_w: usize,
+    #[comptime] block_w: usize,
+    #[comptime] stride_w: usize,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let m_blocks = gemm.m_len.div_ceil(block_m);
+    let c_blocks = args.in_channels.div_ceil(block_c);
     let kernel_rows = args.kernel.d * args.kernel.h;
-    let units_per_split = args.groups * args.in_channels * kernel_rows * m_blocks;
+    let units_per_split = args.groups * c_blocks * kernel_rows * m_blocks;
     let splits = gemm.k_len.div_ceil(gemm.k_per_split);
     if ABSOLUTE_POS >= units_per_split * splits {
         terminate!();
@@ -1367,20 +1378,34 @@ pub fn conv_weight_direct<F: Float, A: Float>(
     rest /= m_blocks;
     let kernel_row = rest % kernel_rows;
     rest /= kernel_rows;
-    let c = rest % args.in_channels;
-    rest /= args.in_channels;
+    let c0 = (rest % c_blocks) * block_c;
+    rest /= c_blocks;
     let group = rest % args.groups;
     let split = rest / args.groups;
     let kh = kernel_row % args.kernel.h;
     let kd = kernel_row / args.kernel.h;
-    let x_plane_of_batch = group * args.in_channels + c;
 
-    let mut acc = Array::<A>::new(comptime![block_m * kernel_w]);
+    let values_per_channel = comptime![stride_w * (block_w - 1) + kernel_w];
+    let mut acc = Array::<A>::new(comptime![block_m * block_c * kernel_w]);
     #[unroll]
-    for i in 0..comptime![block_m * kernel_w] {
+    for i in 0..comptime![block_m * block_c * kernel_w] {
         acc[i] = A::new(0.0);
     }
+    let mut values = Array::<A>::new(comptime![block_c * values_per_channel]);
     let mut grads = Array::<A>::new(block_m);
+    // Channels past a partial block read the block's first and are not stored.
+    let mut channel_offsets = Array::<usize>::new(block_c);
+    let mut grad_offsets = Array::<usize>::new(block_m);
+    let in_volume = volume(&args.in_size);
+    let plane_len = volume(&args.out_size);
+    #[unroll]
+    for c in 0..block_c {
+        channel_offsets[c] = select(c0 + c < args.in_channels, c, 0) * in_volume;
+    }
+    #[unroll]
+    for i in 0..block_m {
+        grad_offsets[i] = select(m0 + i < gemm.m_len, m0 + i, m0) * plane_len;
+    }
     let row_begin = split * gemm.k_per_split / args.out_size.w;
     let row_end = min(gemm.k_len, (split + 1) * gemm.k_per_split) / args.out_size.w;
     for row in row_begin..row_end {
@@ -1406,38 +1431,54 @@ pub fn conv_weight_direct<F: Float, A: Float>(
             false,
         );
         let row_inside = d_inside && h_inside;
-        let x_plane = batch * args.groups * args.in_channels + x_plane_of_batch;
+        let x_plane = batch * args.groups * args.in_channels + group * args.in_channels + c0;
         let x_row = ((x_plane * args.in_size.d + id) * args.in_size.h + ih) * args.in_size.w;
         let grad_plane = batch * args.groups * args.out_channels + group * args.out_channels;
-        let grad_row_of_plane = (d * args.out_size.h + h) * args.out_size.w;
-        let plane_len = volume(&args.out_size);
-        for w in 0..args.out_size.w {
-            // Channels past `m_len` (a partial block) read the block's first and are not
-            // stored.
+        let grad_row = grad_plane * plane_len + (d * args.out_size.h + h) * args.out_size.w;
+        for w_block in 0..args.out_size.w.div_ceil(block_w) {
+            let w0 = w_block * block_w;
+            // Value `t` of a channel is input `w0 * stride + t * dilation - pad`: the tap `t`
+            // of position `w0`, and so the tap `t - stride_w * j` of position `w0 + j`.
             #[unroll]
-            for i in 0..block_m {
-                let m = select(m0 + i < gemm.m_len, m0 + i, m0);
-                grads[i] =
-                    A::cast_from(out_grad[(grad_plane + m) * plane_len + grad_row_of_plane + w]);
-            }
-            #[unroll]
-            for kw in 0..kernel_w {
+            for t in 0..values_per_channel {
                 let (iw, w_inside) = tap_along(
-                    w,
-                    kw * args.dilation.w,
+                    w0,
+                    t * args.dilation.w,
                     args.stride.w,
                     args.pad.w,
                     args.in_size.w,
                     GemmKind::Forward,
                     false,
                 );
-                let mut value = A::new(0.0);
-                if row_inside && w_inside {
-                    value = A::cast_from(x[x_row + iw]);
-                }
                 #[unroll]
-                for i in 0..block_m {
-                    acc[i * kernel_w + kw] += grads[i] * value;
+                for c in 0..block_c {
+                    let at = comptime![c * values_per_channel + t];
+                    values[at] = A::new(0.0);
+                    if row_inside && w_inside {
+                        values[at] = A::cast_from(x[x_row + channel_offsets[c] + iw]);
+                    }
+                }
+            }
+            #[unroll]
+            for j in 0..block_w {
+                if w0 + j < args.out_size.w {
+                    #[unroll]
+                    for i in 0..block_m {
+                        grads[i] = A::cast_from(out_grad[grad_row + grad_offsets[i] + w0 + j]);
+                    }
+                    #[unroll]
+                    for c in 0..block_c {
+                        #[unroll]
+                        for kw in 0..kernel_w {
+                            let value =
+                                values[comptime![c * values_per_channel + stride_w * j + kw]];
+                            #[unroll]
+                            for i in 0..block_m {
+                                acc[comptime![(i * block_c + c) * kernel_w + kw]] +=
+                                    grads[i] * value;
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -1447,18 +1488,21 @@ pub fn conv_weight_direct<F: Float, A: Float>(
     #[unroll]
     for i in 0..block_m {
         #[unroll]
-        for kw in 0..kernel_w {
-            if m0 + i < gemm.m_len {
-                let tap = kernel_row * args.kernel.w + kw;
-                store_weight::<F, A>(
-                    out,
-                    &args,
-                    group,
-                    split * outputs,
-                    m0 + i,
-                    c * kernel_volume + tap,
-                    acc[i * kernel_w + kw],
-                );
+        for c in 0..block_c {
+            #[unroll]
+            for kw in 0..kernel_w {
+                if m0 + i < gemm.m_len && c0 + c < args.in_channels {
+                    let tap = kernel_row * args.kernel.w + kw;
+                    store_weight::<F, A>(
+                        out,
+                        &args,
+                        group,
+                        split * outputs,
+                        m0 + i,
+                        (c0 + c) * kernel_volume + tap,
+                        acc[comptime![(i * block_c + c) * kernel_w + kw]],
+                    );
+                }
             }
         }
     }

@@ -41,15 +41,27 @@ const DIRECT_OUTPUTS: usize = 128;
 /// Positions along the last axis one unit computes at most, for blocks of few channels (42
 /// positions of the stem input gradient's 3 channels ran 1.2x slower than 32).
 const DIRECT_W: usize = 32;
-/// Output channels one unit of the direct weight-gradient schedule computes at most (against
-/// 4: 1.25x on lavapipe's 16- and 32-channel groups; 16 gained 5% more for twice the
-/// registers).
-const DIRECT_WEIGHT_BLOCK: usize = 8;
-/// Widest kernel row the direct weight-gradient schedule keeps in registers (the common 1, 3,
-/// 5 and 7); wider kernels take the split schedule.
+/// Output channels one unit of the direct weight-gradient schedule computes at most.
+const DIRECT_WEIGHT_BLOCK: usize = 16;
+/// Weights (output channels x input channels x kernel row) one unit of the direct
+/// weight-gradient schedule sums at most. Measured on lavapipe against 8 output channels and
+/// 128 weights (the 16 x 16 block of a 1x1 conv 1.3x faster, 3x3 rows alike) and against 64
+/// (1.4x slower); a GPU with fewer registers may want less, and the tuner times Burn's kernels
+/// beside it.
+const DIRECT_WEIGHT_OUTPUTS: usize = 256;
+/// Output positions the direct weight-gradient schedule steps along W at a time: on lavapipe
+/// 2 ran 1.2-1.5x faster than 8 (fewer live values) and 1.1x faster than 1 at 28 positions.
+const DIRECT_WEIGHT_W: usize = 2;
+/// Widest stride along W at which it shares input values between neighbouring positions.
+const DIRECT_WEIGHT_MAX_STRIDE: usize = 2;
+/// Widest kernel row the direct weight-gradient schedule keeps in registers; wider kernels
+/// take the split schedule (a 9-wide conv1d's weight gradient: 0.52 s direct, 4.1 s split).
+const DIRECT_WEIGHT_KERNEL_W: usize = 11;
+/// Widest kernel row the direct forward and input-gradient schedules keep comptime (the
+/// common 1, 3, 5 and 7).
 const DIRECT_KERNEL_W: usize = 7;
 /// Weight gradients with at most this many outputs per group use the direct schedule (the
-/// split one for kernels wider than [`DIRECT_KERNEL_W`]).
+/// split one for kernels wider than [`DIRECT_WEIGHT_KERNEL_W`]).
 const SPLIT_MAX_OUTPUTS: usize = 1024;
 /// Units a split-schedule launch aims for.
 const SPLIT_TARGET_UNITS: usize = 65_536;
@@ -191,7 +203,7 @@ fn channel_side(geometry: &ConvGeometry, kind: GemmKind) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Schedule {
     /// The untiled schedule also where the tiled one is the default: direct, or for a weight
-    /// gradient with kernel rows wider than [`DIRECT_KERNEL_W`] split.
+    /// gradient with kernel rows wider than [`DIRECT_WEIGHT_KERNEL_W`] split.
     pub direct: bool,
     /// The direct schedule's launch.
     pub packing: Packing,
@@ -209,18 +221,20 @@ impl Schedule {
 }
 
 /// Whether the untiled schedule is worth timing against the tiled default of the GEMM of
-/// `kind`. Always for a forward, and for an input gradient at unit stride: on lavapipe their
-/// direct schedules ran 1.3-3x faster than the tiled GEMM at every width measured (ResNet's
-/// 3x3 layers at 64-512 channels, a conv3d, the example network's 16-channel layers,
-/// ResNeXt's 32-channel groups; 1x1 kernels either way). Otherwise only where a group's
-/// channel side (`n`, or a weight gradient's `m`) is at most one tile, and the tiled kernel's
-/// gathers are shared by few columns: wider, the direct weight gradient ran 1.1-3x slower,
-/// and a strided input gradient up to 3x (a 1x1 stride-2 projection at 1024 channels).
+/// `kind`. Always for a forward, for an input gradient at unit stride, and for a weight
+/// gradient whose kernel row the direct schedule keeps in registers: on lavapipe their direct
+/// schedules ran 1.3-3x faster than the tiled GEMM at every width measured (ResNet's 3x3
+/// layers at 64-512 channels, a conv3d, a 1x1 reduce at 1024 channels, the example network's
+/// 16-channel layers, ResNeXt's 32-channel groups). Otherwise only where a group's channel
+/// side (`n`, or a weight gradient's `m`) is at most one tile, and the tiled kernel's gathers
+/// are shared by few columns: wider, a strided input gradient ran up to 3x slower (a 1x1
+/// stride-2 projection at 1024 channels), and the split weight gradient of a wider kernel row
+/// far slower.
 pub fn untiled_may_win(geometry: &ConvGeometry, kind: GemmKind) -> bool {
     let always = match kind {
         GemmKind::Forward => true,
         GemmKind::Data => geometry.stride == [1; 3],
-        GemmKind::Weight => false,
+        GemmKind::Weight => geometry.kernel[2] <= DIRECT_WEIGHT_KERNEL_W,
     };
     is_tiled(geometry, kind) && (always || channel_side(geometry, kind) <= conv::TILE_N)
 }
@@ -448,7 +462,7 @@ pub fn weight_gemm(
     }
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
     if schedule.direct || !weight_is_tiled(geometry) {
-        if geometry.kernel[2] <= DIRECT_KERNEL_W {
+        if geometry.kernel[2] <= DIRECT_WEIGHT_KERNEL_W {
             weight_direct(geometry, out_grad, x, &out)?;
         } else {
             weight_split(geometry, out_grad, x, &out, false)?;
@@ -670,9 +684,9 @@ fn row_taps(geometry: &ConvGeometry, kind: GemmKind) -> usize {
     }
 }
 
-/// The direct weight-gradient schedule into `out`: a unit per input channel, kernel row,
-/// block of [`DIRECT_WEIGHT_BLOCK`] output channels and split of whole output rows, enough
-/// splits to fill the device.
+/// The direct weight-gradient schedule into `out`: a unit per block of input channels,
+/// kernel row, block of output channels and split of whole output rows, enough splits to fill
+/// the device ([`weight_blocks`] sizes the blocks).
 fn weight_direct(
     geometry: &ConvGeometry,
     out_grad: CubeTensor,
@@ -681,12 +695,12 @@ fn weight_direct(
 ) -> Result<(), LaunchError> {
     let dtype = float_type(out)?;
     let (m, n, k) = gemm_sizes(geometry, GemmKind::Weight);
-    let block_m = m.clamp(1, DIRECT_WEIGHT_BLOCK);
+    let blocks = weight_blocks(geometry);
     let units = geometry.groups
-        * geometry.in_per_group()
+        * geometry.in_per_group().div_ceil(blocks.c)
         * geometry.kernel[0]
         * geometry.kernel[1]
-        * m.div_ceil(block_m);
+        * m.div_ceil(blocks.m);
     let (splits, k_per_split) = row_splits(geometry, k, units);
     with_splits(out, splits, |target| {
         let (cube_count, cube_dim) = elementwise(target, units * splits);
@@ -700,12 +714,53 @@ fn weight_direct(
             target.clone().into_tensor_arg(),
             conv_args(geometry),
             GemmArgsLaunch::new(m, n, k, k_per_split, 0),
-            block_m,
+            blocks.m,
+            blocks.c,
             geometry.kernel[2],
+            blocks.w,
+            blocks.stride_w,
             [dtype, accumulator_type(dtype)],
         );
         Ok(())
     })
+}
+
+/// The register block of one unit of the direct weight-gradient schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WeightBlocks {
+    /// Output channels.
+    m: usize,
+    /// Input channels.
+    c: usize,
+    /// Output positions along W per step.
+    w: usize,
+    /// The stride along W when `w > 1` (comptime then), else 1.
+    stride_w: usize,
+}
+
+/// Up to [`DIRECT_WEIGHT_BLOCK`] output channels, and as many input channels as keep the
+/// block's weights within [`DIRECT_WEIGHT_OUTPUTS`]. Positions step [`DIRECT_WEIGHT_W`] at a
+/// time where neighbours share input values (dilation 1, a kernel row wider than the stride
+/// of at most [`DIRECT_WEIGHT_MAX_STRIDE`]), one at a time otherwise.
+fn weight_blocks(geometry: &ConvGeometry) -> WeightBlocks {
+    let (m, _, _) = gemm_sizes(geometry, GemmKind::Weight);
+    let [kernel_w, stride, dilation] =
+        [geometry.kernel[2], geometry.stride[2], geometry.dilation[2]];
+    let block_m = m.clamp(1, DIRECT_WEIGHT_BLOCK);
+    let block_c = (DIRECT_WEIGHT_OUTPUTS / (block_m * kernel_w.max(1)))
+        .clamp(1, geometry.in_per_group().max(1));
+    let shared = dilation == 1 && kernel_w > stride && stride <= DIRECT_WEIGHT_MAX_STRIDE;
+    let (w, stride_w) = if shared {
+        (DIRECT_WEIGHT_W.min(geometry.out_size[2].max(1)), stride)
+    } else {
+        (1, 1)
+    };
+    WeightBlocks {
+        m: block_m,
+        c: block_c,
+        w,
+        stride_w,
+    }
 }
 
 /// Bias gradient: `out_grad` summed over batch and positions.

@@ -276,12 +276,38 @@ fn conv2d_matches_cpu() {
         o().with_padding([1, 1]).with_groups(6).with_stride([2, 2]),
         true,
     );
-    // A kernel row wider than the direct weight-gradient schedule keeps: the split schedule.
+    // A 9-wide kernel row, which the direct weight-gradient schedule keeps in registers, and
+    // a 13-wide one, wider than it keeps: the split schedule.
     conv2d_case(
         "wide_kernel",
         [2, 2, 5, 20],
         [3, 2, 1, 9],
         o().with_padding([0, 4]),
+        false,
+    );
+    conv2d_case(
+        "widest_kernel",
+        [2, 2, 5, 30],
+        [3, 2, 1, 13],
+        o().with_padding([0, 6]),
+        false,
+    );
+    // The direct weight gradient's blocks, partial on every side: 21 output channels (a block
+    // of 16 and one of 5), 13 input channels (blocks of 5 at 3 taps), 2 positions per step
+    // over rows of 7 at stride 2 (neighbours sharing a value), and a dilated row (one
+    // position per step).
+    conv2d_case(
+        "weight_blocks",
+        [2, 13, 6, 14],
+        [21, 13, 3, 3],
+        o().with_stride([1, 2]).with_padding([1, 1]),
+        true,
+    );
+    conv2d_case(
+        "weight_blocks_dilated",
+        [1, 13, 5, 11],
+        [21, 13, 2, 3],
+        o().with_dilation([1, 2]).with_padding([0, 2]),
         false,
     );
     // Long reductions: several k-splits (weight and bias gradients).
