@@ -1025,13 +1025,19 @@ fn store_step<A: Float>(
 }
 
 /// Which of a direct unit's loaded row values (see [`conv_gemm_direct`]'s `row_taps`) tap
-/// `u` of its position `j` reads.
-fn row_value(kind: GemmKind, j: usize, u: usize, row_taps: usize) -> usize {
+/// `u` of its position `j` reads, `row_stride` apart per position in a forward.
+fn row_value(kind: GemmKind, j: usize, u: usize, row_taps: usize, row_stride: usize) -> usize {
     if kind == GemmKind::Data {
         j + (row_taps - 1) - u
     } else {
-        j + u
+        row_stride * j + u
     }
+}
+
+/// How many row values a direct unit loads: the reach of its `block_w` positions through
+/// `row_taps` taps, `row_stride` apart.
+fn row_values(block_w: usize, row_taps: usize, row_stride: usize) -> usize {
+    row_stride * (block_w - 1) + row_taps
 }
 
 /// The weights of tap `tap` for the direct schedule's `block_n` channels from `n0` of group
@@ -1068,10 +1074,12 @@ fn load_block_weights<F: Float, A: Float>(
 /// summing all of `k` in registers. Each loaded input value serves `block_n` channels and
 /// each weight `block_w` positions, a row's bounds are checked once, and the unit's indices
 /// are decomposed once (blocks along the last axis measured faster on lavapipe than columns
-/// of rows, whose loads coalesce across units). Forward and input gradient only. `row_taps` (non-zero: the taps
-/// along W one position meets, at dilation 1 there) makes the kernel row comptime, so a row's
-/// read values are loaded once for the whole block; a strided input gradient then computes
-/// the positions of one stride phase, every stride-th, which all meet the same taps.
+/// of rows, whose loads coalesce across units). Forward and input gradient only. `row_taps`
+/// (non-zero: the taps along W one position meets, at dilation 1 there) makes the kernel row
+/// comptime, so a row's read values are loaded once for the whole block: a forward's at the
+/// comptime stride `row_stride` along W (neighbours sharing values where the row is wider);
+/// a strided input gradient computes the positions of one stride phase, every stride-th,
+/// which all meet the same taps (`row_stride` 1).
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_gemm_direct<F: Float, A: Float>(
     lhs: &Tensor<F>,
@@ -1085,6 +1093,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     #[comptime] block_w: usize,
     #[comptime] unit_stride: bool,
     #[comptime] row_taps: usize,
+    #[comptime] row_stride: usize,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     // The unit's side (written) and the read side of the GEMM's rows.
@@ -1133,8 +1142,9 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     // (`phase + pad - phase_tap` divides by the stride); a forward's block starts at `q0`.
     let phase_tap = (phase + args.pad.w) % phases;
     let phase_base = (phase + args.pad.w - phase_tap) / phases;
-    // With a comptime row, the block's read value `t` is `q0 + first + t - back`: from input
-    // `q0 - pad` for a forward, from output `phase_base + q0 - (row_taps - 1)` for a gradient.
+    // With a comptime row, the block's read value `t` is `(q0 + first) * row_stride + t -
+    // back`: from input `q0 * stride - pad` for a forward, from output `phase_base + q0 -
+    // (row_taps - 1)` for a gradient.
     let mut first = 0;
     let mut back = args.pad.w;
     if comptime![kind == GemmKind::Data] {
@@ -1175,19 +1185,27 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                 }
                 if skipped {
                 } else if comptime![row_taps > 0] {
-                    // Dilation 1 along W, and unit stride for a forward: a forward's output
-                    // `q0 + j` reads input `q0 + j + kw - pad`; an input gradient's input
+                    // Dilation 1 along W: a forward's output `q0 + j` reads input
+                    // `(q0 + j) * row_stride + kw - pad`; an input gradient's input
                     // `phase + stride * (q0 + j)` reads, through its phase's tap `u`
                     // (`kw = phase_tap + stride * u`), output `phase_base + q0 + j - u`. So
-                    // the block's `block_w + row_taps - 1` read values are loaded (and
-                    // bounds-checked) once and each serves up to `row_taps` positions.
-                    // `values[t]` is the one `t` past the block's first reach (tap 0 for a
-                    // forward, tap `row_taps - 1` for a gradient).
-                    let mut values = Array::<A>::new(comptime![block_w + row_taps - 1]);
+                    // the block's read values are loaded (and bounds-checked) once and each
+                    // serves up to `row_taps` positions. `values[t]` is the one `t` past the
+                    // block's first reach (tap 0 for a forward, tap `row_taps - 1` for a
+                    // gradient).
+                    let mut values =
+                        Array::<A>::new(comptime![row_values(block_w, row_taps, row_stride)]);
                     #[unroll]
-                    for t in 0..comptime![block_w + row_taps - 1] {
-                        let (rw, w_inside) =
-                            tap_along(q0 + first, t, 1, back, read.w, GemmKind::Forward, true);
+                    for t in 0..comptime![row_values(block_w, row_taps, row_stride)] {
+                        let (rw, w_inside) = tap_along(
+                            q0 + first,
+                            t,
+                            row_stride,
+                            back,
+                            read.w,
+                            GemmKind::Forward,
+                            true,
+                        );
                         values[t] = A::new(0.0);
                         if row_inside && w_inside {
                             values[t] = A::cast_from(lhs[row + rw]);
@@ -1212,7 +1230,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                             );
                             #[unroll]
                             for j in 0..block_w {
-                                let t = comptime![row_value(kind, j, u, row_taps)];
+                                let t = comptime![row_value(kind, j, u, row_taps, row_stride)];
                                 #[unroll]
                                 for i in 0..block_n {
                                     acc[i * block_w + j] += values[t] * weights[i];

@@ -32,6 +32,11 @@ use super::tune::{self, Pass};
 const DIRECT_BELOW: usize = 16;
 /// Channels one unit of the direct schedule computes at most.
 const DIRECT_BLOCK: usize = 8;
+/// The same where the unit's row has fewer than 16 positions, so that up to 16 channels fill
+/// its [`DIRECT_OUTPUTS`]: on lavapipe ResNet's 3x3@7 1.05-1.1x faster, ResNeXt-50's late
+/// 32-channel groups 1.1-1.3x, the example network's stride-2 3x3@7 forward 1.27x (32 channels
+/// were slower than 8).
+const DIRECT_SHORT_ROW_BLOCK: usize = 16;
 /// Outputs (channels x positions along the last axis) it computes at most: 8 channels at 16
 /// positions. Each input a unit loads then serves up to 8 x 16 products (against 4 x 16 on
 /// lavapipe: ResNet's 3x3 layers, ResNeXt's 32-channel groups, the example network's layers
@@ -60,6 +65,8 @@ const DIRECT_WEIGHT_KERNEL_W: usize = 11;
 /// Widest kernel row the direct forward and input-gradient schedules keep comptime (the
 /// common 1, 3, 5 and 7).
 const DIRECT_KERNEL_W: usize = 7;
+/// Widest stride along W at which the direct forward keeps its row comptime.
+const DIRECT_FORWARD_MAX_STRIDE: usize = 2;
 /// Weight gradients with at most this many outputs per group use the direct schedule (the
 /// split one for kernels wider than [`DIRECT_WEIGHT_KERNEL_W`]).
 const SPLIT_MAX_OUTPUTS: usize = 1024;
@@ -272,8 +279,9 @@ pub fn gemm(
     }
     let (m, n, k) = gemm_sizes(geometry, kind);
     if schedule.direct || is_direct(geometry, kind) {
-        // A unit computes up to 8 channels at up to 32 positions (of one phase) along the last
-        // axis of the side it writes, 128 outputs at most (or at one position, spread).
+        // A unit computes up to 8 channels (16 on short rows) at up to 32 positions (of one
+        // phase) along the last axis of the side it writes, 128 outputs at most (or at one
+        // position, spread).
         let side_w = written_w(geometry, kind);
         let row_taps = row_taps(geometry, kind);
         // A strided input gradient's unit takes its positions from one stride phase.
@@ -283,7 +291,13 @@ pub fn gemm(
             1
         };
         let phase_w = side_w.div_ceil(phases);
-        let block_n = n.min(DIRECT_BLOCK);
+        // Short rows fill the block with more channels.
+        let block_n = match schedule.packing {
+            Packing::Packed => {
+                n.min((DIRECT_OUTPUTS / phase_w).clamp(DIRECT_BLOCK, DIRECT_SHORT_ROW_BLOCK))
+            }
+            Packing::Spread => n.min(DIRECT_BLOCK),
+        };
         let block_w = match schedule.packing {
             Packing::Packed => phase_w.clamp(1, (DIRECT_OUTPUTS / block_n).min(DIRECT_W)),
             Packing::Spread => 1,
@@ -307,6 +321,7 @@ pub fn gemm(
             block_w,
             geometry.stride == [1; 3],
             row_taps,
+            row_stride(geometry, kind, row_taps),
             [dtype, accumulator_type(dtype)],
         );
     } else {
@@ -673,14 +688,27 @@ fn weight_split(
 
 /// The direct schedule's comptime kernel row, for kernels up to [`DIRECT_KERNEL_W`] wide at
 /// dilation 1 along W: the taps one position meets, all of the row for a forward at unit
-/// stride, every stride-th for an input gradient (0: a run-time row).
+/// stride or a stride of at most [`DIRECT_FORWARD_MAX_STRIDE`] narrower than the row
+/// (neighbours then share values; a 1x1 stride 2 would load values no position reads), every
+/// stride-th for an input gradient (0: a run-time row).
 fn row_taps(geometry: &ConvGeometry, kind: GemmKind) -> usize {
     let [stride, dilation, width] = [geometry.stride[2], geometry.dilation[2], geometry.kernel[2]];
     let comptime_row = dilation == 1 && width <= DIRECT_KERNEL_W;
+    let shared = stride == 1 || (stride <= DIRECT_FORWARD_MAX_STRIDE && width > stride);
     match kind {
-        GemmKind::Forward if comptime_row && stride == 1 => width,
+        GemmKind::Forward if comptime_row && shared => width,
         GemmKind::Data if comptime_row => width.div_ceil(stride),
         _ => 0,
+    }
+}
+
+/// The stride along W of the direct forward's comptime row (1 for an input gradient, whose
+/// unit reads one stride phase at unit stride, or a run-time row).
+fn row_stride(geometry: &ConvGeometry, kind: GemmKind, row_taps: usize) -> usize {
+    if kind == GemmKind::Forward && row_taps > 0 {
+        geometry.stride[2]
+    } else {
+        1
     }
 }
 

@@ -2,16 +2,16 @@
 //!
 //! Each pass (forward, input gradient, weight gradient; `conv_transpose` reaches them through
 //! `conv_routing`) has one CubeCL [`LocalTuner`] with six candidates: ours (the schedules of
-//! `conv.rs`, the tiled one double-buffered), ours with the direct schedule spread one
-//! position per unit (`packing.rs`), ours with the tiled schedule single-buffered (fewer
-//! registers), ours untiled where the tiled schedule is the default (`conv::untiled_may_win`:
-//! forwards, unit-stride input gradients, and narrow groups), each declined where it changes
-//! nothing, Burn's (`builtin.rs`, itself autotuned over Burn's tensor-core implicit GEMMs,
-//! depthwise, 1x1 and direct kernels), and, for input gradients, Burn's transposed conv
-//! (what Burn's `conv_transpose2d` runs). The tiled variants add the same products in the same order, as do
-//! the untiled ones. The key buckets batch, channels and spatial sizes with CubeCL's `anchor`,
-//! so `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per
-//! key and device and then fixed, so a process computes each shape with one kernel. Neither side
+//! `conv.rs`, the tiled one double-buffered), ours with the direct schedule spread one position per
+//! unit (`packing.rs`), ours with the tiled schedule single-buffered (fewer registers), ours
+//! untiled where the tiled schedule is the default (`conv::untiled_may_win`: forwards, unit-stride
+//! input gradients, weight gradients, and narrow groups), each declined where it changes nothing,
+//! Burn's (`builtin.rs`, itself autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1
+//! and direct kernels), and, for input gradients, Burn's transposed conv (what Burn's
+//! `conv_transpose2d` runs). The tiled variants add the same products in the same order, as do the
+//! untiled ones. The key buckets batch, channels and spatial sizes with CubeCL's `anchor`, so
+//! `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per key and
+//! device and then fixed, so a process computes each shape with one kernel. Neither side
 //! accumulates with atomics, so every candidate is bitwise reproducible and none has to be
 //! excluded.
 //!
