@@ -228,19 +228,20 @@ impl Schedule {
 }
 
 /// Whether the untiled schedule is worth timing against the tiled default of the GEMM of
-/// `kind`. Always for a forward, for an input gradient at unit stride, and for a weight
-/// gradient whose kernel row the direct schedule keeps in registers: on lavapipe their direct
-/// schedules ran 1.3-3x faster than the tiled GEMM at every width measured (ResNet's 3x3
-/// layers at 64-512 channels, a conv3d, a 1x1 reduce at 1024 channels, the example network's
-/// 16-channel layers, ResNeXt's 32-channel groups). Otherwise only where a group's channel
-/// side (`n`, or a weight gradient's `m`) is at most one tile, and the tiled kernel's gathers
-/// are shared by few columns: wider, a strided input gradient ran up to 3x slower (a 1x1
-/// stride-2 projection at 1024 channels), and the split weight gradient of a wider kernel row
-/// far slower.
+/// `kind`. Always for a forward, for an input gradient at unit stride or whose stride phases
+/// meet more than one tap of a comptime row, and for a weight gradient whose kernel row the
+/// direct schedule keeps in registers: on lavapipe their direct schedules ran 1.3-3x faster
+/// than the tiled GEMM at every width measured (ResNet's 3x3 layers at 64-512 channels, a
+/// conv3d, a 1x1 reduce at 1024 channels, a DCGAN 4x4 stride-2 upsampling at 128 channels,
+/// the example network's 16-channel layers, ResNeXt's 32-channel groups). Otherwise only
+/// where a group's channel side (`n`, or a weight gradient's `m`) is at most one tile, and
+/// the tiled kernel's gathers are shared by few columns: wider, a strided input gradient of
+/// one tap per phase ran up to 3x slower (a 1x1 stride-2 projection at 1024 channels), and
+/// the split weight gradient of a wider kernel row far slower.
 pub fn untiled_may_win(geometry: &ConvGeometry, kind: GemmKind) -> bool {
     let always = match kind {
         GemmKind::Forward => true,
-        GemmKind::Data => geometry.stride == [1; 3],
+        GemmKind::Data => geometry.stride == [1; 3] || row_taps(geometry, kind) > 1,
         GemmKind::Weight => geometry.kernel[2] <= DIRECT_WEIGHT_KERNEL_W,
     };
     is_tiled(geometry, kind) && (always || channel_side(geometry, kind) <= conv::TILE_N)
