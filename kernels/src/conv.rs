@@ -1025,7 +1025,8 @@ fn store_step<A: Float>(
 }
 
 /// Which of a direct unit's loaded row values (see [`conv_gemm_direct`]'s `row_taps`) tap
-/// `u` of its position `j` reads, `row_stride` apart per position in a forward.
+/// `u` of its position `j` reads, `row_stride` apart per position in a forward (and in the
+/// weight gradient, which reads the forward's values).
 fn row_value(kind: GemmKind, j: usize, u: usize, row_taps: usize, row_stride: usize) -> usize {
     if kind == GemmKind::Data {
         j + (row_taps - 1) - u
@@ -1034,8 +1035,8 @@ fn row_value(kind: GemmKind, j: usize, u: usize, row_taps: usize, row_stride: us
     }
 }
 
-/// How many row values a direct unit loads: the reach of its `block_w` positions through
-/// `row_taps` taps, `row_stride` apart.
+/// How many row values a direct unit (of any pass) loads: the reach of its `block_w`
+/// positions through `row_taps` taps, `row_stride` apart.
 fn row_values(block_w: usize, row_taps: usize, row_stride: usize) -> usize {
     row_stride * (block_w - 1) + row_taps
 }
@@ -1403,7 +1404,7 @@ pub fn conv_weight_direct<F: Float, A: Float>(
     let kh = kernel_row % args.kernel.h;
     let kd = kernel_row / args.kernel.h;
 
-    let values_per_channel = comptime![stride_w * (block_w - 1) + kernel_w];
+    let values_per_channel = comptime![row_values(block_w, kernel_w, stride_w)];
     let mut acc = Array::<A>::new(comptime![block_m * block_c * kernel_w]);
     #[unroll]
     for i in 0..comptime![block_m * block_c * kernel_w] {
@@ -1488,8 +1489,11 @@ pub fn conv_weight_direct<F: Float, A: Float>(
                     for c in 0..block_c {
                         #[unroll]
                         for kw in 0..kernel_w {
-                            let value =
-                                values[comptime![c * values_per_channel + stride_w * j + kw]];
+                            let at = comptime![
+                                c * values_per_channel
+                                    + row_value(GemmKind::Forward, j, kw, kernel_w, stride_w)
+                            ];
+                            let value = values[at];
                             #[unroll]
                             for i in 0..block_m {
                                 acc[comptime![(i * block_c + c) * kernel_w + kw]] +=

@@ -57,16 +57,15 @@ const DIRECT_WEIGHT_OUTPUTS: usize = 256;
 /// Output positions the direct weight-gradient schedule steps along W at a time: on lavapipe
 /// 2 ran 1.2-1.5x faster than 8 (fewer live values) and 1.1x faster than 1 at 28 positions.
 const DIRECT_WEIGHT_W: usize = 2;
-/// Widest stride along W at which it shares input values between neighbouring positions.
-const DIRECT_WEIGHT_MAX_STRIDE: usize = 2;
 /// Widest kernel row the direct weight-gradient schedule keeps in registers; wider kernels
 /// take the split schedule (a 9-wide conv1d's weight gradient: 0.52 s direct, 4.1 s split).
 const DIRECT_WEIGHT_KERNEL_W: usize = 11;
 /// Widest kernel row the direct forward and input-gradient schedules keep comptime (the
 /// common 1, 3, 5 and 7).
 const DIRECT_KERNEL_W: usize = 7;
-/// Widest stride along W at which the direct forward keeps its row comptime.
-const DIRECT_FORWARD_MAX_STRIDE: usize = 2;
+/// Widest stride along W at which the direct forward and weight gradient share loaded input
+/// values between neighbouring positions ([`neighbours_share`]).
+const SHARED_ROW_MAX_STRIDE: usize = 2;
 /// Weight gradients with at most this many outputs per group use the direct schedule (the
 /// split one for kernels wider than [`DIRECT_WEIGHT_KERNEL_W`]).
 const SPLIT_MAX_OUTPUTS: usize = 1024;
@@ -687,17 +686,24 @@ fn weight_split(
     })
 }
 
+/// Whether neighbouring positions along W read some of the same input values, at a stride
+/// small enough to load them as one run: dilation 1, a kernel row wider than the stride, and
+/// a stride of at most [`SHARED_ROW_MAX_STRIDE`] (a 1x1 stride 2 would load values no
+/// position reads).
+fn neighbours_share(geometry: &ConvGeometry) -> bool {
+    let [stride, dilation, width] = [geometry.stride[2], geometry.dilation[2], geometry.kernel[2]];
+    dilation == 1 && width > stride && stride <= SHARED_ROW_MAX_STRIDE
+}
+
 /// The direct schedule's comptime kernel row, for kernels up to [`DIRECT_KERNEL_W`] wide at
 /// dilation 1 along W: the taps one position meets, all of the row for a forward at unit
-/// stride or a stride of at most [`DIRECT_FORWARD_MAX_STRIDE`] narrower than the row
-/// (neighbours then share values; a 1x1 stride 2 would load values no position reads), every
-/// stride-th for an input gradient (0: a run-time row).
+/// stride or where [`neighbours_share`], every stride-th for an input gradient (0: a run-time
+/// row).
 fn row_taps(geometry: &ConvGeometry, kind: GemmKind) -> usize {
     let [stride, dilation, width] = [geometry.stride[2], geometry.dilation[2], geometry.kernel[2]];
     let comptime_row = dilation == 1 && width <= DIRECT_KERNEL_W;
-    let shared = stride == 1 || (stride <= DIRECT_FORWARD_MAX_STRIDE && width > stride);
     match kind {
-        GemmKind::Forward if comptime_row && shared => width,
+        GemmKind::Forward if comptime_row && (stride == 1 || neighbours_share(geometry)) => width,
         GemmKind::Data if comptime_row => width.div_ceil(stride),
         _ => 0,
     }
@@ -769,18 +775,18 @@ struct WeightBlocks {
 
 /// Up to [`DIRECT_WEIGHT_BLOCK`] output channels, and as many input channels as keep the
 /// block's weights within [`DIRECT_WEIGHT_OUTPUTS`]. Positions step [`DIRECT_WEIGHT_W`] at a
-/// time where neighbours share input values (dilation 1, a kernel row wider than the stride
-/// of at most [`DIRECT_WEIGHT_MAX_STRIDE`]), one at a time otherwise.
+/// time where [`neighbours_share`] input values, one at a time otherwise.
 fn weight_blocks(geometry: &ConvGeometry) -> WeightBlocks {
     let (m, _, _) = gemm_sizes(geometry, GemmKind::Weight);
-    let [kernel_w, stride, dilation] =
-        [geometry.kernel[2], geometry.stride[2], geometry.dilation[2]];
+    let kernel_w = geometry.kernel[2];
     let block_m = m.clamp(1, DIRECT_WEIGHT_BLOCK);
     let block_c = (DIRECT_WEIGHT_OUTPUTS / (block_m * kernel_w.max(1)))
         .clamp(1, geometry.in_per_group().max(1));
-    let shared = dilation == 1 && kernel_w > stride && stride <= DIRECT_WEIGHT_MAX_STRIDE;
-    let (w, stride_w) = if shared {
-        (DIRECT_WEIGHT_W.min(geometry.out_size[2].max(1)), stride)
+    let (w, stride_w) = if neighbours_share(geometry) {
+        (
+            DIRECT_WEIGHT_W.min(geometry.out_size[2].max(1)),
+            geometry.stride[2],
+        )
     } else {
         (1, 1)
     };
