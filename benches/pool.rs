@@ -1,6 +1,6 @@
 //! Pools of the catalogue (`benches/catalogue.json`), forward and backward: this crate's
 //! primitives against Burn's built-in `ModuleOps` on the same device, in the same run, where
-//! Burn has the op (it has no 3D max or average pool; those run ours alone).
+//! Burn has the op (it has no 3D max or average pool and no LP pool; those run ours alone).
 //!
 //! `cargo bench --bench pool` (quick profile; `BENCH_PROFILE=full` for every case; add
 //! `--features wgpu` or `cuda` for the CubeCL kernels). Ids are
@@ -12,7 +12,7 @@ use burn::backend::tensor::FloatTensor;
 use burn::tensor::Device;
 use burn::tensor::ops::MaxPoolOptions;
 use burn_convpool::spec::IndexWindows;
-use burn_convpool::{AvgPoolNdOptions, ConvPoolBackend};
+use burn_convpool::{AvgPoolNdOptions, ConvPoolBackend, LpPoolOptions};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 mod common;
@@ -148,6 +148,32 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Pool
                 device,
                 || M::adaptive_avg_pool_backward(out_grad5.clone(), x_size),
                 Some(&mut burn_backward as &mut dyn FnMut() -> _),
+            );
+        }
+        "lp_pool" => {
+            let options = LpPoolOptions::new(case.norm, lifted3(&case.kernel, 1))
+                .with_stride(lifted3(&case.stride, 1));
+            compare(
+                c,
+                &id("forward"),
+                device,
+                || M::lp_pool(x5.clone(), options.clone()),
+                None::<&mut dyn FnMut() -> Prim>,
+            );
+            let output5 = M::lp_pool(x5.clone(), options.clone());
+            compare(
+                c,
+                &id("backward"),
+                device,
+                || {
+                    M::lp_pool_backward(
+                        x5.clone(),
+                        output5.clone(),
+                        out_grad5.clone(),
+                        options.clone(),
+                    )
+                },
+                None::<&mut dyn FnMut() -> Prim>,
             );
         }
         other => panic!("catalogue: unknown pool op {other:?}"),

@@ -98,6 +98,18 @@ def pool_fns(case, device):
             "forward": lambda: pool(x, k, s, p),
             "backward": lambda: backward(grad, x, k, s, p, False, True, None),
         }
+    if case["op"] == "lp_pool":
+        k, s, norm = case["kernel"], case["stride"], case["norm"]
+        pool = getattr(F, "lp_pool%dd" % nd)
+        # LP pooling has no backward op: autograd's, through a graph recorded once.
+        x_leaf = x.clone().requires_grad_(True)
+        with torch.enable_grad():
+            y = pool(x_leaf, norm, k, s)
+        grad = torch.rand(y.shape, device=device)
+        return {
+            "forward": lambda: pool(x, norm, k, s),
+            "backward": lambda: torch.autograd.grad(y, x_leaf, grad, retain_graph=True),
+        }
     pool = getattr(F, "adaptive_avg_pool%dd" % nd)
     y = pool(x, case["output"])
     grad = torch.rand(y.shape, device=device)

@@ -248,10 +248,12 @@ pub trait ConvPoolBackend: Backend {
     #[fusion(dtype = x, shape = crate::backend::fusion_shapes::lp_pool(x, options))]
     fn lp_pool(x: FloatTensor<Self>, options: LpPoolOptions<3>) -> FloatTensor<Self>;
 
-    /// Gradient of `lp_pool` (recomputes the window sums from `x`).
+    /// Gradient of `lp_pool`; `output` is its result, which gives each window's share for a
+    /// finite `p >= 1` (other `p` sum the windows of `x` again).
     #[fusion(dtype = x, shape = x)]
     fn lp_pool_backward(
         x: FloatTensor<Self>,
+        output: FloatTensor<Self>,
         out_grad: FloatTensor<Self>,
         options: LpPoolOptions<3>,
     ) -> FloatTensor<Self>;

@@ -24,7 +24,8 @@ pub struct ConvCase {
     pub quick: bool,
 }
 
-/// A pooling layer: `op` is `max_pool`, `avg_pool` or `adaptive_avg_pool`.
+/// A pooling layer: `op` is `max_pool`, `avg_pool`, `adaptive_avg_pool` or `lp_pool` (norm
+/// `norm`, no padding).
 #[derive(Debug, Clone, Deserialize)]
 pub struct PoolCase {
     pub name: String,
@@ -38,6 +39,8 @@ pub struct PoolCase {
     pub padding: Vec<usize>,
     #[serde(default)]
     pub output: Vec<usize>,
+    #[serde(default)]
+    pub norm: f64,
     pub quick: bool,
 }
 

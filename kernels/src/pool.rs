@@ -202,9 +202,36 @@ pub(crate) fn span_of<F: Float>(
 }
 
 /// `x^y` with C's `pow` semantics for a negative base (GPU `pow` leaves it undefined): signed
-/// for an integral `y`, NaN otherwise.
+/// for an integral `y`, NaN otherwise. The exponents `torch.pow` computes without `pow` (1, 2,
+/// 3, -1 and -2 by multiplication, 0.5 and -0.5 by a square root, as the CPU backends do)
+/// take its arithmetic, which also gets every sign, zero, infinity and NaN right (`sqrt` gives
+/// NaN for `-inf` and `-0` for `-0`, as in PyTorch); `y` is uniform across a launch, so those
+/// branches do not diverge, and they skip the general path's per-value tests (and GPUs'
+/// `pow`, an inexact `exp2(y * log2(x))`).
 #[cube]
 pub fn pow_signed<F: Float>(x: F, y: F, nan: F) -> F {
+    let mut result = x;
+    if y == F::new(2.0) {
+        result = x * x;
+    } else if y == F::new(3.0) {
+        result = x * x * x;
+    } else if y == F::new(0.5) {
+        result = F::sqrt(x);
+    } else if y == F::new(-0.5) {
+        result = F::new(1.0) / F::sqrt(x);
+    } else if y == F::new(-1.0) {
+        result = F::new(1.0) / x;
+    } else if y == F::new(-2.0) {
+        result = F::new(1.0) / (x * x);
+    } else if y != F::new(1.0) {
+        result = pow_general::<F>(x, y, nan);
+    }
+    result
+}
+
+/// [`pow_signed()`] through `powf` of `|x|`, with the sign rules applied here.
+#[cube]
+fn pow_general<F: Float>(x: F, y: F, nan: F) -> F {
     let mut result = F::powf(F::abs(x), y);
     if f32::is_nan(f32::cast_from(x)) {
         result = x;

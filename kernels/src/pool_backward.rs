@@ -117,6 +117,7 @@ fn average_whole_plane<F: Float, A: Float>(
 #[allow(clippy::too_many_arguments)]
 fn gather_output<F: Float, I: Int, A: Float>(
     grad: &Tensor<F>,
+    output: &Tensor<F>,
     indices: &Tensor<I>,
     spans: &Tensor<u32>,
     args: &PoolArgs,
@@ -130,6 +131,7 @@ fn gather_output<F: Float, I: Int, A: Float>(
     #[comptime] reduction: Reduction,
     #[comptime] placement: Placement,
     #[comptime] count_include_pad: bool,
+    #[comptime] shares_from_output: bool,
     #[comptime] block_w: usize,
 ) {
     let at = select(ok, o_row + ow, 0);
@@ -153,6 +155,9 @@ fn gather_output<F: Float, I: Int, A: Float>(
             );
             share /= A::cast_from(divisor);
         }
+        if comptime![reduction == Reduction::Lp && shares_from_output] {
+            share = lp_share::<F, A>(share, output[at], args, dh_count * sw.count);
+        }
         if comptime![placement == Placement::Sliding] {
             // Unit dilation (the launcher's condition for a sliding sum): input `i` is a tap
             // of window `ow` when `ow * stride <= i + pad < ow * stride + kernel`.
@@ -171,6 +176,25 @@ fn gather_output<F: Float, I: Int, A: Float>(
             }
         }
     }
+}
+
+/// An LP window's share of its output gradient `grad` (`p >= 1`), from its output `y`: `grad /
+/// p * y^(1 - p) * K / count`, where `y^(1 - p)` is the `total^(1/p - 1)` of `write_sum`'s
+/// `LpShare`; none for an all-zero window (`y = 0`), NaN for a NaN total.
+#[cube]
+fn lp_share<F: Float, A: Float>(grad: A, y: F, args: &PoolArgs, count: usize) -> A {
+    let y = A::cast_from(y);
+    let mut share = A::new(0.0);
+    // NaN is tested first: GPU float comparisons with NaN differ between runtimes.
+    if f32::is_nan(f32::cast_from(y)) {
+        share = not_a_number::<A>();
+    } else if y != A::new(0.0) {
+        let one_minus_norm = A::new(0.0) - A::cast_from(args.norm_minus_one);
+        let slope = pow_signed::<A>(y, one_minus_norm, not_a_number::<A>());
+        let scale = A::cast_from(volume(&args.kernel)) / A::cast_from(count);
+        share = grad * A::cast_from(args.inv_norm) * slope * scale;
+    }
+    share
 }
 
 /// The input elements one unit of the backward computes: `block_w` (or fewer, at a row's end)
@@ -222,8 +246,9 @@ fn dh_window<F: Float>(
 /// block it covers: indices, spans and gradients are read once per block, not once per
 /// element (a global pool's backward reads one gradient per plane). Each element still sums
 /// its outputs in output order, so the result is the same as one element at a time.
-/// `Max` matches `indices`; `Avg` divides by the divisor rule; `Lp` sums the pre-pass shares
-/// and applies `p * x^(p - 1)`; `sign` multiplies by `sign(x)` (LP with `p = inf`).
+/// `Max` matches `indices`; `Avg` divides by the divisor rule; `Lp` sums the windows' shares
+/// (from `output`, or with `shares_from_output` off the pre-pass's, in `grad`) and applies `p *
+/// x^(p - 1)`; `sign` multiplies by `sign(x)` (LP with `p = inf`).
 ///
 /// `unrolled`, when not all 0 (sliding windows), bounds the outputs that cover a block per
 /// axis: the walk is unrolled to it and masks the outputs past the cover (dynamic loops ran
@@ -232,6 +257,7 @@ fn dh_window<F: Float>(
 #[allow(clippy::too_many_arguments)]
 pub fn pool_backward<F: Float, I: Int, A: Float>(
     grad: &Tensor<F>,
+    output: &Tensor<F>,
     indices: &Tensor<I>,
     x: &Tensor<F>,
     spans: &Tensor<u32>,
@@ -245,6 +271,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
     #[comptime] count_include_pad: bool,
     #[comptime] block_w: usize,
     #[comptime] whole_plane: bool,
+    #[comptime] shares_from_output: bool,
     #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
     if comptime![whole_plane] {
@@ -318,6 +345,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
                     let ow = lo_w + tw;
                     gather_output::<F, I, A>(
                         grad,
+                        output,
                         indices,
                         spans,
                         &args,
@@ -331,6 +359,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
                         reduction,
                         placement,
                         count_include_pad,
+                        shares_from_output,
                         block_w,
                     );
                 }
@@ -345,6 +374,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
                 for ow in lo_w..hi_w {
                     gather_output::<F, I, A>(
                         grad,
+                        output,
                         indices,
                         spans,
                         &args,
@@ -358,6 +388,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
                         reduction,
                         placement,
                         count_include_pad,
+                        shares_from_output,
                         block_w,
                     );
                 }

@@ -193,6 +193,7 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
     fn lp_pool_backward(
         _: FloatTensor<Self>,
         _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
         _: LpPoolOptions<3>,
     ) -> FloatTensor<Self> {
         no_double_backward("lp_pool_backward")

@@ -103,12 +103,12 @@ impl<B: ConvPoolBackend> Backward<B, 1> for UnpoolBackward {
     }
 }
 
-/// LP pooling: the gradient needs the input again.
+/// LP pooling: the gradient needs the input again, and the output (each window's share).
 #[derive(Debug)]
 pub(crate) struct LpBackward;
 
 impl<B: ConvPoolBackend> Backward<B, 1> for LpBackward {
-    type State = (NodeId, LpPoolOptions<3>);
+    type State = (NodeId, FloatTensor<B>, LpPoolOptions<3>);
 
     fn backward(
         self,
@@ -116,15 +116,15 @@ impl<B: ConvPoolBackend> Backward<B, 1> for LpBackward {
         grads: &mut Gradients,
         checkpointer: &mut Checkpointer,
     ) {
-        let (x_id, options) = ops.state;
+        let (x_id, output, options) = ops.state;
         let x = checkpointer.retrieve_node_output::<FloatTensor<B>>(x_id);
         unary::<B, _>(ops.parents, ops.node, grads, |grad| {
-            B::lp_pool_backward(x, grad, options)
+            B::lp_pool_backward(x, output, grad, options)
         });
     }
 }
 
-/// Record LP pooling, checkpointing its input.
+/// Record LP pooling, checkpointing its input and keeping its output.
 pub(crate) fn record_lp<B: ConvPoolBackend, C: CheckpointStrategy>(
     x: FloatTensor<Autodiff<B, C>>,
     options: LpPoolOptions<3>,
@@ -137,7 +137,7 @@ pub(crate) fn record_lp<B: ConvPoolBackend, C: CheckpointStrategy>(
         OpsKind::Tracked(mut prep) => {
             let x_id = prep.checkpoint(&x);
             let out = B::lp_pool(x.into_primitive(), options.clone());
-            prep.finish((x_id, options), out)
+            prep.finish((x_id, out.clone(), options), out)
         }
         OpsKind::UnTracked(prep) => prep.finish(B::lp_pool(x.into_primitive(), options)),
     }

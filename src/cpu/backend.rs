@@ -168,10 +168,11 @@ macro_rules! impl_cpu_backend {
             }
             fn lp_pool_backward(
                 x: Self::FloatTensorPrimitive,
+                output: Self::FloatTensorPrimitive,
                 out_grad: Self::FloatTensorPrimitive,
                 options: $crate::spec::LpPoolOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::pool_ops::lp_pool_backward::<Self>(x, out_grad, &options)
+                $crate::cpu::pool_ops::lp_pool_backward::<Self>(x, output, out_grad, &options)
             }
             fn max_unpool(
                 x: Self::FloatTensorPrimitive,

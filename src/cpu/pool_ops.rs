@@ -239,6 +239,7 @@ pub fn lp_pool<H: HostTensors>(x: H::Tensor, options: &LpPoolOptions<3>) -> H::T
 /// with the sign of `x`.
 pub fn lp_pool_backward<H: HostTensors>(
     x: H::Tensor,
+    output: H::Tensor,
     out_grad: H::Tensor,
     options: &LpPoolOptions<3>,
 ) -> H::Tensor {
@@ -270,8 +271,12 @@ pub fn lp_pool_backward<H: HostTensors>(
                 .for_each(|(g, v)| *g *= v.sign());
             x_grad
         } else {
+            let output = options
+                .backward_reads_output()
+                .then(|| H::values::<T>(&output));
             pool::lp_pool_backward::<T>(
                 &x,
+                output.as_deref(),
                 &out_grad,
                 in_size,
                 &spans,

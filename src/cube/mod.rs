@@ -160,10 +160,11 @@ impl ConvPoolBackend for CubeBackend {
 
     fn lp_pool_backward(
         x: CubeTensor,
+        output: CubeTensor,
         out_grad: CubeTensor,
         options: LpPoolOptions<3>,
     ) -> CubeTensor {
-        pool_ops::lp_pool_backward(x, out_grad, options)
+        pool_ops::lp_pool_backward(x, output, out_grad, options)
     }
 
     fn max_unpool(x: CubeTensor, indices: CubeTensor, output_size: [usize; 3]) -> CubeTensor {

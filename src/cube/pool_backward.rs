@@ -21,12 +21,15 @@ use super::tensor::{
 
 /// Inputs of the gather backward.
 pub struct BackwardInputs {
-    /// Output gradient (`Max`, `Avg`) or the shares of `LpShare` (`Lp`).
+    /// Output gradient (`Max`, `Avg`, `Lp` with `output`), or the shares of `LpShare` (`Lp`
+    /// without).
     pub grad: CubeTensor,
     /// Indices of `Max`.
     pub indices: Option<CubeTensor>,
     /// Input, for `Lp` and `sign`.
     pub x: Option<CubeTensor>,
+    /// The forward's output, from which `Lp` takes each window's share in the gather.
+    pub output: Option<CubeTensor>,
     /// The windows.
     pub windows: BackwardWindows,
 }
@@ -144,6 +147,11 @@ pub fn backward(
     };
     let index_type = int_type(&indices)?;
     let x = inputs.x.map(strided).unwrap_or_else(|| grad.clone());
+    let shares_from_output = inputs.output.is_some();
+    let output = inputs
+        .output
+        .map(contiguous)
+        .unwrap_or_else(|| grad.clone());
     let placed = place(&grad, inputs.windows, x_size, out_size, params.reduction)?;
     if x_grad.meta.num_elements() == 0 {
         return Ok(x_grad);
@@ -155,7 +163,7 @@ pub fn backward(
     } else {
         x_size[2]
     };
-    let address = address_type(&[&grad, &indices, &x, &x_grad]);
+    let address = address_type(&[&grad, &indices, &x, &output, &x_grad]);
     let sliding = placed.sliding;
     let (taps, stride) = sliding.as_ref().map_or(([0; 3], [0; 3]), |options| {
         (options.kernel_size, options.stride)
@@ -165,6 +173,7 @@ pub fn backward(
         placed.placement as usize,
         sign.into(),
         whole_plane.into(),
+        shares_from_output.into(),
     ];
     let (grad_dtype, sizes) = (grad.dtype, [x_grad.meta.num_elements() / row, row]);
     let key = move || {
@@ -184,6 +193,7 @@ pub fn backward(
             cube_dim,
             address,
             grad.clone().into_tensor_arg(),
+            output.clone().into_tensor_arg(),
             indices.clone().into_tensor_arg(),
             x.clone().into_tensor_arg(),
             spans.clone().into_tensor_arg(),
@@ -204,6 +214,7 @@ pub fn backward(
             params.count_include_pad,
             block_w,
             whole_plane,
+            shares_from_output,
             [dtype, index_type, accumulator_type(dtype)],
         )
     });

@@ -92,6 +92,7 @@ fn average_backward(
         grad: out_grad,
         indices: None,
         x: None,
+        output: None,
         windows,
     };
     expect(op, &device, backward(inputs, x_size, params, false))
@@ -142,6 +143,7 @@ pub(super) fn max_pool_backward(
         grad: out_grad,
         indices: Some(indices),
         x: None,
+        output: None,
         windows,
     };
     let result = backward(inputs, x_size, max_params(), false);
@@ -249,6 +251,7 @@ pub(super) fn lp_pool(x: CubeTensor, options: LpPoolOptions<3>) -> CubeTensor {
 
 pub(super) fn lp_pool_backward(
     x: CubeTensor,
+    output: CubeTensor,
     out_grad: CubeTensor,
     options: LpPoolOptions<3>,
 ) -> CubeTensor {
@@ -257,20 +260,29 @@ pub(super) fn lp_pool_backward(
     let in_size = spatial(&dims5(&x));
     let out_size = window_out_size(in_size, &window);
     let sliding = || Windows::Sliding(window.clone());
+    let lp_inputs = |grad, output| BackwardInputs {
+        grad,
+        indices: None,
+        x: Some(x.clone()),
+        output,
+        windows: BackwardWindows::Sliding(window.clone()),
+    };
     let result = if options.norm_type.is_infinite() {
         // The gradient goes to the arg-max of |x|, times sign(x).
         let params = lp_params(&options, Reduction::Max);
         pool::forward(x.clone(), sliding(), out_size, params, None, DType::I32).and_then(
             |(_, indices)| {
                 let inputs = BackwardInputs {
-                    grad: out_grad,
                     indices: Some(indices),
-                    x: Some(x),
-                    windows: BackwardWindows::Sliding(window.clone()),
+                    ..lp_inputs(out_grad, None)
                 };
                 backward(inputs, in_size, params, true)
             },
         )
+    } else if options.backward_reads_output() {
+        // Each window's share from its output, in the gather; `x` only for `p x^(p-1)`.
+        let inputs = lp_inputs(out_grad, Some(output));
+        backward(inputs, in_size, lp_params(&options, Reduction::Lp), false)
     } else {
         // Each window's share of its gradient first, then the gather and `p x^(p-1)`.
         let share_params = lp_params(&options, Reduction::LpShare);
@@ -283,12 +295,7 @@ pub(super) fn lp_pool_backward(
             DType::I32,
         )
         .and_then(|(shares, _)| {
-            let inputs = BackwardInputs {
-                grad: shares,
-                indices: None,
-                x: Some(x),
-                windows: BackwardWindows::Sliding(window.clone()),
-            };
+            let inputs = lp_inputs(shares, None);
             backward(inputs, in_size, lp_params(&options, Reduction::Lp), false)
         })
     };

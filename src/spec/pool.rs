@@ -139,6 +139,13 @@ impl<const N: usize> LpPoolOptions<N> {
         self.ceil_mode = ceil_mode;
         self
     }
+    /// Whether the backward takes each window's share from the forward's output `y` instead of
+    /// summing the window again: for every finite `p >= 1`, `y^(1 - p)` is the total's
+    /// `total^(1/p - 1)` and `y` is 0 exactly when the total is. A smaller `p` can lose the
+    /// total's sign in `y` (`p = 1/2` squares it), and `p = inf` needs the arg-max.
+    pub(crate) fn backward_reads_output(&self) -> bool {
+        self.norm_type >= 1.0 && self.norm_type.is_finite()
+    }
     /// The sliding-window form (no padding, no dilation) LP pooling runs on.
     pub fn window(&self) -> MaxPoolOptions<N> {
         MaxPoolOptions {

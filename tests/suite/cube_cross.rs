@@ -487,6 +487,16 @@ fn pools_match_cpu() {
     pool_case("lp_frac", [1, 2, 8, 8], |x| {
         lp_pool2d(x.abs() + 0.1, LpPoolOptions::new(1.5, [2, 3]))
     });
+    // Below p = 1 the backward sums the windows again (the output may not give the total's
+    // sign); overlapping and partial windows.
+    pool_case("lp_root", [1, 2, 9, 8], |x| {
+        lp_pool2d(
+            x.abs() + 0.1,
+            LpPoolOptions::new(0.5, [3, 2])
+                .with_stride([2, 1])
+                .with_ceil_mode(true),
+        )
+    });
 }
 
 /// Windows holding a whole contiguous plane run the flat whole-plane kernel; a permuted

@@ -121,6 +121,16 @@ fn lp_pool_norms() {
         .with_stride([3, 3])
         .with_ceil_mode(true);
     gradcheck::<4>("lp3_ceil", |x| lp_pool2d(x, p3.clone()), [1, 1, 6, 7], true);
+    // Below p = 1 the backward sums each window again instead of reading the output.
+    let p_root = LpPoolOptions::new(0.5, [2, 2])
+        .with_stride([1, 2])
+        .with_ceil_mode(true);
+    gradcheck::<4>(
+        "lp0.5",
+        |x| lp_pool2d(x, p_root.clone()),
+        [1, 1, 4, 5],
+        true,
+    );
     let p_inf = LpPoolOptions::new(f64::INFINITY, [2, 2]);
     gradcheck::<4>(
         "lp_inf",

@@ -26,7 +26,9 @@ pub trait Element:
     const NEG_INFINITY: Self;
     /// From f64 (rounding for f32).
     fn from_f64(value: f64) -> Self;
-    /// `self^exponent` with C `pow` semantics (NaN for a negative base and fractional power).
+    /// `self^exponent` as `torch.pow` computes it for a scalar exponent: 0, 1, 2, 3, -1 and -2
+    /// by multiplication, 0.5 and -0.5 by a square root, else C's `pow` (NaN for a negative
+    /// base and fractional power). Cheaper than `pow`, and the same roundings as PyTorch's.
     fn powf(self, exponent: Self) -> Self;
     /// -1, 0 or 1 (0 for 0, NaN for NaN), as `torch.sign`.
     fn sign(self) -> Self;
@@ -44,7 +46,25 @@ macro_rules! float_element {
                 value as $t
             }
             fn powf(self, exponent: Self) -> Self {
-                <$t>::powf(self, exponent)
+                if exponent == 0.0 {
+                    1.0
+                } else if exponent == 1.0 {
+                    self
+                } else if exponent == 2.0 {
+                    self * self
+                } else if exponent == 3.0 {
+                    self * self * self
+                } else if exponent == 0.5 {
+                    self.sqrt()
+                } else if exponent == -0.5 {
+                    1.0 / self.sqrt()
+                } else if exponent == -1.0 {
+                    1.0 / self
+                } else if exponent == -2.0 {
+                    1.0 / (self * self)
+                } else {
+                    <$t>::powf(self, exponent)
+                }
             }
             fn sign(self) -> Self {
                 if self > 0.0 {

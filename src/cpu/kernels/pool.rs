@@ -482,9 +482,12 @@ fn lp_total<T: Element>(
 
 /// Gradient of [`lp_pool`]. As in PyTorch's autograd, the chain rule through `x^p` is applied
 /// to every element: one outside all windows gets `0 * p * x^(p-1)`, which is NaN for a negative
-/// `x` and fractional `p`; a window whose total is 0 passes no gradient.
+/// `x` and fractional `p`; a window whose total is 0 passes no gradient. With the forward's
+/// `output` (`p >= 1`), a window's `total^(1/p - 1)` is its `y^(1 - p)` and its taps are read
+/// once, by the scatter; without, each window is summed again.
 pub fn lp_pool_backward<T: Element>(
     x: &[T],
+    output: Option<&[T]>,
     out_grad: &[T],
     in_size: [usize; 3],
     spans: &Spans,
@@ -495,19 +498,26 @@ pub fn lp_pool_backward<T: Element>(
     let out_volume: usize = spans.iter().map(Vec::len).product();
     let (p_t, inv_p) = (T::from_f64(p), T::from_f64(1.0 / p));
     let (p_minus_one, inv_p_minus_one) = (T::from_f64(p - 1.0), T::from_f64(1.0 / p - 1.0));
+    let one_minus_p = T::from_f64(1.0 - p);
     let mut x_grad = vec![T::ZERO; x.len()];
     per_plane(&mut x_grad, in_volume, |plane, x_grad_plane| {
         let x_plane = &x[plane * in_volume..][..in_volume];
         let grad_plane = &out_grad[plane * out_volume..][..out_volume];
+        let output_plane = output.map(|output| &output[plane * out_volume..][..out_volume]);
         for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
-            let total = lp_total(x_plane, in_size, boxed, p_t, kernel_volume);
-            if total == T::ZERO {
-                return;
-            }
-            let share = grad_plane[o]
-                * inv_p
-                * total.powf(inv_p_minus_one)
-                * lp_scale::<T>(boxed, kernel_volume);
+            // `total^(1/p - 1)`, the slope of the root; none for an all-zero window.
+            let slope = match output_plane {
+                Some(output_plane) if output_plane[o] == T::ZERO => return,
+                Some(output_plane) => output_plane[o].powf(one_minus_p),
+                None => {
+                    let total = lp_total(x_plane, in_size, boxed, p_t, kernel_volume);
+                    if total == T::ZERO {
+                        return;
+                    }
+                    total.powf(inv_p_minus_one)
+                }
+            };
+            let share = grad_plane[o] * inv_p * slope * lp_scale::<T>(boxed, kernel_volume);
             for_each_tap(in_size, boxed, |i| x_grad_plane[i] += share);
         });
         for (grad, value) in x_grad_plane.iter_mut().zip(x_plane) {
