@@ -263,6 +263,62 @@ pub(crate) fn sign<F: Float>(x: F) -> F {
     result
 }
 
+/// The outputs one unit of a forward pool computes: up to `block_w` consecutive ones along W
+/// from `ow0`, at `(od, oh)` of `plane` (batch x channel); output `ow` is `out[first + ow *
+/// step]`. NCDHW outputs (`step` 1) give a unit's row to consecutive units; channels-last ones
+/// (NDHWC in memory, as Burn's convolutions leave theirs; `step` the channel count) give
+/// consecutive units consecutive channels, so that their reads of a channels-last input and
+/// their writes are contiguous across units.
+#[derive(CubeType)]
+pub(crate) struct OutputRow {
+    pub plane: usize,
+    pub od: usize,
+    pub oh: usize,
+    pub ow0: usize,
+    pub first: usize,
+    pub step: usize,
+}
+
+/// [`OutputRow`] of unit `unit` when each row of W outputs takes `w_blocks` units.
+#[cube]
+pub(crate) fn output_row(
+    args: &PoolArgs,
+    unit: usize,
+    w_blocks: usize,
+    #[comptime] block_w: usize,
+    #[comptime] channels_last: bool,
+) -> OutputRow {
+    let (out_d, out_h, out_w) = (args.out_size.d, args.out_size.h, args.out_size.w);
+    let mut row = unit / w_blocks;
+    let mut block = unit % w_blocks;
+    let mut step = 1usize;
+    if comptime![channels_last] {
+        // `row` is `(n, od, oh)` here, and the unit's channel varies fastest.
+        let channels = args.channels;
+        let rest = unit / channels;
+        row = rest / w_blocks;
+        block = rest % w_blocks;
+        step = channels;
+    }
+    let oh = row % out_h;
+    let od = (row / out_h) % out_d;
+    let mut plane = row / (out_h * out_d);
+    let mut first = row * out_w;
+    if comptime![channels_last] {
+        let channel = unit % args.channels;
+        plane = plane * args.channels + channel;
+        first = first * args.channels + channel;
+    }
+    OutputRow {
+        plane,
+        od,
+        oh,
+        ow0: block * block_w,
+        first,
+        step,
+    }
+}
+
 /// Offset of plane `plane` (batch x channel) of `x`, read through its strides.
 #[cube]
 pub(crate) fn plane_offset<F: Float>(x: &Tensor<F>, args: &PoolArgs, plane: usize) -> usize {
@@ -357,8 +413,9 @@ pub(crate) fn beats<F: Float>(value: F, best: F) -> bool {
 
 /// Reduce the windows of `block_w` consecutive outputs along the last axis per unit (the
 /// unit's indices and its D and H spans are worked out once; integer divisions dominate a
-/// small window's cost on some devices). `x` is read through strides. `Max` also writes
-/// `indices` (flat in the unpadded input plane); `LpShare` reads `out_grad`.
+/// small window's cost on some devices). `x` is read through strides; `out` (and `indices`)
+/// is channels-last when `channels_last` (see `OutputRow`). `Max` also writes `indices`
+/// (flat in the unpadded input plane); `LpShare` reads `out_grad` (laid out as `out`).
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
 pub fn pool_forward<F: Float, I: Int, A: Float>(
@@ -374,6 +431,7 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     #[comptime] abs: bool,
     #[comptime] count_include_pad: bool,
     #[comptime] block_w: usize,
+    #[comptime] channels_last: bool,
     #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
     let w_blocks = args.out_size.w.div_ceil(block_w);
@@ -381,11 +439,8 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     if ABSOLUTE_POS >= rows * w_blocks {
         terminate!();
     }
-    let row = ABSOLUTE_POS / w_blocks;
-    let ow0 = (ABSOLUTE_POS % w_blocks) * block_w;
-    let oh = row % args.out_size.h;
-    let od = (row / args.out_size.h) % args.out_size.d;
-    let plane = row / (args.out_size.h * args.out_size.d);
+    let unit = output_row(&args, ABSOLUTE_POS, w_blocks, block_w, channels_last);
+    let (plane, od, oh, ow0) = (unit.plane, unit.od, unit.oh, unit.ow0);
     let sd = span_of::<F>(spans, samples, &args, plane, od, 0usize, placement);
     let sh = span_of::<F>(spans, samples, &args, plane, oh, 1usize, placement);
     let (stride_d, stride_h, stride_w) = (x.stride(2), x.stride(3), x.stride(4));
@@ -393,7 +448,7 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     let ow_end = min(ow0 + block_w, args.out_size.w);
     for ow in ow0..ow_end {
         let sw = span_of::<F>(spans, samples, &args, plane, ow, 2usize, placement);
-        let at = row * args.out_size.w + ow;
+        let at = unit.first + ow * unit.step;
         if comptime![reduction == Reduction::Max] {
             let mut best = neg_infinity::<F>();
             // PyTorch's start: the first tap, kept if every tap is -inf.

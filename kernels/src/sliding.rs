@@ -12,7 +12,8 @@ use cubecl::prelude::*;
 use crate::axes::along;
 use crate::conv::{GemmKind, tap_along};
 use crate::pool::{
-    PoolArgs, Reduction, beats, neg_infinity, plane_offset, sliding_span, sum_term, write_sum,
+    PoolArgs, Reduction, beats, neg_infinity, output_row, plane_offset, sliding_span, sum_term,
+    write_sum,
 };
 
 /// One axis's tap of a window, by the forward conv's tap rule: its input position, clamped
@@ -34,7 +35,9 @@ fn tap(args: &PoolArgs, o: usize, t: usize, #[comptime] axis: usize) -> (usize, 
 }
 
 /// One unit reduces `block_w` consecutive outputs along W; `kernel` is the window (D, H, W).
-/// `Max` writes `indices` (flat in the unpadded input plane); `LpShare` reads `out_grad`.
+/// `out` (and `indices`) is channels-last when `channels_last` (see `pool::OutputRow`).
+/// `Max` writes `indices` (flat in the unpadded input plane); `LpShare` reads `out_grad`
+/// (laid out as `out`).
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
 pub fn pool_sliding<F: Float, I: Int, A: Float>(
@@ -48,20 +51,18 @@ pub fn pool_sliding<F: Float, I: Int, A: Float>(
     #[comptime] abs: bool,
     #[comptime] count_include_pad: bool,
     #[comptime] block_w: usize,
+    #[comptime] channels_last: bool,
     #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
-    let (out_d, out_h, out_w) = (args.out_size.d, args.out_size.h, args.out_size.w);
+    let out_w = args.out_size.w;
     let (in_h, in_w) = (args.in_size.h, args.in_size.w);
     let w_blocks = out_w.div_ceil(block_w);
     let rows = out.len() / out_w;
     if ABSOLUTE_POS >= rows * w_blocks {
         terminate!();
     }
-    let row = ABSOLUTE_POS / w_blocks;
-    let ow0 = (ABSOLUTE_POS % w_blocks) * block_w;
-    let oh = row % out_h;
-    let od = (row / out_h) % out_d;
-    let plane = row / (out_h * out_d);
+    let unit = output_row(&args, ABSOLUTE_POS, w_blocks, block_w, channels_last);
+    let (plane, od, oh, ow0) = (unit.plane, unit.od, unit.oh, unit.ow0);
     let base = plane_offset::<F>(x, &args, plane);
     let ow_end = min(ow0 + block_w, out_w);
     // The unit's rows of taps (D x H), shared by its outputs: where each starts in `x`, its
@@ -83,7 +84,7 @@ pub fn pool_sliding<F: Float, I: Int, A: Float>(
         }
     }
     for ow in ow0..ow_end {
-        let at = row * out_w + ow;
+        let at = unit.first + ow * unit.step;
         if comptime![reduction == Reduction::Max] {
             let mut best = neg_infinity::<F>();
             let mut best_index = 0usize;

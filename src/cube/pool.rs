@@ -15,8 +15,8 @@ use crate::spec::{MaxPoolOptions, Spans, shapes, spatial, used_step, window_span
 
 use super::packing::{self, Packing, PackingKey};
 use super::tensor::{
-    LaunchError, accumulator_type, address_type, axes, contiguous, dims5, elementwise, empty,
-    entry, float_type, int_type, strided, table,
+    LaunchError, accumulator_type, address_type, axes, channels_last, contiguous, dims5,
+    elementwise, empty, empty_channels_last, entry, float_type, int_type, strided, table,
 };
 
 pub use kernels::Reduction;
@@ -232,13 +232,18 @@ pub fn forward(
     let x = strided(x);
     let dims = dims5(&x);
     let out_dims = shapes::with_spatial(&dims, out_size);
-    let out = empty(&x, &out_dims, x.dtype);
-    let index_dims: &[usize] = if params.reduction == Reduction::Max {
-        &out_dims
-    } else {
-        &[1]
+    // A channels-last input gives a channels-last output (`LpShare` reads `out_grad` as `out`).
+    let channels_last = channels_last(&x) && out_grad.is_none();
+
+    let allocate = |dtype| match channels_last {
+        true => empty_channels_last(&x, out_dims, dtype),
+        false => empty(&x, &out_dims, dtype),
     };
-    let indices = empty(&x, index_dims, indices_dtype);
+    let out = allocate(x.dtype);
+    let indices = match params.reduction {
+        Reduction::Max => allocate(indices_dtype),
+        _ => empty(&x, &[1], indices_dtype),
+    };
     let index_type = int_type(&indices)?;
     let in_size = spatial(&dims);
     let windows = placed(windows, in_size);
@@ -301,7 +306,7 @@ pub fn forward(
         Some(options) => {
             let (taps, stride, dtype) = (options.kernel_size, options.stride, x.dtype);
             let key = move || {
-                let exact = [&taps[..], &stride, &[reduction]].concat();
+                let exact = [&taps[..], &stride, &[reduction, channels_last.into()]].concat();
                 PackingKey::of("pool_sliding", dtype, &exact, &[rows, out_size[2]])
             };
             packing::run(&out_ret, key, spreads, move |packing| {
@@ -321,12 +326,13 @@ pub fn forward(
                     params.abs,
                     params.count_include_pad,
                     block_w,
+                    channels_last,
                     types,
                 )
             })
         }
         None => {
-            let exact = [reduction, placement as usize];
+            let exact = [reduction, placement as usize, channels_last.into()];
             let dtype = x.dtype;
             let key = move || PackingKey::of("pool_forward", dtype, &exact, &[rows, out_size[2]]);
             packing::run(&out_ret, key, spreads, move |packing| {
@@ -348,6 +354,7 @@ pub fn forward(
                     params.abs,
                     params.count_include_pad,
                     block_w,
+                    channels_last,
                     types,
                 )
             })

@@ -8,6 +8,7 @@ use burn_cubecl::{
     CubeDevice,
     kernel::{into_contiguous, untile},
     ops::numeric::{empty_device_contiguous_dtype, zeros_client},
+    ops::permute,
     tensor::CubeTensor,
 };
 use cubecl::ir::{AddressType, ElemType, FloatKind};
@@ -102,6 +103,30 @@ pub fn empty(like: &CubeTensor, dims: &[usize], dtype: DType) -> CubeTensor {
         Shape::from(dims.to_vec()),
         dtype,
     )
+}
+
+/// Whether a rank-5 `(N, C, D, H, W)` tensor with more than one channel is channels-last: NDHWC
+/// in memory, as Burn's convolutions leave their outputs (a permuted view, no copy). Axes of
+/// one element may have any stride.
+pub fn channels_last(tensor: &CubeTensor) -> bool {
+    let dims = tensor.meta.shape();
+    let strides = tensor.meta.strides();
+    if dims.len() != 5 || dims[1] < 2 {
+        return false;
+    }
+    // Memory order C, W, H, D, N: each axis's stride is the product of those before it.
+    let mut run = 1;
+    [1, 4, 3, 2, 0].into_iter().all(|axis| {
+        let fits = dims[axis] == 1 || strides[axis] == run;
+        run *= dims[axis];
+        fits
+    })
+}
+
+/// A new rank-5 `(N, C, D, H, W)` tensor on `like`'s device, channels-last in memory.
+pub fn empty_channels_last(like: &CubeTensor, dims: [usize; 5], dtype: DType) -> CubeTensor {
+    let [n, c, d, h, w] = dims;
+    permute(empty(like, &[n, d, h, w, c], dtype), &[0, 4, 1, 2, 3])
 }
 
 /// A new tensor of zeros on `like`'s device: a reduction over nothing (a weight or bias

@@ -17,7 +17,17 @@ fn wgpu() -> Device {
 struct Leaf<const D: usize> {
     values: Vec<f32>,
     dims: [usize; D],
-    permuted: bool,
+    layout: Layout,
+}
+
+/// How a leaf's values lie in memory under the view the op gets.
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    Contiguous,
+    /// The last two axes swapped: a view no kernel can read as contiguous rows.
+    Permuted,
+    /// Channels last (`(N, *spatial, C)` in memory), as Burn's convolutions leave outputs.
+    ChannelsLast,
 }
 
 impl<const D: usize> Leaf<D> {
@@ -30,27 +40,45 @@ impl<const D: usize> Leaf<D> {
         Self {
             values,
             dims,
-            permuted: false,
+            layout: Layout::Contiguous,
         }
     }
 
     fn permuted(mut self) -> Self {
-        self.permuted = true;
+        self.layout = Layout::Permuted;
+        self
+    }
+
+    fn channels_last(mut self) -> Self {
+        self.layout = Layout::ChannelsLast;
         self
     }
 
     /// The tracked leaf and the (maybe permuted) view of it the op gets.
     fn on(&self, device: &Device) -> (Tensor<D>, Tensor<D>) {
         let mut dims = self.dims;
-        if self.permuted {
-            dims.swap(D - 1, D - 2);
+        // Per view axis, the stored axis it reads.
+        let mut axes: [usize; D] = core::array::from_fn(|a| a);
+        match self.layout {
+            Layout::Contiguous => {}
+            Layout::Permuted => {
+                dims.swap(D - 1, D - 2);
+                axes.swap(D - 1, D - 2);
+            }
+            Layout::ChannelsLast => {
+                dims[1..].rotate_left(1);
+                axes = core::array::from_fn(|a| match a {
+                    0 => 0,
+                    1 => D - 1,
+                    a => a - 1,
+                });
+            }
         }
         let leaf = Tensor::<D>::from_data(TensorData::new(self.values.clone(), dims), device)
             .require_grad();
-        let view = if self.permuted {
-            leaf.clone().swap_dims(D - 1, D - 2)
-        } else {
-            leaf.clone()
+        let view = match self.layout {
+            Layout::Contiguous => leaf.clone(),
+            _ => leaf.clone().permute(axes.map(|a| a as isize)),
         };
         (leaf, view)
     }
@@ -497,6 +525,96 @@ fn pools_match_cpu() {
                 .with_ceil_mode(true),
         )
     });
+}
+
+/// A channels-last input (as Burn's convolutions leave their outputs) runs the window kernels
+/// with neighbouring units on neighbouring channels and gives a channels-last output: every
+/// reduction, the unrolled sliding kernel and the span walk (a window wider than 7, adaptive
+/// and global windows), 1D and 3D, and the LP backward's pre-pass below p = 1 (which keeps
+/// the plane mapping: it reads the output gradient as its output).
+#[test]
+fn channels_last_pools_match_cpu() {
+    let case = |name: &str, dims: [usize; 4], op: fn(Tensor<4>) -> Tensor<4>| {
+        let mut rng = rng(name);
+        cross(name, &[Leaf::random(&mut rng, dims).channels_last()], |t| {
+            op(t[0].clone())
+        });
+    };
+    case("cl_max", [2, 5, 9, 8], |x| {
+        max_pool2d(
+            x,
+            MaxPoolOptions::new([3, 2])
+                .with_stride([2, 2])
+                .with_padding([1, 1])
+                .with_ceil_mode(true),
+        )
+    });
+    case("cl_avg", [2, 3, 9, 8], |x| {
+        avg_pool2d(
+            x,
+            AvgPoolNdOptions::new([3, 3])
+                .with_stride([2, 1])
+                .with_padding([1, 1])
+                .with_count_include_pad(false),
+        )
+    });
+    case("cl_avg_wide", [2, 4, 12, 11], |x| {
+        avg_pool2d(x, AvgPoolNdOptions::new([9, 8]).with_stride([2, 3]))
+    });
+    case("cl_adaptive_avg", [2, 3, 11, 7], |x| {
+        adaptive_avg_pool2d(x, [4, 3])
+    });
+    case("cl_adaptive_max", [2, 3, 11, 7], |x| {
+        adaptive_max_pool2d(x, [5, 2])
+    });
+    case("cl_global_avg", [2, 6, 7, 7], |x| {
+        adaptive_avg_pool2d(x, [1, 1])
+    });
+    case("cl_lp2", [2, 3, 9, 8], |x| {
+        lp_pool2d(x, LpPoolOptions::new(2.0, [3, 2]).with_ceil_mode(true))
+    });
+    case("cl_lp_root", [1, 3, 8, 8], |x| {
+        lp_pool2d(x.abs() + 0.1, LpPoolOptions::new(0.5, [2, 3]))
+    });
+    let mut rng = rng("cl-others");
+    cross(
+        "cl_max1d",
+        &[Leaf::random(&mut rng, [2, 4, 13]).channels_last()],
+        |t| max_pool1d(t[0].clone(), MaxPoolOptions::new([3]).with_stride([2])),
+    );
+    cross(
+        "cl_avg3d",
+        &[Leaf::random(&mut rng, [1, 3, 5, 6, 7]).channels_last()],
+        |t| {
+            avg_pool3d(
+                t[0].clone(),
+                AvgPoolNdOptions::new([2, 3, 2]).with_padding([1, 1, 0]),
+            )
+        },
+    );
+}
+
+/// Max-pool indices of a channels-last input (returned channels-last) equal the CPU's.
+#[test]
+fn channels_last_max_indices_match_cpu() {
+    let values: Vec<f32> = rng("cl-indices")
+        .values(2 * 9 * 10 * 3)
+        .iter()
+        .map(|&v| (v * 4.0).round() as f32)
+        .collect();
+    let on = |device: &Device| -> (Vec<f32>, Vec<i64>) {
+        let stored = Tensor::<4>::from_data(TensorData::new(values.clone(), [2, 9, 10, 3]), device);
+        let x = stored.permute([0, 3, 1, 2]);
+        let options = MaxPoolOptions::new([3, 3])
+            .with_stride([2, 2])
+            .with_padding([1, 1]);
+        let (out, indices) = max_pool2d_with_indices(x, options);
+        values_and_indices(out, indices)
+    };
+    let (cpu_values, cpu_indices) = on(&Device::flex());
+    let (gpu_values, gpu_indices) = on(&wgpu());
+    assert_eq!(gpu_indices, cpu_indices);
+    assert_close("channels-last max values", &gpu_values, &cpu_values);
 }
 
 /// Windows holding a whole contiguous plane run the flat whole-plane kernel; a permuted
