@@ -264,11 +264,13 @@ pub(crate) fn sign<F: Float>(x: F) -> F {
 }
 
 /// The outputs one unit of a forward pool computes: up to `block_w` consecutive ones along W
-/// from `ow0`, at `(od, oh)` of `plane` (batch x channel); output `ow` is `out[first + ow *
-/// step]`. NCDHW outputs (`step` 1) give a unit's row to consecutive units; channels-last ones
+/// from `ow0`, at `(od, oh)` of `plane` (batch x channel) and of the `lanes - 1` planes of the
+/// next channels; output `ow` of `plane` is element `first + ow * step` of `out`. NCDHW
+/// outputs (`step` 1, one lane) give a unit's row to consecutive units; channels-last ones
 /// (NDHWC in memory, as Burn's convolutions leave theirs; `step` the channel count) give
-/// consecutive units consecutive channels, so that their reads of a channels-last input and
-/// their writes are contiguous across units.
+/// consecutive units consecutive runs of `lanes` channels, so that their reads of a
+/// channels-last input and their writes are contiguous within a unit's vector and across
+/// units.
 #[derive(CubeType)]
 pub(crate) struct OutputRow {
     pub plane: usize,
@@ -287,25 +289,26 @@ pub(crate) fn output_row(
     w_blocks: usize,
     #[comptime] block_w: usize,
     #[comptime] channels_last: bool,
+    #[comptime] lanes: usize,
 ) -> OutputRow {
     let (out_d, out_h, out_w) = (args.out_size.d, args.out_size.h, args.out_size.w);
     let mut row = unit / w_blocks;
     let mut block = unit % w_blocks;
     let mut step = 1usize;
+    let groups = args.channels / lanes;
     if comptime![channels_last] {
-        // `row` is `(n, od, oh)` here, and the unit's channel varies fastest.
-        let channels = args.channels;
-        let rest = unit / channels;
+        // `row` is `(n, od, oh)` here, and the unit's run of channels varies fastest.
+        let rest = unit / groups;
         row = rest / w_blocks;
         block = rest % w_blocks;
-        step = channels;
+        step = args.channels;
     }
     let oh = row % out_h;
     let od = (row / out_h) % out_d;
     let mut plane = row / (out_h * out_d);
     let mut first = row * out_w;
     if comptime![channels_last] {
-        let channel = unit % args.channels;
+        let channel = (unit % groups) * lanes;
         plane = plane * args.channels + channel;
         first = first * args.channels + channel;
     }
@@ -319,10 +322,16 @@ pub(crate) fn output_row(
     }
 }
 
-/// Offset of plane `plane` (batch x channel) of `x`, read through its strides.
+/// Offset of plane `plane` (batch x channel) of a tensor whose batch and channel strides
+/// are `stride_n` and `stride_c`.
 #[cube]
-pub(crate) fn plane_offset<F: Float>(x: &Tensor<F>, args: &PoolArgs, plane: usize) -> usize {
-    (plane / args.channels) * x.stride(0) + (plane % args.channels) * x.stride(1)
+pub(crate) fn plane_offset(
+    args: &PoolArgs,
+    stride_n: usize,
+    stride_c: usize,
+    plane: usize,
+) -> usize {
+    (plane / args.channels) * stride_n + (plane % args.channels) * stride_c
 }
 
 /// A window's term of a sum: the value (`Avg`) or its signed `p`-th power (`Lp`, `LpShare`).
@@ -363,8 +372,7 @@ pub(crate) fn average_divisor(
 }
 
 /// Write output `at` of a sum reduction over `count` taps (`padded`: the window volume
-/// clipped to the padded input): the average by the divisor rule, the LP norm, or the LP
-/// backward share of `out_grad[at]`.
+/// clipped to the padded input): [`sum_value()`], with `out_grad[at]` for `LpShare`.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_sum<F: Float, A: Float>(
@@ -378,16 +386,36 @@ pub(crate) fn write_sum<F: Float, A: Float>(
     #[comptime] reduction: Reduction,
     #[comptime] count_include_pad: bool,
 ) {
+    let mut grad = F::new(0.0);
+    if comptime![reduction == Reduction::LpShare] {
+        grad = out_grad[at];
+    }
+    out[at] = sum_value::<F, A>(grad, args, sum, count, padded, reduction, count_include_pad);
+}
+
+/// The output of a sum reduction over `count` taps (`padded`: the window volume clipped to the
+/// padded input): the average by the divisor rule, the LP norm, or the LP backward share of
+/// the output gradient `grad`.
+#[cube]
+pub(crate) fn sum_value<F: Float, A: Float>(
+    grad: F,
+    args: &PoolArgs,
+    sum: A,
+    count: usize,
+    padded: usize,
+    #[comptime] reduction: Reduction,
+    #[comptime] count_include_pad: bool,
+) -> F {
+    let mut result = F::new(0.0);
     if comptime![reduction == Reduction::Avg] {
         let divisor = average_divisor(args, count, padded, count_include_pad);
-        out[at] = F::cast_from(sum / A::cast_from(divisor));
+        result = F::cast_from(sum / A::cast_from(divisor));
     } else {
         let nan = not_a_number::<F>();
         let kernel_volume = volume(&args.kernel);
         let scale = F::cast_from(kernel_volume) / F::cast_from(count);
         let total = F::cast_from(sum * A::cast_from(kernel_volume) / A::cast_from(count));
         // NaN is tested first: GPU float comparisons with NaN differ between runtimes.
-        let mut result = F::new(0.0);
         if f32::is_nan(f32::cast_from(total)) {
             result = nan;
         } else if total != F::new(0.0) {
@@ -395,11 +423,11 @@ pub(crate) fn write_sum<F: Float, A: Float>(
                 result = pow_signed::<F>(total, F::cast_from(args.inv_norm), nan);
             } else {
                 let power = pow_signed::<F>(total, F::cast_from(args.inv_norm_minus_one), nan);
-                result = out_grad[at] * F::cast_from(args.inv_norm) * power * scale;
+                result = grad * F::cast_from(args.inv_norm) * power * scale;
             }
         }
-        out[at] = result;
     }
+    result
 }
 
 /// Whether `value` replaces `best` in a max: it is larger, or NaN (the last NaN wins, as in
@@ -439,12 +467,19 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     if ABSOLUTE_POS >= rows * w_blocks {
         terminate!();
     }
-    let unit = output_row(&args, ABSOLUTE_POS, w_blocks, block_w, channels_last);
+    let unit = output_row(
+        &args,
+        ABSOLUTE_POS,
+        w_blocks,
+        block_w,
+        channels_last,
+        1usize,
+    );
     let (plane, od, oh, ow0) = (unit.plane, unit.od, unit.oh, unit.ow0);
     let sd = span_of::<F>(spans, samples, &args, plane, od, 0usize, placement);
     let sh = span_of::<F>(spans, samples, &args, plane, oh, 1usize, placement);
     let (stride_d, stride_h, stride_w) = (x.stride(2), x.stride(3), x.stride(4));
-    let base = plane_offset::<F>(x, &args, plane);
+    let base = plane_offset(&args, x.stride(0), x.stride(1), plane);
     let ow_end = min(ow0 + block_w, args.out_size.w);
     for ow in ow0..ow_end {
         let sw = span_of::<F>(spans, samples, &args, plane, ow, 2usize, placement);

@@ -395,7 +395,9 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
             }
         }
     }
-    let x_row = plane_offset::<F>(x, &args, block.plane) + id * x.stride(2) + ih * x.stride(3);
+    let x_row = plane_offset(&args, x.stride(0), x.stride(1), block.plane)
+        + id * x.stride(2)
+        + ih * x.stride(3);
     #[unroll]
     for j in 0..block_w {
         if j < in_block {

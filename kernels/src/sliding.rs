@@ -5,7 +5,7 @@
 //! semantics as that kernel: for `Max`, the first maximum wins, a NaN wins over anything (the
 //! last NaN), and a window whose taps are all -inf keeps its first tap inside the input; sums
 //! add the taps inside the input, in the same order, and divide or take the norm by
-//! `pool::write_sum`.
+//! `pool::sum_value`.
 
 use cubecl::prelude::*;
 
@@ -13,7 +13,7 @@ use crate::axes::along;
 use crate::conv::{GemmKind, tap_along};
 use crate::pool::{
     PoolArgs, Reduction, beats, neg_infinity, output_row, plane_offset, sliding_span, sum_term,
-    write_sum,
+    sum_value,
 };
 
 /// One axis's tap of a window, by the forward conv's tap rule: its input position, clamped
@@ -34,17 +34,18 @@ fn tap(args: &PoolArgs, o: usize, t: usize, #[comptime] axis: usize) -> (usize, 
     (min(at, len - 1), inside)
 }
 
-/// One unit reduces `block_w` consecutive outputs along W; `kernel` is the window (D, H, W).
-/// `out` (and `indices`) is channels-last when `channels_last` (see `pool::OutputRow`).
-/// `Max` writes `indices` (flat in the unpadded input plane); `LpShare` reads `out_grad`
-/// (laid out as `out`).
+/// One unit reduces `block_w` consecutive outputs along W of `N` planes (one unless
+/// channels-last: then `N` consecutive channels, read and written as one vector); `kernel` is
+/// the window (D, H, W). `out` (and `indices`) is channels-last when `channels_last` (see
+/// `pool::OutputRow`). `Max` writes `indices` (flat in the unpadded input plane); `LpShare`
+/// reads `out_grad` (laid out as `out`).
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
-pub fn pool_sliding<F: Float, I: Int, A: Float>(
-    x: &Tensor<F>,
-    out_grad: &Tensor<F>,
-    out: &mut Tensor<F>,
-    indices: &mut Tensor<I>,
+pub fn pool_sliding<F: Float, I: Int, A: Float, N: Size>(
+    x: &Tensor<Vector<F, N>>,
+    out_grad: &Tensor<Vector<F, N>>,
+    out: &mut Tensor<Vector<F, N>>,
+    indices: &mut Tensor<Vector<I, N>>,
     args: PoolArgs,
     #[comptime] kernel: [usize; 3],
     #[comptime] reduction: Reduction,
@@ -54,16 +55,18 @@ pub fn pool_sliding<F: Float, I: Int, A: Float>(
     #[comptime] channels_last: bool,
     #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
+    let lanes = N::value();
     let out_w = args.out_size.w;
     let (in_h, in_w) = (args.in_size.h, args.in_size.w);
     let w_blocks = out_w.div_ceil(block_w);
-    let rows = out.len() / out_w;
-    if ABSOLUTE_POS >= rows * w_blocks {
+    // Rows of W outputs, `lanes` of them per unit's block.
+    let rows = out.len() * lanes / out_w;
+    if ABSOLUTE_POS >= rows / lanes * w_blocks {
         terminate!();
     }
-    let unit = output_row(&args, ABSOLUTE_POS, w_blocks, block_w, channels_last);
+    let unit = output_row(&args, ABSOLUTE_POS, w_blocks, block_w, channels_last, lanes);
     let (plane, od, oh, ow0) = (unit.plane, unit.od, unit.oh, unit.ow0);
-    let base = plane_offset::<F>(x, &args, plane);
+    let base = plane_offset(&args, x.stride(0), x.stride(1), plane);
     let ow_end = min(ow0 + block_w, out_w);
     // The unit's rows of taps (D x H), shared by its outputs: where each starts in `x`, its
     // flat index in the plane, and whether it lies inside the input.
@@ -84,10 +87,11 @@ pub fn pool_sliding<F: Float, I: Int, A: Float>(
         }
     }
     for ow in ow0..ow_end {
-        let at = unit.first + ow * unit.step;
+        // Element offsets are multiples of `lanes` (the launcher's condition for vectors).
+        let at = (unit.first + ow * unit.step) / lanes;
         if comptime![reduction == Reduction::Max] {
-            let mut best = neg_infinity::<F>();
-            let mut best_index = 0usize;
+            let mut best = Vector::<F, N>::broadcast(neg_infinity::<F>());
+            let mut best_index = Vector::<I, N>::broadcast(I::new(0));
             let mut found = false;
             #[unroll]
             for r in 0..rows_per_window {
@@ -95,44 +99,66 @@ pub fn pool_sliding<F: Float, I: Int, A: Float>(
                 for kw in 0..kernel[2] {
                     let (w, w_inside) = tap(&args, ow, kw, 2usize);
                     let inside = row_inside[r] && w_inside;
-                    let mut value = x[row_at[r] + w * x.stride(4)];
-                    if comptime![abs] {
-                        value = F::abs(value);
+                    let values = x[(row_at[r] + w * x.stride(4)) / lanes];
+                    let index = I::cast_from(row_index[r] + w);
+                    #[unroll]
+                    for lane in 0..lanes {
+                        let mut value = values.extract(lane);
+                        if comptime![abs] {
+                            value = F::abs(value);
+                        }
+                        let kept = best.extract(lane);
+                        let take = inside && (!found || beats::<F>(value, kept));
+                        best.insert(lane, select(take, value, kept));
+                        best_index.insert(lane, select(take, index, best_index.extract(lane)));
                     }
-                    let take = inside && (!found || beats::<F>(value, best));
-                    best = select(take, value, best);
-                    best_index = select(take, row_index[r] + w, best_index);
                     found = found || inside;
                 }
             }
             out[at] = best;
-            indices[at] = I::cast_from(best_index);
+            indices[at] = best_index;
         } else {
             // Window sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for f64).
-            let mut sum = A::new(0.0);
+            let mut sums = Array::<A>::new(lanes);
+            #[unroll]
+            for lane in 0..lanes {
+                sums[lane] = A::new(0.0);
+            }
             #[unroll]
             for r in 0..rows_per_window {
                 #[unroll]
                 for kw in 0..kernel[2] {
                     let (w, w_inside) = tap(&args, ow, kw, 2usize);
-                    let term = sum_term::<F, A>(x[row_at[r] + w * x.stride(4)], &args, reduction);
-                    sum += select(row_inside[r] && w_inside, term, A::new(0.0));
+                    let values = x[(row_at[r] + w * x.stride(4)) / lanes];
+                    #[unroll]
+                    for lane in 0..lanes {
+                        let term = sum_term::<F, A>(values.extract(lane), &args, reduction);
+                        sums[lane] += select(row_inside[r] && w_inside, term, A::new(0.0));
+                    }
                 }
             }
             let sd = sliding_span(&args, od, 0usize);
             let sh = sliding_span(&args, oh, 1usize);
             let sw = sliding_span(&args, ow, 2usize);
-            write_sum::<F, A>(
-                out,
-                out_grad,
-                &args,
-                at,
-                sum,
-                sd.count * sh.count * sw.count,
-                sd.padded * sh.padded * sw.padded,
-                reduction,
-                count_include_pad,
-            );
+            let mut grads = Vector::<F, N>::broadcast(F::new(0.0));
+            if comptime![reduction == Reduction::LpShare] {
+                grads = out_grad[at];
+            }
+            let mut result = Vector::<F, N>::broadcast(F::new(0.0));
+            #[unroll]
+            for lane in 0..lanes {
+                let value = sum_value::<F, A>(
+                    grads.extract(lane),
+                    &args,
+                    sums[lane],
+                    sd.count * sh.count * sw.count,
+                    sd.padded * sh.padded * sw.padded,
+                    reduction,
+                    count_include_pad,
+                );
+                result.insert(lane, value);
+            }
+            out[at] = result;
         }
     }
 }

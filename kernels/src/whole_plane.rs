@@ -51,7 +51,7 @@ pub fn pool_whole_plane<F: Float, I: Int, A: Float>(
     if active {
         end = elements;
     }
-    let base = plane_offset::<F>(x, &args, plane);
+    let base = plane_offset(&args, x.stride(0), x.stride(1), plane);
     // The lanes' partial results (one unit's worth when a unit has a plane to itself).
     let shared_len = comptime![if lanes > 1 { cube_units } else { 1 }];
     if comptime![reduction == Reduction::Max] {

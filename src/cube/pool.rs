@@ -17,6 +17,7 @@ use super::packing::{self, Packing, PackingKey};
 use super::tensor::{
     LaunchError, accumulator_type, address_type, axes, channels_last, contiguous, dims5,
     elementwise, empty, empty_channels_last, entry, float_type, int_type, strided, table,
+    vector_lanes,
 };
 
 pub use kernels::Reduction;
@@ -161,17 +162,19 @@ pub(super) fn pool_args(
 const BLOCK_W: usize = 8;
 
 /// The launch of a kernel whose unit takes up to [`BLOCK_W`] consecutive elements of a row of
-/// `tensor` (rows of `width`), or one when spread: the block width and the grid.
+/// `tensor` (rows of `width`), or one when spread, in each of `lanes` rows (the lanes of a
+/// vector): the block width and the grid.
 pub(super) fn row_blocks(
     tensor: &CubeTensor,
     width: usize,
     packing: Packing,
+    lanes: usize,
 ) -> (usize, CubeCount, CubeDim) {
     let block_w = match packing {
         Packing::Packed => width.min(BLOCK_W),
         Packing::Spread => 1,
     };
-    let units = tensor.meta.num_elements() / width * width.div_ceil(block_w);
+    let units = tensor.meta.num_elements() / width / lanes * width.div_ceil(block_w);
     let (cube_count, cube_dim) = elementwise(tensor, units);
     (block_w, cube_count, cube_dim)
 }
@@ -234,7 +237,8 @@ pub fn forward(
     let out_dims = shapes::with_spatial(&dims, out_size);
     // A channels-last input gives a channels-last output (`LpShare` reads `out_grad` as `out`).
     let channels_last = channels_last(&x) && out_grad.is_none();
-
+    // Channels-last, the sliding kernel reads and writes runs of channels as vectors.
+    let lanes = if channels_last { vector_lanes(&x) } else { 1 };
     let allocate = |dtype| match channels_last {
         true => empty_channels_last(&x, out_dims, dtype),
         false => empty(&x, &out_dims, dtype),
@@ -242,7 +246,8 @@ pub fn forward(
     let out = allocate(x.dtype);
     let indices = match params.reduction {
         Reduction::Max => allocate(indices_dtype),
-        _ => empty(&x, &[1], indices_dtype),
+        // Bound as a vector of `lanes` even where nothing reads it.
+        _ => empty(&x, &[lanes], indices_dtype),
     };
     let index_type = int_type(&indices)?;
     let in_size = spatial(&dims);
@@ -306,16 +311,22 @@ pub fn forward(
         Some(options) => {
             let (taps, stride, dtype) = (options.kernel_size, options.stride, x.dtype);
             let key = move || {
-                let exact = [&taps[..], &stride, &[reduction, channels_last.into()]].concat();
+                let exact = [
+                    &taps[..],
+                    &stride,
+                    &[reduction, channels_last.into(), lanes],
+                ]
+                .concat();
                 PackingKey::of("pool_sliding", dtype, &exact, &[rows, out_size[2]])
             };
             packing::run(&out_ret, key, spreads, move |packing| {
-                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], packing);
+                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], packing, lanes);
                 sliding::pool_sliding::launch(
                     &out.client,
                     cube_count,
                     cube_dim,
                     address,
+                    lanes,
                     x.clone().into_tensor_arg(),
                     out_grad.clone().into_tensor_arg(),
                     out.clone().into_tensor_arg(),
@@ -336,7 +347,7 @@ pub fn forward(
             let dtype = x.dtype;
             let key = move || PackingKey::of("pool_forward", dtype, &exact, &[rows, out_size[2]]);
             packing::run(&out_ret, key, spreads, move |packing| {
-                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], packing);
+                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], packing, 1);
                 kernels::pool_forward::launch(
                     &out.client,
                     cube_count,

@@ -183,7 +183,7 @@ pub fn backward(
     let (spans, cover, placement) = (placed.spans, placed.cover, placed.placement);
     let out = x_grad.clone();
     packing::run(&out, key, row > 1, move |packing| {
-        let (block_w, cube_count, cube_dim) = row_blocks(&x_grad, row, packing);
+        let (block_w, cube_count, cube_dim) = row_blocks(&x_grad, row, packing, 1);
         let unrolled = sliding
             .as_ref()
             .map_or([0; 3], |options| unrolled_cover(options, out_size, block_w));

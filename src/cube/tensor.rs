@@ -123,6 +123,29 @@ pub fn channels_last(tensor: &CubeTensor) -> bool {
     })
 }
 
+/// Most lanes of the vectors a pool reads a channels-last tensor's channels in: a unit's
+/// window state is one value (and index) per lane.
+const MAX_CHANNEL_LANES: usize = 4;
+
+/// Lanes of the vectors a channels-last tensor's channels can be read in: the widest the device
+/// sizes its reads to, up to [`MAX_CHANNEL_LANES`], that divides the channel count and the
+/// buffer's offset (every other stride is a multiple of the channel count); 1 if none does.
+pub fn vector_lanes(tensor: &CubeTensor) -> usize {
+    let channels = tensor.meta.shape()[1];
+    let elem_size = tensor.dtype.size();
+    let offset = tensor.handle.offset_start.unwrap_or(0) as usize;
+    tensor
+        .client
+        .properties()
+        .io_optimized_vector_sizes(elem_size)
+        .find(|&lanes| {
+            lanes <= MAX_CHANNEL_LANES
+                && channels.is_multiple_of(lanes)
+                && offset.is_multiple_of(lanes * elem_size)
+        })
+        .unwrap_or(1)
+}
+
 /// A new rank-5 `(N, C, D, H, W)` tensor on `like`'s device, channels-last in memory.
 pub fn empty_channels_last(like: &CubeTensor, dims: [usize; 5], dtype: DType) -> CubeTensor {
     let [n, c, d, h, w] = dims;
