@@ -107,8 +107,9 @@ fn average_whole_plane<F: Float, A: Float>(
     }
 }
 
-/// Add the gradient of output `ow` of the output row starting at `o_row` to the elements of
-/// the block (from `iw0`, flat `row_index` in the plane) that its window holds, when `ok`.
+/// Add the gradient of output `ow` of the output row starting at `o_row` (its outputs `step`
+/// apart) to the elements of the block (from `iw0`, flat `row_index` in the plane) that its
+/// window holds, when `ok`.
 /// `Max` matches its index; `Avg` and `Lp` test the W span, or for a sliding window (unit
 /// dilation) compare against its start (the caller tested D and H; `dh_count`, `dh_padded`
 /// are the window's volume factors over them, which the divisor takes).
@@ -123,6 +124,7 @@ fn gather_output<F: Float, I: Int, A: Float>(
     args: &PoolArgs,
     o_row: usize,
     ow: usize,
+    step: usize,
     ok: bool,
     block: &Block,
     dh_count: usize,
@@ -134,7 +136,7 @@ fn gather_output<F: Float, I: Int, A: Float>(
     #[comptime] shares_from_output: bool,
     #[comptime] block_w: usize,
 ) {
-    let at = select(ok, o_row + ow, 0);
+    let at = select(ok, o_row + ow * step, 0);
     let mut share = A::cast_from(grad[at]);
     if comptime![reduction == Reduction::Max] {
         let index = indices[at];
@@ -250,6 +252,9 @@ fn dh_window<F: Float>(
 /// (from `output`, or with `shares_from_output` off the pre-pass's, in `grad`) and applies `p *
 /// x^(p - 1)`; `sign` multiplies by `sign(x)` (LP with `p = inf`).
 ///
+/// With `channels_last`, `grad`, `indices`, `output` and `x_grad` are channels-last (NDHWC in
+/// memory) and neighbouring units take neighbouring channels; otherwise they are contiguous.
+///
 /// `unrolled`, when not all 0 (sliding windows), bounds the outputs that cover a block per
 /// axis: the walk is unrolled to it and masks the outputs past the cover (dynamic loops ran
 /// the ResNet stem pool's backward 2x slower on lavapipe).
@@ -272,6 +277,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
     #[comptime] block_w: usize,
     #[comptime] whole_plane: bool,
     #[comptime] shares_from_output: bool,
+    #[comptime] channels_last: bool,
     #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
     if comptime![whole_plane] {
@@ -291,12 +297,31 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
     if ABSOLUTE_POS >= rows * w_blocks {
         terminate!();
     }
-    let row = ABSOLUTE_POS / w_blocks;
-    let iw0 = (ABSOLUTE_POS % w_blocks) * block_w;
+    // `row` is `(plane, id, ih)`; channels-last, `(n, id, ih)` with the channel fastest across
+    // units, so that their reads of `grad` and writes of `x_grad` are contiguous.
+    let mut unit = ABSOLUTE_POS;
+    if comptime![channels_last] {
+        unit = ABSOLUTE_POS / args.channels;
+    }
+    let row = unit / w_blocks;
+    let iw0 = (unit % w_blocks) * block_w;
     let ih = row % args.in_size.h;
     let id = (row / args.in_size.h) % args.in_size.d;
+    let mut plane = row / (args.in_size.h * args.in_size.d);
+    // Element `(plane, od, oh, ow)` of `grad` is `grad_base + ((od * out_h + oh) * out_w + ow)
+    // * step`; element `iw` of the block's row of `x_grad` is `x_first + iw * step`.
+    let mut grad_base = plane * volume(&args.out_size);
+    let mut x_first = row * args.in_size.w;
+    let mut step = 1usize;
+    if comptime![channels_last] {
+        let channel = ABSOLUTE_POS % args.channels;
+        step = args.channels;
+        grad_base = grad_base * step + channel;
+        x_first = x_first * step + channel;
+        plane = plane * step + channel;
+    }
     let block = Block {
-        plane: row / (args.in_size.h * args.in_size.d),
+        plane,
         id,
         ih,
         iw0,
@@ -322,7 +347,6 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
             }
         }
     }
-    let grad_base = block.plane * volume(&args.out_size);
     // Gradients accumulate in `A` (f32 for half types, f64 for f64).
     let mut acc = Array::<A>::new(block_w);
     #[unroll]
@@ -339,7 +363,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
                 let (holds, dh_count, dh_padded) =
                     dh_window::<F>(spans, grad, &args, &block, od, oh, reduction, placement);
                 let ok = holds && od < hi_d && oh < hi_h;
-                let o_row = grad_base + (od * args.out_size.h + oh) * args.out_size.w;
+                let o_row = grad_base + (od * args.out_size.h + oh) * args.out_size.w * step;
                 #[unroll]
                 for tw in 0..unrolled[2] {
                     let ow = lo_w + tw;
@@ -351,6 +375,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
                         &args,
                         o_row,
                         ow,
+                        step,
                         ok && ow < hi_w,
                         &block,
                         dh_count,
@@ -370,7 +395,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
             for oh in lo_h..hi_h {
                 let (holds, dh_count, dh_padded) =
                     dh_window::<F>(spans, grad, &args, &block, od, oh, reduction, placement);
-                let o_row = grad_base + (od * args.out_size.h + oh) * args.out_size.w;
+                let o_row = grad_base + (od * args.out_size.h + oh) * args.out_size.w * step;
                 for ow in lo_w..hi_w {
                     gather_output::<F, I, A>(
                         grad,
@@ -380,6 +405,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
                         &args,
                         o_row,
                         ow,
+                        step,
                         holds,
                         &block,
                         dh_count,
@@ -416,7 +442,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
                     result *= sign::<F>(value);
                 }
             }
-            x_grad[row * args.in_size.w + iw] = result;
+            x_grad[x_first + iw * step] = result;
         }
     }
 }

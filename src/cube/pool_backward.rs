@@ -15,8 +15,8 @@ use super::pool::{
     sliding_fits,
 };
 use super::tensor::{
-    LaunchError, accumulator_type, address_type, contiguous, dims5, empty, float_type, int_type,
-    strided, table,
+    LaunchError, accumulator_type, address_type, channels_last, contiguous, dims5, empty,
+    empty_channels_last, float_type, int_type, strided, table,
 };
 
 /// Inputs of the gather backward.
@@ -137,12 +137,30 @@ pub fn backward(
     sign: bool,
 ) -> Result<CubeTensor, LaunchError> {
     let dtype = float_type(&inputs.grad)?;
-    let grad = contiguous(inputs.grad);
+    let grad = strided(inputs.grad);
     let grad_dims = dims5(&grad);
     let out_size = spatial(&grad_dims);
-    let x_grad = empty(&grad, &shapes::with_spatial(&grad_dims, x_size), grad.dtype);
+    let placed = place(&grad, inputs.windows, x_size, out_size, params.reduction)?;
+    let whole_plane = params.reduction == Reduction::Avg && !sign && placed.whole_plane;
+    // A channels-last gradient (with channels-last indices or output, as the forward leaves
+    // them for a channels-last input) keeps its layout, and `x_grad` takes it; else all are
+    // made contiguous.
+    let channels_last = !whole_plane
+        && channels_last(&grad)
+        && inputs.indices.as_ref().is_none_or(channels_last)
+        && inputs.output.as_ref().is_none_or(channels_last);
+    let layout = |tensor| match channels_last {
+        true => tensor,
+        false => contiguous(tensor),
+    };
+    let grad = layout(grad);
+    let x_grad_dims = shapes::with_spatial(&grad_dims, x_size);
+    let x_grad = match channels_last {
+        true => empty_channels_last(&grad, x_grad_dims, grad.dtype),
+        false => empty(&grad, &x_grad_dims, grad.dtype),
+    };
     let indices = match inputs.indices {
-        Some(indices) => contiguous(indices),
+        Some(indices) => layout(strided(indices)),
         None => empty(&grad, &[1], DType::I32),
     };
     let index_type = int_type(&indices)?;
@@ -150,13 +168,11 @@ pub fn backward(
     let shares_from_output = inputs.output.is_some();
     let output = inputs
         .output
-        .map(contiguous)
+        .map(|output| layout(strided(output)))
         .unwrap_or_else(|| grad.clone());
-    let placed = place(&grad, inputs.windows, x_size, out_size, params.reduction)?;
     if x_grad.meta.num_elements() == 0 {
         return Ok(x_grad);
     }
-    let whole_plane = params.reduction == Reduction::Avg && !sign && placed.whole_plane;
     // A whole-plane window walks each plane as one flat row.
     let row = if whole_plane {
         x_size.iter().product()
@@ -174,6 +190,7 @@ pub fn backward(
         sign.into(),
         whole_plane.into(),
         shares_from_output.into(),
+        channels_last.into(),
     ];
     let (grad_dtype, sizes) = (grad.dtype, [x_grad.meta.num_elements() / row, row]);
     let key = move || {
@@ -215,6 +232,7 @@ pub fn backward(
             block_w,
             whole_plane,
             shares_from_output,
+            channels_last,
             [dtype, index_type, accumulator_type(dtype)],
         )
     });

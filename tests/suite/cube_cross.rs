@@ -577,6 +577,43 @@ fn channels_last_pools_match_cpu() {
     case("cl_lp_root", [1, 3, 8, 8], |x| {
         lp_pool2d(x.abs() + 0.1, LpPoolOptions::new(0.5, [2, 3]))
     });
+    // Outputs permuted to NHWC: their gradients come back channels-last, so the backward
+    // gathers channels-last too (with channels-last indices and LP output).
+    let nhwc = |name: &str, dims: [usize; 4], op: fn(Tensor<4>) -> Tensor<4>| {
+        let mut rng = rng(name);
+        cross(name, &[Leaf::random(&mut rng, dims).channels_last()], |t| {
+            op(t[0].clone()).permute([0, 2, 3, 1])
+        });
+    };
+    nhwc("cl_back_max", [2, 8, 9, 8], |x| {
+        max_pool2d(
+            x,
+            MaxPoolOptions::new([3, 3])
+                .with_stride([2, 2])
+                .with_padding([1, 1]),
+        )
+    });
+    nhwc("cl_back_avg", [2, 3, 9, 8], |x| {
+        avg_pool2d(
+            x,
+            AvgPoolNdOptions::new([3, 2])
+                .with_stride([2, 1])
+                .with_padding([1, 1])
+                .with_ceil_mode(true),
+        )
+    });
+    nhwc("cl_back_adaptive_max", [2, 4, 11, 7], |x| {
+        adaptive_max_pool2d(x, [5, 3])
+    });
+    nhwc("cl_back_global_avg", [2, 4, 5, 6], |x| {
+        adaptive_avg_pool2d(x, [1, 1])
+    });
+    nhwc("cl_back_lp2", [2, 4, 9, 8], |x| {
+        lp_pool2d(x, LpPoolOptions::new(2.0, [3, 2]).with_stride([2, 1]))
+    });
+    nhwc("cl_back_lp_inf", [2, 6, 8, 7], |x| {
+        lp_pool2d(x, LpPoolOptions::new(f64::INFINITY, [2, 3]))
+    });
     let mut rng = rng("cl-others");
     cross(
         "cl_max1d",
