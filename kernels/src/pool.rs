@@ -263,60 +263,60 @@ pub(crate) fn sign<F: Float>(x: F) -> F {
     result
 }
 
-/// The outputs one unit of a forward pool computes: up to `block_w` consecutive ones along W
-/// from `ow0`, at `(od, oh)` of `plane` (batch x channel) and of the `lanes - 1` planes of the
-/// next channels; output `ow` of `plane` is element `first + ow * step` of `out`. NCDHW
-/// outputs (`step` 1, one lane) give a unit's row to consecutive units; channels-last ones
-/// (NDHWC in memory, as Burn's convolutions leave theirs; `step` the channel count) give
-/// consecutive units consecutive runs of `lanes` channels, so that their reads of a
-/// channels-last input and their writes are contiguous within a unit's vector and across
-/// units.
+/// The elements one unit of a pool kernel writes: up to `block_w` consecutive ones along W
+/// from `w0`, at `(d, h)` of `plane` (batch x channel) and of the `lanes - 1` planes of the
+/// next channels, in a tensor of the spatial size the unit's row runs along; element `w` of
+/// `plane` is `first + w * step`. NCDHW tensors (`step` 1, one lane) give a unit's row to
+/// consecutive units; channels-last ones (NDHWC in memory, as Burn's convolutions leave
+/// theirs; `step` the channel count) give consecutive units consecutive runs of `lanes`
+/// channels, so that their reads of channels-last tensors and their writes are contiguous
+/// within a unit's vector and across units.
 #[derive(CubeType)]
-pub(crate) struct OutputRow {
+pub(crate) struct RowBlock {
     pub plane: usize,
-    pub od: usize,
-    pub oh: usize,
-    pub ow0: usize,
+    pub d: usize,
+    pub h: usize,
+    pub w0: usize,
     pub first: usize,
     pub step: usize,
 }
 
-/// [`OutputRow`] of unit `unit` when each row of W outputs takes `w_blocks` units.
+/// [`RowBlock`] of unit `unit` when rows are `size.w` long and each takes `w_blocks` units.
 #[cube]
-pub(crate) fn output_row(
+pub(crate) fn row_block(
     args: &PoolArgs,
+    size: &Index3,
     unit: usize,
     w_blocks: usize,
     #[comptime] block_w: usize,
     #[comptime] channels_last: bool,
     #[comptime] lanes: usize,
-) -> OutputRow {
-    let (out_d, out_h, out_w) = (args.out_size.d, args.out_size.h, args.out_size.w);
+) -> RowBlock {
     let mut row = unit / w_blocks;
     let mut block = unit % w_blocks;
     let mut step = 1usize;
     let groups = args.channels / lanes;
     if comptime![channels_last] {
-        // `row` is `(n, od, oh)` here, and the unit's run of channels varies fastest.
+        // `row` is `(n, d, h)` here, and the unit's run of channels varies fastest.
         let rest = unit / groups;
         row = rest / w_blocks;
         block = rest % w_blocks;
         step = args.channels;
     }
-    let oh = row % out_h;
-    let od = (row / out_h) % out_d;
-    let mut plane = row / (out_h * out_d);
-    let mut first = row * out_w;
+    let h = row % size.h;
+    let d = (row / size.h) % size.d;
+    let mut plane = row / (size.h * size.d);
+    let mut first = row * size.w;
     if comptime![channels_last] {
         let channel = (unit % groups) * lanes;
         plane = plane * args.channels + channel;
         first = first * args.channels + channel;
     }
-    OutputRow {
+    RowBlock {
         plane,
-        od,
-        oh,
-        ow0: block * block_w,
+        d,
+        h,
+        w0: block * block_w,
         first,
         step,
     }
@@ -413,7 +413,6 @@ pub(crate) fn sum_value<F: Float, A: Float>(
     } else {
         let nan = not_a_number::<F>();
         let kernel_volume = volume(&args.kernel);
-        let scale = F::cast_from(kernel_volume) / F::cast_from(count);
         let total = F::cast_from(sum * A::cast_from(kernel_volume) / A::cast_from(count));
         // NaN is tested first: GPU float comparisons with NaN differ between runtimes.
         if f32::is_nan(f32::cast_from(total)) {
@@ -422,12 +421,21 @@ pub(crate) fn sum_value<F: Float, A: Float>(
             if comptime![reduction == Reduction::Lp] {
                 result = pow_signed::<F>(total, F::cast_from(args.inv_norm), nan);
             } else {
-                let power = pow_signed::<F>(total, F::cast_from(args.inv_norm_minus_one), nan);
-                result = grad * F::cast_from(args.inv_norm) * power * scale;
+                let slope = pow_signed::<F>(total, F::cast_from(args.inv_norm_minus_one), nan);
+                result = lp_window_share::<F>(grad, slope, args, count);
             }
         }
     }
     result
+}
+
+/// An LP window's share of its output gradient `grad`, given the slope of its root
+/// (`total^(1/p - 1)`): `grad / p * slope * K / count` (`K / count` rescales a partial
+/// window, as the forward does).
+#[cube]
+pub(crate) fn lp_window_share<G: Float>(grad: G, slope: G, args: &PoolArgs, count: usize) -> G {
+    let scale = G::cast_from(volume(&args.kernel)) / G::cast_from(count);
+    grad * G::cast_from(args.inv_norm) * slope * scale
 }
 
 /// Whether `value` replaces `best` in a max: it is larger, or NaN (the last NaN wins, as in
@@ -442,7 +450,7 @@ pub(crate) fn beats<F: Float>(value: F, best: F) -> bool {
 /// Reduce the windows of `block_w` consecutive outputs along the last axis per unit (the
 /// unit's indices and its D and H spans are worked out once; integer divisions dominate a
 /// small window's cost on some devices). `x` is read through strides; `out` (and `indices`)
-/// is channels-last when `channels_last` (see `OutputRow`). `Max` also writes `indices`
+/// is channels-last when `channels_last` (see `RowBlock`). `Max` also writes `indices`
 /// (flat in the unpadded input plane); `LpShare` reads `out_grad` (laid out as `out`).
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
@@ -467,15 +475,16 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
     if ABSOLUTE_POS >= rows * w_blocks {
         terminate!();
     }
-    let unit = output_row(
+    let unit = row_block(
         &args,
+        &args.out_size,
         ABSOLUTE_POS,
         w_blocks,
         block_w,
         channels_last,
         1usize,
     );
-    let (plane, od, oh, ow0) = (unit.plane, unit.od, unit.oh, unit.ow0);
+    let (plane, od, oh, ow0) = (unit.plane, unit.d, unit.h, unit.w0);
     let sd = span_of::<F>(spans, samples, &args, plane, od, 0usize, placement);
     let sh = span_of::<F>(spans, samples, &args, plane, oh, 1usize, placement);
     let (stride_d, stride_h, stride_w) = (x.stride(2), x.stride(3), x.stride(4));

@@ -7,8 +7,8 @@ use cubecl::prelude::*;
 
 use crate::axes::{along, volume};
 use crate::pool::{
-    Placement, PoolArgs, Reduction, Span, average_divisor, div_ceil_step, not_a_number,
-    plane_offset, pow_signed, sign, span_of,
+    Placement, PoolArgs, Reduction, Span, average_divisor, div_ceil_step, lp_window_share,
+    not_a_number, plane_offset, pow_signed, row_block, sign, span_of,
 };
 
 /// Whether `span` has input position `i` as a tap.
@@ -180,9 +180,9 @@ fn gather_output<F: Float, I: Int, A: Float>(
     }
 }
 
-/// An LP window's share of its output gradient `grad` (`p >= 1`), from its output `y`: `grad /
-/// p * y^(1 - p) * K / count`, where `y^(1 - p)` is the `total^(1/p - 1)` of `write_sum`'s
-/// `LpShare`; none for an all-zero window (`y = 0`), NaN for a NaN total.
+/// An LP window's share of its output gradient `grad` (`p >= 1`), from its output `y`: the
+/// slope `y^(1 - p)` is the `total^(1/p - 1)` that `sum_value`'s `LpShare` takes; none for an
+/// all-zero window (`y = 0`), NaN for a NaN total.
 #[cube]
 fn lp_share<F: Float, A: Float>(grad: A, y: F, args: &PoolArgs, count: usize) -> A {
     let y = A::cast_from(y);
@@ -193,8 +193,7 @@ fn lp_share<F: Float, A: Float>(grad: A, y: F, args: &PoolArgs, count: usize) ->
     } else if y != A::new(0.0) {
         let one_minus_norm = A::new(0.0) - A::cast_from(args.norm_minus_one);
         let slope = pow_signed::<A>(y, one_minus_norm, not_a_number::<A>());
-        let scale = A::cast_from(volume(&args.kernel)) / A::cast_from(count);
-        share = grad * A::cast_from(args.inv_norm) * slope * scale;
+        share = lp_window_share::<A>(grad, slope, args, count);
     }
     share
 }
@@ -297,28 +296,22 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
     if ABSOLUTE_POS >= rows * w_blocks {
         terminate!();
     }
-    // `row` is `(plane, id, ih)`; channels-last, `(n, id, ih)` with the channel fastest across
-    // units, so that their reads of `grad` and writes of `x_grad` are contiguous.
-    let mut unit = ABSOLUTE_POS;
+    let unit = row_block(
+        &args,
+        &args.in_size,
+        ABSOLUTE_POS,
+        w_blocks,
+        block_w,
+        channels_last,
+        1usize,
+    );
+    let (plane, id, ih, iw0, step) = (unit.plane, unit.d, unit.h, unit.w0, unit.step);
+    // `grad` is laid out as `x_grad`: element `(plane, od, oh, ow)` is `grad_base + ((od *
+    // out_h + oh) * out_w + ow) * step`.
+    let out_volume = volume(&args.out_size);
+    let mut grad_base = plane * out_volume;
     if comptime![channels_last] {
-        unit = ABSOLUTE_POS / args.channels;
-    }
-    let row = unit / w_blocks;
-    let iw0 = (unit % w_blocks) * block_w;
-    let ih = row % args.in_size.h;
-    let id = (row / args.in_size.h) % args.in_size.d;
-    let mut plane = row / (args.in_size.h * args.in_size.d);
-    // Element `(plane, od, oh, ow)` of `grad` is `grad_base + ((od * out_h + oh) * out_w + ow)
-    // * step`; element `iw` of the block's row of `x_grad` is `x_first + iw * step`.
-    let mut grad_base = plane * volume(&args.out_size);
-    let mut x_first = row * args.in_size.w;
-    let mut step = 1usize;
-    if comptime![channels_last] {
-        let channel = ABSOLUTE_POS % args.channels;
-        step = args.channels;
-        grad_base = grad_base * step + channel;
-        x_first = x_first * step + channel;
-        plane = plane * step + channel;
+        grad_base = plane_offset(&args, args.channels * out_volume, 1usize, plane);
     }
     let block = Block {
         plane,
@@ -442,7 +435,7 @@ pub fn pool_backward<F: Float, I: Int, A: Float>(
                     result *= sign::<F>(value);
                 }
             }
-            x_grad[x_first + iw * step] = result;
+            x_grad[unit.first + iw * step] = result;
         }
     }
 }

@@ -12,7 +12,7 @@ use cubecl::prelude::*;
 use crate::axes::along;
 use crate::conv::{GemmKind, tap_along};
 use crate::pool::{
-    PoolArgs, Reduction, beats, neg_infinity, output_row, plane_offset, sliding_span, sum_term,
+    PoolArgs, Reduction, beats, neg_infinity, plane_offset, row_block, sliding_span, sum_term,
     sum_value,
 };
 
@@ -37,7 +37,7 @@ fn tap(args: &PoolArgs, o: usize, t: usize, #[comptime] axis: usize) -> (usize, 
 /// One unit reduces `block_w` consecutive outputs along W of `N` planes (one unless
 /// channels-last: then `N` consecutive channels, read and written as one vector); `kernel` is
 /// the window (D, H, W). `out` (and `indices`) is channels-last when `channels_last` (see
-/// `pool::OutputRow`). `Max` writes `indices` (flat in the unpadded input plane); `LpShare`
+/// `pool::RowBlock`). `Max` writes `indices` (flat in the unpadded input plane); `LpShare`
 /// reads `out_grad` (laid out as `out`).
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
@@ -59,13 +59,20 @@ pub fn pool_sliding<F: Float, I: Int, A: Float, N: Size>(
     let out_w = args.out_size.w;
     let (in_h, in_w) = (args.in_size.h, args.in_size.w);
     let w_blocks = out_w.div_ceil(block_w);
-    // Rows of W outputs, `lanes` of them per unit's block.
-    let rows = out.len() * lanes / out_w;
-    if ABSOLUTE_POS >= rows / lanes * w_blocks {
+    // `out.len()` counts vectors: rows of W outputs over `lanes`, the rows a unit's lanes take.
+    if ABSOLUTE_POS >= out.len() / out_w * w_blocks {
         terminate!();
     }
-    let unit = output_row(&args, ABSOLUTE_POS, w_blocks, block_w, channels_last, lanes);
-    let (plane, od, oh, ow0) = (unit.plane, unit.od, unit.oh, unit.ow0);
+    let unit = row_block(
+        &args,
+        &args.out_size,
+        ABSOLUTE_POS,
+        w_blocks,
+        block_w,
+        channels_last,
+        lanes,
+    );
+    let (plane, od, oh, ow0) = (unit.plane, unit.d, unit.h, unit.w0);
     let base = plane_offset(&args, x.stride(0), x.stride(1), plane);
     let ow_end = min(ow0 + block_w, out_w);
     // The unit's rows of taps (D x H), shared by its outputs: where each starts in `x`, its
