@@ -10,12 +10,14 @@
 //! `vulkan`, `FUZZ_GPU_CASES` the cases on the CubeCL kernels (24 by default: lavapipe
 //! compiles a kernel for each new shape).
 
+mod layout;
 mod reference;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor};
 use burn_convpool::*;
+use layout::{Layout, layout, tensor_in};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use reference::{Expected, Sliding, Window};
@@ -92,12 +94,6 @@ fn data(seed: u64, len: usize) -> Vec<f64> {
 /// The output gradient for output dims, from a seed.
 fn out_grad(seed: u64) -> impl Fn([usize; 5]) -> Vec<f64> {
     move |dims| data(seed ^ 0x9e37, dims.iter().product())
-}
-
-/// A tensor of `values` with the caller's dims.
-fn tensor<const D: usize>(values: &[f64], dims: &[usize], device: &Device) -> Tensor<D> {
-    let values: Vec<f32> = values.iter().map(|&v| v as f32).collect();
-    Tensor::from_data(TensorData::new(values, dims.to_vec()), device)
 }
 
 fn floats<const D: usize>(tensor: Tensor<D>) -> Vec<f64> {
@@ -325,11 +321,11 @@ type ConvFn<const N: usize, const D: usize, O> =
     fn(Tensor<D>, Tensor<D>, Option<Tensor<1>>, O) -> Result<Tensor<D>, SpecError>;
 
 /// Call the crate's conv or conv_transpose of the case's rank on `device`.
-fn run_conv(case: &ConvCase, device: &Device) -> Result<Got, SpecError> {
+fn run_conv(case: &ConvCase, layout: Layout, device: &Device) -> Result<Got, SpecError> {
     match case.rank {
-        1 => run_conv_n::<1, 3>(case, device, try_conv1d, try_conv_transpose1d),
-        2 => run_conv_n::<2, 4>(case, device, try_conv2d, try_conv_transpose2d),
-        _ => run_conv_n::<3, 5>(case, device, try_conv3d, try_conv_transpose3d),
+        1 => run_conv_n::<1, 3>(case, layout, device, try_conv1d, try_conv_transpose1d),
+        2 => run_conv_n::<2, 4>(case, layout, device, try_conv2d, try_conv_transpose2d),
+        _ => run_conv_n::<3, 5>(case, layout, device, try_conv3d, try_conv_transpose3d),
     }
 }
 
@@ -354,17 +350,18 @@ fn grad_values<const D: usize>(grad: Option<Tensor<D>>, len: usize) -> Vec<f64> 
 
 fn run_conv_n<const N: usize, const D: usize>(
     case: &ConvCase,
+    layout: Layout,
     device: &Device,
     conv: ConvFn<N, D, ConvNdOptions<N>>,
     conv_transpose: ConvFn<N, D, ConvTransposeNdOptions<N>>,
 ) -> Result<Got, SpecError> {
     let (x_dims, w_dims) = (user_dims(case.x_dims(), N), user_dims(case.w_dims(), N));
     let (x, w, b) = inputs(case);
-    let x_t: Tensor<D> = tensor(&x, &x_dims, device).require_grad();
-    let w_t: Tensor<D> = tensor(&w, &w_dims, device).require_grad();
+    let x_t: Tensor<D> = tensor_in(layout, &x, &x_dims, device).require_grad();
+    let w_t: Tensor<D> = tensor_in(layout, &w, &w_dims, device).require_grad();
     let b_t = b
         .as_ref()
-        .map(|b| tensor::<1>(b, &[b.len()], device).require_grad());
+        .map(|b| tensor_in::<1>(layout, b, &[b.len()], device).require_grad());
     let out = if case.transpose {
         let mut options = ConvTransposeNdOptions::<N>::default()
             .with_stride(tail(case.stride))
@@ -386,7 +383,7 @@ fn run_conv_n<const N: usize, const D: usize>(
     };
     let dims = out.dims().to_vec();
     let g = out_grad(case.seed)(lifted(&dims, N));
-    let grads = (out.clone() * tensor::<D>(&g, &dims, device))
+    let grads = (out.clone() * tensor_in::<D>(layout, &g, &dims, device))
         .sum()
         .backward();
     let mut leaf_grads = vec![
@@ -424,11 +421,11 @@ fn fuzz_conv_cases(
     cases: u32,
     strategy: impl Strategy<Value = ConvCase>,
 ) {
-    fuzz(name, cases, strategy, |case| {
-        let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, &device)));
+    fuzz(name, cases, (strategy, layout()), |(case, layout)| {
+        let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, layout, &device)));
         let (x, w, b) = inputs(&case);
         let expected = case.expected(&x, &w, b.as_deref());
-        check(&format!("{case:?}"), got, expected, case.rank)
+        check(&format!("{case:?} {layout:?}"), got, expected, case.rank)
     });
 }
 
@@ -840,10 +837,11 @@ struct PoolFns<const N: usize, const D: usize> {
     adaptive_max: fn(Tensor<D>, [usize; N]) -> WithIndices<D>,
 }
 
-fn run_pool(case: &PoolCase, device: &Device) -> Result<Got, SpecError> {
+fn run_pool(case: &PoolCase, layout: Layout, device: &Device) -> Result<Got, SpecError> {
     match case.rank {
         1 => run_pool_n(
             case,
+            layout,
             device,
             PoolFns::<1, 3> {
                 max: try_max_pool1d_with_indices,
@@ -855,6 +853,7 @@ fn run_pool(case: &PoolCase, device: &Device) -> Result<Got, SpecError> {
         ),
         2 => run_pool_n(
             case,
+            layout,
             device,
             PoolFns::<2, 4> {
                 max: try_max_pool2d_with_indices,
@@ -866,6 +865,7 @@ fn run_pool(case: &PoolCase, device: &Device) -> Result<Got, SpecError> {
         ),
         _ => run_pool_n(
             case,
+            layout,
             device,
             PoolFns::<3, 5> {
                 max: try_max_pool3d_with_indices,
@@ -880,12 +880,13 @@ fn run_pool(case: &PoolCase, device: &Device) -> Result<Got, SpecError> {
 
 fn run_pool_n<const N: usize, const D: usize>(
     case: &PoolCase,
+    layout: Layout,
     device: &Device,
     fns: PoolFns<N, D>,
 ) -> Result<Got, SpecError> {
     let x_dims = user_dims(case.x_dims(), N);
     let x = data(case.seed, x_dims.iter().product());
-    let x_t: Tensor<D> = tensor(&x, &x_dims, device).require_grad();
+    let x_t: Tensor<D> = tensor_in(layout, &x, &x_dims, device).require_grad();
     let window = &case.window;
     let (kernel, stride) = (tail(window.kernel), tail(window.stride));
     let (out, indices) = match case.kind {
@@ -933,7 +934,7 @@ fn run_pool_n<const N: usize, const D: usize>(
         PoolKind::Sliding(Sliding::Lp { .. }) => vec![],
         _ => {
             let g = out_grad(case.seed)(lifted(&dims, N));
-            let grads = (out.clone() * tensor::<D>(&g, &dims, device))
+            let grads = (out.clone() * tensor_in::<D>(layout, &g, &dims, device))
                 .sum()
                 .backward();
             vec![grad_values(x_t.grad(&grads), x.len())]
@@ -953,10 +954,15 @@ fn run_pool_n<const N: usize, const D: usize>(
 
 /// The pool property on `device`.
 fn fuzz_pool(name: &str, device: Device, cases: u32) {
-    fuzz(name, cases, pool_case(), |case| {
-        let got = catch_unwind(AssertUnwindSafe(|| run_pool(&case, &device)));
+    fuzz(name, cases, (pool_case(), layout()), |(case, layout)| {
+        let got = catch_unwind(AssertUnwindSafe(|| run_pool(&case, layout, &device)));
         let x = data(case.seed, case.x_dims().iter().product());
-        check(&format!("{case:?}"), got, case.expected(&x), case.rank)
+        check(
+            &format!("{case:?} {layout:?}"),
+            got,
+            case.expected(&x),
+            case.rank,
+        )
     });
 }
 
@@ -1107,12 +1113,16 @@ fn found_empty_batch_conv() -> ConvCase {
 
 fn check_found(device: &Device) {
     let case = found_max_pool();
-    let got = catch_unwind(AssertUnwindSafe(|| run_pool(&case, device)));
+    let got = catch_unwind(AssertUnwindSafe(|| {
+        run_pool(&case, Layout::Contiguous, device)
+    }));
     let x = data(case.seed, case.x_dims().iter().product());
     let verdict = check("dilated max pool", got, case.expected(&x), 1);
     assert!(matches!(verdict, Ok(true)), "{verdict:?}");
     for case in found_unused_huge_steps() {
-        let got = catch_unwind(AssertUnwindSafe(|| run_pool(&case, device)));
+        let got = catch_unwind(AssertUnwindSafe(|| {
+            run_pool(&case, Layout::Contiguous, device)
+        }));
         let x = data(case.seed, case.x_dims().iter().product());
         let verdict = check("max pool with unused huge steps", got, case.expected(&x), 1);
         assert!(matches!(verdict, Ok(true)), "{case:?}: {verdict:?}");
@@ -1122,12 +1132,14 @@ fn check_found(device: &Device) {
         batch: 2,
         ..found_empty_batch_conv()
     };
-    let _ = run_conv(&dirty, device);
+    let _ = run_conv(&dirty, Layout::Contiguous, device);
     for (what, case) in [
         ("empty-batch conv", found_empty_batch_conv()),
         ("long bias sum", found_long_bias_sum()),
     ] {
-        let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, device)));
+        let got = catch_unwind(AssertUnwindSafe(|| {
+            run_conv(&case, Layout::Contiguous, device)
+        }));
         let (x, w, b) = inputs(&case);
         let expected = case.expected(&x, &w, b.as_deref());
         let verdict = check(what, got, expected, case.rank);
