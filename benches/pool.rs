@@ -7,7 +7,7 @@
 //! `pool/{device}/{case}/{forward|backward}`; max pools' forward returns the indices too.
 
 use burn::backend::Dispatch;
-use burn::backend::ops::{FloatTensorOps, ModuleOps};
+use burn::backend::ops::ModuleOps;
 use burn::backend::tensor::FloatTensor;
 use burn::tensor::Device;
 use burn::tensor::ops::MaxPoolOptions;
@@ -17,17 +17,21 @@ use criterion::{Criterion, criterion_group, criterion_main};
 
 mod common;
 use common::catalogue::{PoolCase, full_profile, load};
-use common::{array, compare, devices, lifted, lifted3, random};
+use common::{array, compare, devices, lifted, lifted3, random_laid_out};
 
 type Prim = FloatTensor<Dispatch>;
 type M = Dispatch;
 
 fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &PoolCase) {
     let int_dtype = device.settings().int_dtype;
-    let x = random(&case.x, device);
-    let out_grad = random(&case.out_dims(), device);
-    let lift = |t: &Prim, dims: &[usize]| M::float_reshape(t.clone(), lifted(dims).into());
-    let (x5, out_grad5) = (lift(&x, &case.x), lift(&out_grad, &case.out_dims()));
+    // Burn's operators take `x` as the case gives it, ours its rank-5 lift: separate tensors of
+    // the same layout (reshaping a channels-last view would copy it).
+    let laid_out = |dims: &[usize]| random_laid_out(dims, case.channels_last, device);
+    let (x, out_grad) = (laid_out(&case.x), laid_out(&case.out_dims()));
+    let (x5, out_grad5) = (
+        laid_out(&lifted(&case.x)),
+        laid_out(&lifted(&case.out_dims())),
+    );
     let x_size = lifted3(&case.x[2..], 1);
     let id = |pass: &str| format!("pool/{device_name}/{}/{pass}", case.name);
     let planar = case.spatial() == 2;

@@ -41,6 +41,9 @@ pub struct PoolCase {
     pub output: Vec<usize>,
     #[serde(default)]
     pub norm: f64,
+    /// Input and output gradient channels-last in memory (NHWC / NDHWC).
+    #[serde(default)]
+    pub channels_last: bool,
     pub quick: bool,
 }
 

@@ -50,6 +50,26 @@ pub fn random(dims: &[usize], device: &Device) -> FloatTensor<Dispatch> {
     Dispatch::float_reshape(flat, Shape::from(dims.to_vec()))
 }
 
+/// A random primitive of shape `dims` `(N, C, *spatial)`, channels-last in memory if asked: a
+/// permuted view of an `(N, *spatial, C)` tensor, as Burn's convolutions leave their outputs.
+pub fn random_laid_out(
+    dims: &[usize],
+    channels_last: bool,
+    device: &Device,
+) -> FloatTensor<Dispatch> {
+    if !channels_last {
+        return random(dims, device);
+    }
+    let rank = dims.len();
+    let memory: Vec<usize> = [dims[0]]
+        .into_iter()
+        .chain(dims[2..].iter().copied())
+        .chain([dims[1]])
+        .collect();
+    let axes: Vec<usize> = [0, rank - 1].into_iter().chain(1..rank - 1).collect();
+    Dispatch::float_permute(random(&memory, device), &axes)
+}
+
 /// `(N, C, *spatial)` with unit axes in front of the spatial ones, to rank 5.
 pub fn lifted(dims: &[usize]) -> [usize; 5] {
     let mut out = [1; 5];

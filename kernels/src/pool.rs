@@ -190,7 +190,21 @@ pub(crate) fn span_of<F: Float>(
             along(&args.alpha, axis),
             u,
         )
-    } else if comptime![placement == Placement::Sliding] {
+    } else {
+        window_span(spans, args, o, axis, placement)
+    }
+}
+
+/// The span of output `o` on `axis` of a sliding or tabled placement (the same in every plane).
+#[cube]
+pub(crate) fn window_span(
+    spans: &Tensor<u32>,
+    args: &PoolArgs,
+    o: usize,
+    #[comptime] axis: usize,
+    #[comptime] placement: Placement,
+) -> Span {
+    if comptime![placement == Placement::Sliding] {
         sliding_span(args, o, axis)
     } else if comptime![axis == 0] {
         table_span(spans, o)

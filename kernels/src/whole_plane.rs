@@ -5,44 +5,51 @@
 //! unit per plane leaves a GPU idle when planes are few or long (a 2x64x112x112 global pool
 //! is 128 units, each walking 12,544 elements); several lanes per plane read consecutive
 //! addresses together and combine their partial results in a fixed tree, so the result does
-//! not depend on timing.
+//! not depend on timing. A channels-last tensor's planes interleave: a unit then takes `N`
+//! neighbouring channels as one vector, and neighbouring units neighbouring vectors.
 
 use cubecl::prelude::*;
 
 use crate::axes::volume;
 use crate::pool::{
-    Placement, PoolArgs, Reduction, beats, neg_infinity, plane_offset, span_of, sum_term, write_sum,
+    Placement, PoolArgs, Reduction, beats, neg_infinity, plane_offset, sum_term, sum_value,
+    window_span,
 };
 
-/// `lanes` units per plane (a power of two dividing the cube's `cube_units`), whose `D x H x
-/// W` elements are contiguous in `x` (from the plane's offset); lane `l` reads elements `l, l +
-/// lanes, ...`. Same semantics as `pool::pool_forward`: `Max` keeps the first maximum (the
-/// first element if all are -inf), a NaN wins (the last NaN), and writes its flat index; sums
-/// accumulate in `A` and divide or take the norm by `pool::write_sum`, the window's padded
-/// volume read from its spans. With one lane the sum runs in order, as on the CPU.
+/// `lanes` units per `N` planes (`lanes` a power of two dividing the cube's `cube_units`);
+/// lane `l` reads elements `l, l + lanes, ...` of the planes' `D x H x W`. Those are contiguous
+/// in `x` from a plane's offset (`N` is then 1), or, `channels_last`, one every `C` elements (a
+/// dense NDHWC tensor), read for `N` neighbouring channels as one vector. Same semantics as
+/// `pool::pool_forward`: `Max` keeps the first maximum (the first element if all are -inf), a
+/// NaN wins (the last NaN), and writes its flat index; sums accumulate in `A` and divide or
+/// take the norm by `pool::sum_value`, the window's padded volume read from its spans. With one
+/// lane the sum runs in order, as on the CPU.
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
-pub fn pool_whole_plane<F: Float, I: Int, A: Float>(
-    x: &Tensor<F>,
+pub fn pool_whole_plane<F: Float, I: Int, A: Float, N: Size>(
+    x: &Tensor<Vector<F, N>>,
     spans: &Tensor<u32>,
-    out_grad: &Tensor<F>,
-    out: &mut Tensor<F>,
-    indices: &mut Tensor<I>,
+    out_grad: &Tensor<Vector<F, N>>,
+    out: &mut Tensor<Vector<F, N>>,
+    indices: &mut Tensor<Vector<I, N>>,
     args: PoolArgs,
     #[comptime] reduction: Reduction,
     #[comptime] placement: Placement,
     #[comptime] abs: bool,
     #[comptime] count_include_pad: bool,
+    #[comptime] channels_last: bool,
     #[comptime] lanes: usize,
     #[comptime] cube_units: usize,
     #[define(F, I, A)] _dtypes: [ElemType; 3],
 ) {
-    let plane = ABSOLUTE_POS / lanes;
+    let width = N::value();
+    // The unit's `N` planes, as one vector of `out` (whose planes are its elements in order).
+    let planes = ABSOLUTE_POS / lanes;
     let unit = UNIT_POS as usize;
     let lane = unit % lanes;
-    // Every unit stays to the end when lanes share a plane: the tree's barriers are the
-    // whole cube's. A unit past the last plane reads nothing.
-    let active = plane < out.len();
+    // Every unit stays to the end when lanes share planes: the tree's barriers are the whole
+    // cube's. A unit past the last plane reads nothing.
+    let active = planes < out.len();
     if comptime![lanes == 1] && !active {
         terminate!();
     }
@@ -51,93 +58,144 @@ pub fn pool_whole_plane<F: Float, I: Int, A: Float>(
     if active {
         end = elements;
     }
-    let base = plane_offset(&args, x.stride(0), x.stride(1), plane);
-    // The lanes' partial results (one unit's worth when a unit has a plane to itself).
-    let shared_len = comptime![if lanes > 1 { cube_units } else { 1 }];
+    // Element offsets are multiples of `N` (the launcher's condition for vectors).
+    let base = plane_offset(&args, x.stride(0), x.stride(1), planes * width);
+    let mut element_stride = 1usize;
+    if comptime![channels_last] {
+        element_stride = args.channels;
+    }
+    // The lanes' partial results, `N` per unit (one unit's worth when a unit has its planes to
+    // itself).
+    let shared_len = comptime![if lanes > 1 { cube_units * width } else { width }];
     if comptime![reduction == Reduction::Max] {
         let mut values = Shared::<[F]>::new_slice(shared_len);
         let mut at = Shared::<[u32]>::new_slice(shared_len);
-        let mut best = neg_infinity::<F>();
+        let mut best = Array::<F>::new(width);
         // A lane with no element holds `elements`, larger than any index, so it loses ties.
-        let mut best_index = elements;
-        if lane < end {
-            best_index = lane;
+        let mut best_index = Array::<usize>::new(width);
+        #[unroll]
+        for v in 0..width {
+            best[v] = neg_infinity::<F>();
+            best_index[v] = select(lane < end, lane, elements);
         }
         let mut e = lane;
         while e < end {
-            let mut value = x[base + e];
-            if comptime![abs] {
-                value = F::abs(value);
-            }
-            if beats::<F>(value, best) {
-                best = value;
-                best_index = e;
+            let read = x[(base + e * element_stride) / width];
+            #[unroll]
+            for v in 0..width {
+                let mut value = read.extract(v);
+                if comptime![abs] {
+                    value = F::abs(value);
+                }
+                if beats::<F>(value, best[v]) {
+                    best[v] = value;
+                    best_index[v] = e;
+                }
             }
             e += lanes;
         }
         if comptime![lanes > 1] {
-            values[unit] = best;
-            at[unit] = u32::cast_from(best_index);
+            #[unroll]
+            for v in 0..width {
+                values[unit * width + v] = best[v];
+                at[unit * width + v] = u32::cast_from(best_index[v]);
+            }
             #[unroll]
             for step in 0..comptime![lanes.ilog2() as usize] {
                 let half = (lanes / 2) >> step;
                 sync_cube();
                 if lane < half {
-                    let other = values[unit + half];
-                    let other_at = at[unit + half];
-                    let mine = values[unit];
-                    let mine_at = at[unit];
-                    if max_takes::<F>(other, other_at, mine, mine_at) {
-                        values[unit] = other;
-                        at[unit] = other_at;
+                    #[unroll]
+                    for v in 0..width {
+                        let (mine, theirs) = (unit * width + v, (unit + half) * width + v);
+                        if max_takes::<F>(values[theirs], at[theirs], values[mine], at[mine]) {
+                            values[mine] = values[theirs];
+                            at[mine] = at[theirs];
+                        }
                     }
                 }
             }
-            best = values[unit];
-            best_index = at[unit] as usize;
+            #[unroll]
+            for v in 0..width {
+                best[v] = values[unit * width + v];
+                best_index[v] = at[unit * width + v] as usize;
+            }
         }
         if active && lane == 0 {
-            out[plane] = best;
-            indices[plane] = I::cast_from(best_index);
+            let mut result = Vector::<F, N>::broadcast(F::new(0.0));
+            let mut result_at = Vector::<I, N>::broadcast(I::new(0));
+            #[unroll]
+            for v in 0..width {
+                result.insert(v, best[v]);
+                result_at.insert(v, I::cast_from(best_index[v]));
+            }
+            out[planes] = result;
+            indices[planes] = result_at;
         }
     } else {
         let mut partial = Shared::<[A]>::new_slice(shared_len);
         // Sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for f64).
-        let mut sum = A::new(0.0);
+        let mut sums = Array::<A>::new(width);
+        #[unroll]
+        for v in 0..width {
+            sums[v] = A::new(0.0);
+        }
         let mut e = lane;
         while e < end {
-            sum += sum_term::<F, A>(x[base + e], &args, reduction);
+            let read = x[(base + e * element_stride) / width];
+            #[unroll]
+            for v in 0..width {
+                sums[v] += sum_term::<F, A>(read.extract(v), &args, reduction);
+            }
             e += lanes;
         }
         if comptime![lanes > 1] {
-            partial[unit] = sum;
+            #[unroll]
+            for v in 0..width {
+                partial[unit * width + v] = sums[v];
+            }
             #[unroll]
             for step in 0..comptime![lanes.ilog2() as usize] {
                 let half = (lanes / 2) >> step;
                 sync_cube();
                 if lane < half {
-                    let mine = partial[unit];
-                    let theirs = partial[unit + half];
-                    partial[unit] = mine + theirs;
+                    #[unroll]
+                    for v in 0..width {
+                        let mine = partial[unit * width + v];
+                        let theirs = partial[(unit + half) * width + v];
+                        partial[unit * width + v] = mine + theirs;
+                    }
                 }
             }
-            sum = partial[unit];
+            #[unroll]
+            for v in 0..width {
+                sums[v] = partial[unit * width + v];
+            }
         }
         if active && lane == 0 {
-            let sd = span_of::<F>(spans, x, &args, plane, 0, 0usize, placement);
-            let sh = span_of::<F>(spans, x, &args, plane, 0, 1usize, placement);
-            let sw = span_of::<F>(spans, x, &args, plane, 0, 2usize, placement);
-            write_sum::<F, A>(
-                out,
-                out_grad,
-                &args,
-                plane,
-                sum,
-                elements,
-                sd.padded * sh.padded * sw.padded,
-                reduction,
-                count_include_pad,
-            );
+            let sd = window_span(spans, &args, 0, 0usize, placement);
+            let sh = window_span(spans, &args, 0, 1usize, placement);
+            let sw = window_span(spans, &args, 0, 2usize, placement);
+            let padded = sd.padded * sh.padded * sw.padded;
+            let mut grads = Vector::<F, N>::broadcast(F::new(0.0));
+            if comptime![reduction == Reduction::LpShare] {
+                grads = out_grad[planes];
+            }
+            let mut result = Vector::<F, N>::broadcast(F::new(0.0));
+            #[unroll]
+            for v in 0..width {
+                let value = sum_value::<F, A>(
+                    grads.extract(v),
+                    &args,
+                    sums[v],
+                    elements,
+                    padded,
+                    reduction,
+                    count_include_pad,
+                );
+                result.insert(v, value);
+            }
+            out[planes] = result;
         }
     }
 }

@@ -222,7 +222,8 @@ const SLIDING_KERNEL: usize = 7;
 /// Run the window kernel: values, and indices of `indices_dtype` for `Max` (else a dummy).
 /// `out_grad` is read by `LpShare` only. A window holding a whole contiguous plane runs the
 /// flat whole-plane kernel, a sliding window of up to [`SLIDING_KERNEL`] taps per axis the
-/// unrolled sliding kernel, any other the span walk.
+/// unrolled sliding kernel, any other the span walk. A whole channels-last plane runs the
+/// flat kernel too, its elements `C` apart.
 pub fn forward(
     x: CubeTensor,
     windows: Windows,
@@ -252,7 +253,7 @@ pub fn forward(
     let index_type = int_type(&indices)?;
     let in_size = spatial(&dims);
     let windows = placed(windows, in_size);
-    let whole_plane = planes_contiguous(&x)
+    let whole_plane = (channels_last || planes_contiguous(&x))
         && match &windows {
             Windows::Sliding(options) => holds_whole_plane(in_size, out_size, Some(options), None),
             Windows::Table(spans) => holds_whole_plane(in_size, out_size, None, Some(spans)),
@@ -305,6 +306,8 @@ pub fn forward(
             placement,
             abs: params.abs,
             count_include_pad: params.count_include_pad,
+            channels_last,
+            width: lanes,
             types,
             elements: in_size.iter().product(),
         }),

@@ -1,5 +1,6 @@
 //! The whole-plane pool kernel's launch (global pooling): one lane per plane, or as many as
-//! keep a GPU busy ([`packing`](super::packing) chooses).
+//! keep a GPU busy ([`packing`](super::packing) chooses), over contiguous planes or a dense
+//! channels-last tensor.
 
 use burn_convpool_kernels::pool::{Placement, PoolArgsLaunch, Reduction};
 use burn_convpool_kernels::whole_plane::pool_whole_plane;
@@ -34,6 +35,10 @@ pub(super) struct WholePlane {
     pub placement: Placement,
     pub abs: bool,
     pub count_include_pad: bool,
+    /// `x` is dense channels-last: a plane's elements lie `C` apart.
+    pub channels_last: bool,
+    /// Planes (neighbouring channels, channels-last) a unit reads as one vector.
+    pub width: usize,
     /// Value, index and accumulator types.
     pub types: [ElemType; 3],
     /// Elements per plane.
@@ -46,7 +51,12 @@ pub(super) fn run(launch: WholePlane) {
     let spread = spread_lanes(&launch);
     let (dtype, max) = (launch.x.dtype, launch.reduction == Reduction::Max);
     let sizes = [launch.out.meta.num_elements(), launch.elements];
-    let key = move || PackingKey::of("whole_plane", dtype, &[usize::from(max)], &sizes);
+    let exact = [
+        usize::from(max),
+        usize::from(launch.channels_last),
+        launch.width,
+    ];
+    let key = move || PackingKey::of("whole_plane", dtype, &exact, &sizes);
     let out = launch.out.clone();
     packing::run(&out, key, spread > 1, move |packing| {
         let lanes = match packing {
@@ -63,15 +73,15 @@ fn cube_units(launch: &WholePlane) -> usize {
     prev_power_of_two(MAX_CUBE.min(max_units).max(1))
 }
 
-/// Lanes per plane when spread: a power of two, enough units to keep a GPU busy, each lane
-/// walking at least [`MIN_PER_LANE`] elements, at most a cube. One where a plane's indices
+/// Lanes per plane (per vector of planes) when spread: a power of two, enough units to keep a
+/// GPU busy, each lane walking at least [`MIN_PER_LANE`] elements, at most a cube. One where a plane's indices
 /// pass 32 bits (a lane's maximum is kept as a u32 index in shared memory).
 fn spread_lanes(launch: &WholePlane) -> usize {
     if u32::try_from(launch.elements).is_err() {
         return 1;
     }
-    let planes = launch.out.meta.num_elements().max(1);
-    let wanted = TARGET_UNITS.div_ceil(planes);
+    let groups = (launch.out.meta.num_elements() / launch.width).max(1);
+    let wanted = TARGET_UNITS.div_ceil(groups);
     let by_work = launch.elements / MIN_PER_LANE;
     prev_power_of_two(wanted.min(by_work).clamp(1, cube_units(launch)))
 }
@@ -85,7 +95,7 @@ fn prev_power_of_two(n: usize) -> usize {
 fn run_with(launch: WholePlane, lanes: usize) {
     let cube_units = cube_units(&launch);
     let cube_dim = CubeDim::new_1d(cube_units as u32);
-    let units = (launch.out.meta.num_elements() * lanes).max(1);
+    let units = (launch.out.meta.num_elements() / launch.width * lanes).max(1);
     let cube_count: CubeCount = calculate_cube_count_elemwise(&launch.out.client, units, cube_dim);
     let address = address_type(&[&launch.x, &launch.out, &launch.out_grad]);
     pool_whole_plane::launch(
@@ -93,6 +103,7 @@ fn run_with(launch: WholePlane, lanes: usize) {
         cube_count,
         cube_dim,
         address,
+        launch.width,
         launch.x.into_tensor_arg(),
         launch.spans.into_tensor_arg(),
         launch.out_grad.into_tensor_arg(),
@@ -103,6 +114,7 @@ fn run_with(launch: WholePlane, lanes: usize) {
         launch.placement,
         launch.abs,
         launch.count_include_pad,
+        launch.channels_last,
         lanes,
         cube_units,
         launch.types,

@@ -656,48 +656,76 @@ fn channels_last_max_indices_match_cpu() {
     assert_close("channels-last max values", &gpu_values, &cpu_values);
 }
 
-/// Windows holding a whole contiguous plane run the flat whole-plane kernel; a permuted
-/// input (planes not contiguous) the span walk.
+/// Windows holding a whole contiguous plane run the flat whole-plane kernel, and so do those
+/// of a channels-last input (a plane's elements `C` apart); a permuted input (planes neither)
+/// the span walk.
 #[test]
 fn whole_plane_pools_match_cpu() {
-    let whole = |name: &str, dims: [usize; 4], permuted: bool, op: fn(Tensor<4>) -> Tensor<4>| {
+    let whole = |name: &str, dims: [usize; 4], layout: Layout, op: fn(Tensor<4>) -> Tensor<4>| {
         let mut rng = rng(name);
         let leaf = Leaf::random(&mut rng, dims);
-        let leaf = if permuted { leaf.permuted() } else { leaf };
+        let leaf = match layout {
+            Layout::Contiguous => leaf,
+            Layout::Permuted => leaf.permuted(),
+            Layout::ChannelsLast => leaf.channels_last(),
+        };
         cross(name, &[leaf], |t| op(t[0].clone()));
     };
-    whole("whole_avg", [2, 3, 9, 7], false, |x| {
+    whole("whole_avg", [2, 3, 9, 7], Layout::Contiguous, |x| {
         adaptive_avg_pool2d(x, [1, 1])
     });
-    whole("whole_max", [2, 3, 9, 7], false, |x| {
+    whole("whole_max", [2, 3, 9, 7], Layout::Contiguous, |x| {
         adaptive_max_pool2d(x, [1, 1])
     });
-    whole("whole_max_permuted", [2, 3, 9, 7], true, |x| {
+    whole("whole_max_permuted", [2, 3, 9, 7], Layout::Permuted, |x| {
         adaptive_max_pool2d(x, [1, 1])
     });
-    whole("whole_avg_divisor", [1, 2, 5, 6], false, |x| {
+    whole("whole_avg_divisor", [1, 2, 5, 6], Layout::Contiguous, |x| {
         avg_pool2d(x, AvgPoolNdOptions::new([5, 6]).with_divisor_override(7))
     });
-    whole("whole_lp2", [1, 2, 6, 5], false, |x| {
+    whole("whole_lp2", [1, 2, 6, 5], Layout::Contiguous, |x| {
         lp_pool2d(x, LpPoolOptions::new(2.0, [6, 5]))
     });
-    whole("whole_lp_inf", [1, 2, 6, 5], false, |x| {
+    whole("whole_lp_inf", [1, 2, 6, 5], Layout::Contiguous, |x| {
         lp_pool2d(x, LpPoolOptions::new(f64::INFINITY, [6, 5]))
     });
     // Few long planes: many lanes per plane (up to a cube) combine partial results; more
     // planes than one cube holds, and a last cube partly past the last plane.
-    whole("whole_avg_long", [1, 3, 64, 64], false, |x| {
+    whole("whole_avg_long", [1, 3, 64, 64], Layout::Contiguous, |x| {
         adaptive_avg_pool2d(x, [1, 1])
     });
-    whole("whole_max_long", [1, 3, 33, 31], false, |x| {
+    whole("whole_max_long", [1, 3, 33, 31], Layout::Contiguous, |x| {
         adaptive_max_pool2d(x, [1, 1])
     });
-    whole("whole_lp3_long", [1, 2, 40, 40], false, |x| {
+    whole("whole_lp3_long", [1, 2, 40, 40], Layout::Contiguous, |x| {
         lp_pool2d(x, LpPoolOptions::new(3.0, [40, 40]))
     });
-    whole("whole_avg_many", [5, 17, 9, 7], false, |x| {
+    whole("whole_avg_many", [5, 17, 9, 7], Layout::Contiguous, |x| {
         adaptive_avg_pool2d(x, [1, 1])
     });
+    // Channels-last: one unit per plane (neighbouring channels on neighbouring units), and
+    // long planes where lanes split a plane.
+    whole("whole_avg_cl", [2, 6, 9, 7], Layout::ChannelsLast, |x| {
+        adaptive_avg_pool2d(x, [1, 1])
+    });
+    whole("whole_max_cl", [2, 5, 9, 7], Layout::ChannelsLast, |x| {
+        adaptive_max_pool2d(x, [1, 1])
+    });
+    whole("whole_lp2_cl", [1, 4, 6, 5], Layout::ChannelsLast, |x| {
+        lp_pool2d(x, LpPoolOptions::new(2.0, [6, 5]))
+    });
+    whole(
+        "whole_avg_long_cl",
+        [1, 3, 64, 64],
+        Layout::ChannelsLast,
+        |x| adaptive_avg_pool2d(x, [1, 1]),
+    );
+    whole(
+        "whole_max_long_cl",
+        [1, 4, 33, 31],
+        Layout::ChannelsLast,
+        |x| max_pool2d(x, MaxPoolOptions::new([33, 31])),
+    );
 }
 
 /// A max pool's values and indices, read back.
@@ -709,7 +737,8 @@ fn values_and_indices(out: Tensor<4>, indices: Tensor<4, Int>) -> (Vec<f32>, Vec
 
 /// Global max pooling's value and index where lanes split a plane: ties across lanes (the
 /// earliest element wins, whichever lane holds it), NaNs (the last one wins), all -inf (the
-/// first element), one finite value among -inf, against the CPU's in-order scan.
+/// first element), one finite value among -inf, against the CPU's in-order scan; on
+/// contiguous planes and on the same planes stored channels-last.
 #[test]
 fn whole_plane_max_indices_match_cpu() {
     let (planes, len) = (8, 37 * 29);
@@ -731,19 +760,33 @@ fn whole_plane_max_indices_match_cpu() {
     values[plane(4)][700] = -3.0;
     values[plane(5)][0] = f32::NAN;
     values[plane(6)][len - 1] = 1e30;
-    let on = |device: &Device| -> (Vec<f32>, Vec<i64>) {
-        let x = Tensor::<4>::from_data(TensorData::new(values.clone(), [2, 4, 37, 29]), device);
+    // The same planes stored channels-last (NHWC), as a permuted view.
+    let dims = [2, 4, 37, 29];
+    let nhwc: Vec<f32> = (0..values.len())
+        .map(|i| {
+            let (c, hw) = (i % dims[1], i / dims[1] % len);
+            values[(i / (dims[1] * len) * dims[1] + c) * len + hw]
+        })
+        .collect();
+    let on = |device: &Device, channels_last: bool| -> (Vec<f32>, Vec<i64>) {
+        let x = match channels_last {
+            false => Tensor::<4>::from_data(TensorData::new(values.clone(), dims), device),
+            true => Tensor::<4>::from_data(TensorData::new(nhwc.clone(), [2, 37, 29, 4]), device)
+                .permute([0, 3, 1, 2]),
+        };
         let (out, indices) = adaptive_max_pool2d_with_indices(x, [1, 1]);
         values_and_indices(out, indices)
     };
-    let (cpu_values, cpu_indices) = on(&Device::flex());
-    let (gpu_values, gpu_indices) = on(&wgpu());
+    let (cpu_values, cpu_indices) = on(&Device::flex(), false);
     assert_eq!(
         &cpu_indices[..7],
         &[0, 3, (len - 2) as i64, 0, 700, 0, (len - 1) as i64]
     );
-    assert_eq!(gpu_indices, cpu_indices);
-    assert_close("global max values", &gpu_values, &cpu_values);
+    for channels_last in [false, true] {
+        let (gpu_values, gpu_indices) = on(&wgpu(), channels_last);
+        assert_eq!(gpu_indices, cpu_indices, "channels-last: {channels_last}");
+        assert_close("global max values", &gpu_values, &cpu_values);
+    }
 }
 
 #[test]
