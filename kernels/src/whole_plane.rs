@@ -60,10 +60,6 @@ pub fn pool_whole_plane<F: Float, I: Int, A: Float, N: Size>(
     }
     // Element offsets are multiples of `N` (the launcher's condition for vectors).
     let base = plane_offset(&args, x.stride(0), x.stride(1), planes * width);
-    let mut element_stride = 1usize;
-    if comptime![channels_last] {
-        element_stride = args.channels;
-    }
     // The lanes' partial results, `N` per unit (one unit's worth when a unit has its planes to
     // itself).
     let shared_len = comptime![if lanes > 1 { cube_units * width } else { width }];
@@ -80,7 +76,7 @@ pub fn pool_whole_plane<F: Float, I: Int, A: Float, N: Size>(
         }
         let mut e = lane;
         while e < end {
-            let read = x[(base + e * element_stride) / width];
+            let read = x[vector_at(&args, base, e, channels_last, width)];
             #[unroll]
             for v in 0..width {
                 let mut value = read.extract(v);
@@ -142,7 +138,7 @@ pub fn pool_whole_plane<F: Float, I: Int, A: Float, N: Size>(
         }
         let mut e = lane;
         while e < end {
-            let read = x[(base + e * element_stride) / width];
+            let read = x[vector_at(&args, base, e, channels_last, width)];
             #[unroll]
             for v in 0..width {
                 sums[v] += sum_term::<F, A>(read.extract(v), &args, reduction);
@@ -198,6 +194,24 @@ pub fn pool_whole_plane<F: Float, I: Int, A: Float, N: Size>(
             out[planes] = result;
         }
     }
+}
+
+/// The vector of `x` holding element `e` of the planes from element offset `base` (a multiple
+/// of `width`): `e` along a contiguous plane, or `e` runs of `C` channels further when
+/// `channels_last` (the contiguous case keeps its plain index: no multiply, no divide).
+#[cube]
+fn vector_at(
+    args: &PoolArgs,
+    base: usize,
+    e: usize,
+    #[comptime] channels_last: bool,
+    #[comptime] width: usize,
+) -> usize {
+    let mut at = base + e;
+    if comptime![channels_last] {
+        at = (base + e * args.channels) / width;
+    }
+    at
 }
 
 /// Whether a lane's maximum `(value, at)` replaces another's `(best, best_at)` when their
