@@ -216,16 +216,19 @@ pub(crate) fn window_span(
 }
 
 /// `x^y` with C's `pow` semantics for a negative base (GPU `pow` leaves it undefined): signed
-/// for an integral `y`, NaN otherwise. The exponents `torch.pow` computes without `pow` (1, 2,
-/// 3, -1 and -2 by multiplication, 0.5 and -0.5 by a square root, as the CPU backends do)
-/// take its arithmetic, which also gets every sign, zero, infinity and NaN right (`sqrt` gives
-/// NaN for `-inf` and `-0` for `-0`, as in PyTorch); `y` is uniform across a launch, so those
-/// branches do not diverge, and they skip the general path's per-value tests (and GPUs'
-/// `pow`, an inexact `exp2(y * log2(x))`).
+/// for an integral `y`, NaN otherwise (but `+inf` or `+0` for -inf), and 1 for `y = 0`. The
+/// exponents `torch.pow` computes without `pow` (0, 1, 2, 3, -1 and -2 by multiplication, 0.5
+/// and -0.5 by a square root, as the CPU backends do) take its arithmetic, which also gets
+/// every sign, zero, infinity and NaN right (`sqrt` gives NaN for `-inf` and `-0` for `-0`, as
+/// in PyTorch); `y` is uniform across a launch, so those branches do not diverge, and they skip
+/// the general path's per-value tests (and GPUs' `pow`, an inexact `exp2(y * log2(x))`).
 #[cube]
 pub fn pow_signed<F: Float>(x: F, y: F, nan: F) -> F {
     let mut result = x;
-    if y == F::new(2.0) {
+    if y == F::new(0.0) {
+        // 1 for every base, infinities and NaN included (a GPU's `exp2(0 * log2(inf))` is NaN).
+        result = F::new(1.0);
+    } else if y == F::new(2.0) {
         result = x * x;
     } else if y == F::new(3.0) {
         result = x * x * x;
@@ -243,7 +246,7 @@ pub fn pow_signed<F: Float>(x: F, y: F, nan: F) -> F {
     result
 }
 
-/// [`pow_signed()`] through `powf` of `|x|`, with the sign rules applied here.
+/// [`pow_signed()`] through `powf` of `|x|` (`y` not 0), with the sign rules applied here.
 #[cube]
 fn pow_general<F: Float>(x: F, y: F, nan: F) -> F {
     let mut result = F::powf(F::abs(x), y);
@@ -251,15 +254,15 @@ fn pow_general<F: Float>(x: F, y: F, nan: F) -> F {
         result = x;
     } else if x == F::new(0.0) {
         result = select(y > F::new(0.0), F::new(0.0), F::new(1.0) / F::abs(x));
-        if y == F::new(0.0) {
-            result = F::new(1.0);
-        }
     } else if x < F::new(0.0) {
+        // An odd integral `y` keeps the sign; any other `y` gives NaN for a finite base, and
+        // `|x|^y` (+inf or +0) for -inf, as C's `pow` (and so PyTorch) does.
         let half = y * F::new(0.5);
-        if F::floor(y) != y {
-            result = nan;
-        } else if F::floor(half) != half {
+        let integral = F::floor(y) == y;
+        if integral && F::floor(half) != half {
             result = -result;
+        } else if !integral && x != neg_infinity::<F>() {
+            result = nan;
         }
     }
     result

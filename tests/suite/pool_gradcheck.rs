@@ -159,3 +159,57 @@ fn max_family_routes_gradients() {
         false,
     );
 }
+
+/// LP pooling of infinities and NaN, output and gradient, as PyTorch computes them: `x^p` and
+/// the root by C's `pow` (`(-inf)^y` is `+inf` for a `y` that is not an odd integer, `x^0` is
+/// 1), and autograd's chain through `sign(S) * relu(|S|)` (NaN for a NaN total `S`, 1 for an
+/// infinite one). Each row: `p`, the two inputs of one window, PyTorch's output and gradient.
+#[test]
+fn lp_pool_of_infinities_follows_pytorch() {
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    let cases: [(f64, [f32; 2], f32, [f32; 2]); 8] = [
+        (3.0, [-inf, 0.5], inf, [nan, 0.0]),
+        (1.0, [-inf, 0.5], -inf, [1.0, 1.0]),
+        (1.0, [-inf, inf], nan, [nan, nan]),
+        (3.0, [-1.0, -1.0], nan, [nan, nan]),
+        (2.0, [-inf, 1.0], inf, [nan, 0.0]),
+        (1.5, [-inf, 1.0], inf, [nan, 0.0]),
+        (1.5, [inf, 1.0], inf, [nan, 0.0]),
+        (0.5, [inf, 1.0], inf, [nan, inf]),
+    ];
+    let same = |a: f32, b: f32| a == b || (a.is_nan() && b.is_nan());
+    #[allow(unused_mut)]
+    let mut devices = vec![Device::flex()];
+    #[cfg(feature = "ndarray")]
+    #[allow(deprecated)]
+    devices.push(Device::ndarray());
+    #[cfg(feature = "wgpu")]
+    devices.push(Device::wgpu(Default::default()));
+    for device in devices {
+        let device = device.autodiff();
+        for (p, values, out, grad) in cases {
+            let data = burn::tensor::TensorData::new(values.to_vec(), [1, 1, 2]);
+            let x = Tensor::<3>::from_data(data, &device).require_grad();
+            let y = lp_pool1d(x.clone(), LpPoolOptions::new(p, [2]));
+            let grads = y.clone().sum().backward();
+            let got_out = y.into_data().try_to_vec::<f32>().unwrap()[0];
+            let got_grad = x
+                .grad(&grads)
+                .unwrap()
+                .into_data()
+                .try_to_vec::<f32>()
+                .unwrap();
+            let what = format!("{device:?}, p = {p}, x = {values:?}");
+            assert!(
+                same(got_out, out),
+                "{what}: output {got_out}, expected {out}"
+            );
+            for (got, expected) in got_grad.iter().zip(grad) {
+                assert!(
+                    same(*got, expected),
+                    "{what}: gradient {got_grad:?}, expected {grad:?}"
+                );
+            }
+        }
+    }
+}

@@ -508,6 +508,11 @@ pub fn lp_pool_backward<T: Element>(
             // `total^(1/p - 1)`, the slope of the root; none for an all-zero window.
             let slope = match output_plane {
                 Some(output_plane) if output_plane[o] == T::ZERO => return,
+                // A NaN total passes NaN (PyTorch's chain through `sign(S) * relu(|S|)`
+                // does), also at p = 1, where `y^(1 - p)` is `NaN^0 = 1`.
+                Some(output_plane) if output_plane[o].partial_cmp(&output_plane[o]).is_none() => {
+                    output_plane[o]
+                }
                 Some(output_plane) => output_plane[o].powf(one_minus_p),
                 None => {
                     let total = lp_total(x_plane, in_size, boxed, p_t, kernel_volume);

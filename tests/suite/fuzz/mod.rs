@@ -155,7 +155,8 @@ fn check(
     let close = |label: &str, a: &[f64], b: &[f64]| -> Result<(), TestCaseError> {
         prop_assert_eq!(a.len(), b.len(), "{}: {} length", what, label);
         for (i, (&a, &b)) in a.iter().zip(b).enumerate() {
-            let same = (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-4 + 1e-4 * b.abs();
+            let same =
+                a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-4 + 1e-4 * b.abs();
             prop_assert!(same, "{}: {}[{}] is {}, expected {}", what, label, i, a, b);
         }
         Ok(())
@@ -728,7 +729,28 @@ struct PoolCase {
     window: Window,
     ceil: bool,
     output_size: [usize; 3],
+    /// Non-finite values in the input (PyTorch's NaN and infinity rules).
+    specials: Specials,
     seed: u64,
+}
+
+/// Which non-finite values a pool case's input holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Specials {
+    /// Finite values only.
+    None,
+    /// About one value in five NaN, +inf or -inf.
+    Sparse,
+    /// Mostly -inf (windows of -inf only keep their first tap), some NaN.
+    NegInfinity,
+}
+
+fn specials() -> impl Strategy<Value = Specials> {
+    prop_oneof![
+        6 => Just(Specials::None),
+        1 => Just(Specials::Sparse),
+        1 => Just(Specials::NegInfinity),
+    ]
 }
 
 fn pool_kind() -> impl Strategy<Value = PoolKind> {
@@ -765,6 +787,7 @@ fn pool_case() -> impl Strategy<Value = PoolCase> {
         (
             any::<bool>(),
             proptest::array::uniform3(len_param(7)),
+            specials(),
             any::<u64>(),
         ),
     )
@@ -772,7 +795,7 @@ fn pool_case() -> impl Strategy<Value = PoolCase> {
             |(
                 (rank, batch, channels, size, kind),
                 (kernel, stride, dilation, padding),
-                (ceil, output_size, seed),
+                (ceil, output_size, specials, seed),
             )| {
                 let unit = |a: usize| a < 3 - rank;
                 let lift = |values: [usize; 3], one: usize| {
@@ -800,6 +823,7 @@ fn pool_case() -> impl Strategy<Value = PoolCase> {
                     },
                     ceil,
                     output_size: lift(output_size, 1),
+                    specials,
                     seed,
                 }
             },
@@ -810,6 +834,27 @@ impl PoolCase {
     fn x_dims(&self) -> [usize; 5] {
         let [d, h, w] = self.size;
         [self.batch, self.channels, d, h, w]
+    }
+
+    /// The input's values: the seed's, some replaced by NaN and infinities as `specials` says.
+    fn input(&self) -> Vec<f64> {
+        let mut x = data(self.seed, self.x_dims().iter().product());
+        let picks = data(self.seed ^ 0x5eed, x.len());
+        for (value, pick) in x.iter_mut().zip(picks) {
+            // `pick` is uniform in [-1, 1).
+            let special = match self.specials {
+                Specials::None => None,
+                Specials::Sparse if pick < -0.8 => Some(f64::NAN),
+                Specials::Sparse if pick < -0.7 => Some(f64::INFINITY),
+                Specials::Sparse if pick < -0.6 => Some(f64::NEG_INFINITY),
+                Specials::Sparse => None,
+                Specials::NegInfinity if pick < -0.9 => Some(f64::NAN),
+                Specials::NegInfinity if pick < 0.6 => Some(f64::NEG_INFINITY),
+                Specials::NegInfinity => None,
+            };
+            *value = special.unwrap_or(*value);
+        }
+        x
     }
 
     fn expected(&self, x: &[f64]) -> Option<Expected> {
@@ -885,7 +930,7 @@ fn run_pool_n<const N: usize, const D: usize>(
     fns: PoolFns<N, D>,
 ) -> Result<Got, SpecError> {
     let x_dims = user_dims(case.x_dims(), N);
-    let x = data(case.seed, x_dims.iter().product());
+    let x = case.input();
     let x_t: Tensor<D> = tensor_in(layout, &x, &x_dims, device).require_grad();
     let window = &case.window;
     let (kernel, stride) = (tail(window.kernel), tail(window.stride));
@@ -956,7 +1001,7 @@ fn run_pool_n<const N: usize, const D: usize>(
 fn fuzz_pool(name: &str, device: Device, cases: u32) {
     fuzz(name, cases, (pool_case(), layout()), |(case, layout)| {
         let got = catch_unwind(AssertUnwindSafe(|| run_pool(&case, layout, &device)));
-        let x = data(case.seed, case.x_dims().iter().product());
+        let x = case.input();
         check(
             &format!("{case:?} {layout:?}"),
             got,
@@ -1029,6 +1074,7 @@ fn found_max_pool() -> PoolCase {
         },
         ceil: false,
         output_size: [1, 1, 1],
+        specials: Specials::None,
         seed: 0,
     }
 }
@@ -1052,6 +1098,7 @@ fn found_unused_huge_steps() -> [PoolCase; 2] {
         },
         ceil: false,
         output_size: [1, 1, 1],
+        specials: Specials::None,
         seed: 8,
     };
     let one_tap = Window {
@@ -1116,14 +1163,14 @@ fn check_found(device: &Device) {
     let got = catch_unwind(AssertUnwindSafe(|| {
         run_pool(&case, Layout::Contiguous, device)
     }));
-    let x = data(case.seed, case.x_dims().iter().product());
+    let x = case.input();
     let verdict = check("dilated max pool", got, case.expected(&x), 1);
     assert!(matches!(verdict, Ok(true)), "{verdict:?}");
     for case in found_unused_huge_steps() {
         let got = catch_unwind(AssertUnwindSafe(|| {
             run_pool(&case, Layout::Contiguous, device)
         }));
-        let x = data(case.seed, case.x_dims().iter().product());
+        let x = case.input();
         let verdict = check("max pool with unused huge steps", got, case.expected(&x), 1);
         assert!(matches!(verdict, Ok(true)), "{case:?}: {verdict:?}");
     }

@@ -123,13 +123,14 @@ impl<'a> Reduction<'a> {
         self.x[at(self.x_dims, tap)]
     }
 
-    /// Output `oi` is the first maximum of `taps` in window order (NaN wins), its index the
-    /// flat offset in the input plane; the gradient goes to it.
+    /// Output `oi` is the first maximum of `taps` in window order, or the last NaN (PyTorch's
+    /// `val > maxval || isnan(val)`), or the first tap if all are -inf; its index the flat
+    /// offset in the input plane; the gradient goes to it.
     fn max(&mut self, oi: usize, taps: &[[usize; 5]]) {
         let mut best = taps[0];
         for &tap in &taps[1..] {
             let (v, b) = (self.value(tap), self.value(best));
-            if v > b || (v.is_nan() && !b.is_nan()) {
+            if v > b || v.is_nan() {
                 best = tap;
             }
         }
