@@ -1,9 +1,11 @@
 //! Property-based fuzzing of the `try_` twins (issue 13): random ranks, shapes (0 and 1
 //! included), strides, dilations, paddings, groups, ceil modes, output sizes and pool kinds,
-//! some parameters near `usize::MAX`. Every call must return a typed error exactly when the
-//! independent reference (`reference.rs`: PyTorch's definitions as direct f64 loops) rejects
-//! the input, and otherwise the reference's output, indices and gradients. A panic fails the
-//! case, so does a wrong shape.
+//! some parameters near `usize::MAX`, tensors in random memory layouts (`layout.rs`), and pool
+//! inputs holding NaN and infinities (PyTorch's max and `pow` rules, LP gradients included).
+//! Every call must return a typed error exactly when the independent reference
+//! (`reference.rs`: PyTorch's definitions as direct f64 loops) rejects the input, and
+//! otherwise the reference's output, indices and gradients. A panic fails the case, so does a
+//! wrong shape.
 //!
 //! `FUZZ_CASES` sets the cases per property on Flex (1024 by default, a quarter on NdArray; thousands for a longer
 //! run, e.g. `FUZZ_CASES=20000 cargo test --release --test suite fuzz::`); in a build with `wgpu` or
@@ -974,17 +976,11 @@ fn run_pool_n<const N: usize, const D: usize>(
         }
     };
     let dims = out.dims().to_vec();
-    let grads = match case.kind {
-        // The reference has no LP gradient (the finite-difference tests cover it).
-        PoolKind::Sliding(Sliding::Lp { .. }) => vec![],
-        _ => {
-            let g = out_grad(case.seed)(lifted(&dims, N));
-            let grads = (out.clone() * tensor_in::<D>(layout, &g, &dims, device))
-                .sum()
-                .backward();
-            vec![grad_values(x_t.grad(&grads), x.len())]
-        }
-    };
+    let g = out_grad(case.seed)(lifted(&dims, N));
+    let grads = (out.clone() * tensor_in::<D>(layout, &g, &dims, device))
+        .sum()
+        .backward();
+    let grads = vec![grad_values(x_t.grad(&grads), x.len())];
     let indices = indices.map(|indices| {
         let data = indices.into_data().convert::<i64>();
         data.try_to_vec::<i64>().expect("i64 indices")

@@ -109,13 +109,42 @@ impl<'a> Reduction<'a> {
         }
     }
 
-    /// The output, indices (for max pools) and gradients (but for LP pools).
-    fn expected(self, dims: [usize; 5], max: bool, lp: bool) -> Expected {
+    /// The output, indices (for max pools) and gradient.
+    fn expected(self, dims: [usize; 5], max: bool) -> Expected {
         Expected {
             out: self.out,
             dims,
             indices: max.then_some(self.indices),
-            grads: if lp { vec![] } else { vec![self.gx] },
+            grads: vec![self.gx],
+        }
+    }
+
+    /// Output `oi` is PyTorch's LP pool of `taps`: `(sign(S) * relu(|S|) * K)^(1/p)` with `S`
+    /// the mean of `x^p` over the taps. Its gradient, through autograd's chain, reaches `S` as
+    /// `g / p * base^(1/p - 1) * K` times `sign(S) * [relu(|S|) > 0] * sgn(S)`: NaN for a NaN
+    /// `S`, nothing for `S = 0` (`relu`'s backward selects 0), the whole for any other. Each
+    /// tap gets its `1 / count` share; [`Self::lp_chain`] then applies `x^p`'s derivative.
+    fn lp(&mut self, oi: usize, taps: &[[usize; 5]], p: f64, kernel_volume: usize) {
+        let s = taps.iter().map(|&t| self.value(t).powf(p)).sum::<f64>() / taps.len() as f64;
+        let base = s.signum() * s.abs().max(0.0) * kernel_volume as f64;
+        self.out[oi] = base.powf(1.0 / p);
+        let to_s = if s.is_nan() {
+            f64::NAN
+        } else if s == 0.0 {
+            0.0
+        } else {
+            self.g[oi] / p * base.powf(1.0 / p - 1.0) * kernel_volume as f64
+        };
+        for &t in taps {
+            self.gx[at(self.x_dims, t)] += to_s / taps.len() as f64;
+        }
+    }
+
+    /// `x^p`'s derivative on every element, in a window or not (`0 * p * x^(p - 1)` is NaN
+    /// where `x^(p - 1)` is infinite or NaN, as in PyTorch).
+    fn lp_chain(&mut self, p: f64) {
+        for (grad, &x) in self.gx.iter_mut().zip(self.x) {
+            *grad *= p * x.powf(p - 1.0);
         }
     }
 
@@ -512,19 +541,14 @@ pub fn sliding_pool(
                 reduction.mean(oi, &taps, divisor);
             }
             Sliding::Lp { norm_type } => {
-                let average = taps
-                    .iter()
-                    .map(|&t| x[at(x_dims, t)].powf(norm_type))
-                    .sum::<f64>()
-                    / taps.len() as f64;
-                let kernel_volume: usize = window.kernel.iter().product();
-                let signed = average.signum() * average.abs().max(0.0);
-                reduction.out[oi] = (signed * kernel_volume as f64).powf(1.0 / norm_type);
+                reduction.lp(oi, &taps, norm_type, window.kernel.iter().product());
             }
         }
     }
-    let lp = matches!(kind, Sliding::Lp { .. });
-    Some(reduction.expected(dims, kind == Sliding::Max, lp))
+    if let Sliding::Lp { norm_type } = kind {
+        reduction.lp_chain(norm_type);
+    }
+    Some(reduction.expected(dims, kind == Sliding::Max))
 }
 
 /// Adaptive average (or max) pooling of `x = (N, C, *)` to `size`: output `i` covers
@@ -566,5 +590,5 @@ pub fn adaptive_pool(
             reduction.mean(oi, &taps, taps.len() as f64);
         }
     }
-    Some(reduction.expected(dims, max, false))
+    Some(reduction.expected(dims, max))
 }
