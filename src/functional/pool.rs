@@ -200,6 +200,36 @@ fn lift_samples<const N: usize>(samples: Tensor<3>) -> Tensor<3> {
     }
 }
 
+/// Given samples must lie in `[0, 1]`: there every window starts within one position of
+/// `i * alpha`, which the backward kernels rely on (and PyTorch's windows stay in the input).
+/// One blocking device-to-host read of one bool; the values are read only to name a bad one.
+fn check_samples(op: &'static str, samples: &Tensor<3>) -> SpecResult<()> {
+    if samples.shape().num_elements() == 0 {
+        return Ok(());
+    }
+    // A NaN fails both comparisons.
+    let inside = samples
+        .clone()
+        .greater_equal_elem(0.0)
+        .bool_and(samples.clone().lower_equal_elem(1.0))
+        .all();
+    if inside.into_scalar::<bool>() {
+        return Ok(());
+    }
+    let [_, c, axes] = samples.dims();
+    let values = samples.clone().into_data().convert::<f64>();
+    let bad = values
+        .iter::<f64>()
+        .enumerate()
+        .find(|(_, value)| !(0.0..=1.0).contains(value));
+    let (flat, value) = bad.unwrap_or((0, f64::NAN));
+    let at = [flat / (c * axes), flat / axes % c, flat % axes];
+    Err(SpecError::new(
+        op,
+        SpecErrorKind::FractionalSample { value, at },
+    ))
+}
+
 fn try_fractional_max_pool_with_indices<const N: usize, const D: usize>(
     op: &'static str,
     x: Tensor<D>,
@@ -227,6 +257,7 @@ fn try_fractional_max_pool_with_indices<const N: usize, const D: usize>(
                     },
                 ));
             }
+            check_samples(op, &samples)?;
             samples
         }
         None => Tensor::<3>::random([n, c, N], Distribution::Uniform(0.0, 1.0), &x.device()),
@@ -537,7 +568,8 @@ pool_fn!(
 pool_fn!(
     /// 2D fractional max pooling, as PyTorch's `F.fractional_max_pool2d`. `samples` is
     /// `(N, C, 2)` in `[0, 1)` with PyTorch's order (`[.., 0]` drives W, `[.., 1]` drives H); when
-    /// `None` they are drawn from Burn's RNG on the input's device.
+    /// `None` they are drawn from Burn's RNG on the input's device. A given sample outside
+    /// `[0, 1]`, or NaN, is an error (`FractionalSample`).
     ///
     /// ```
     /// use burn::tensor::{Device, Tensor};
@@ -550,7 +582,8 @@ pool_fn!(
         try_fractional_max_pool::<2>(options: FractionalMaxPoolOptions<2>, samples: Option<Tensor<3>>) -> Tensor<D>
 );
 pool_fn!(
-    /// 3D fractional max pooling; `samples` is `(N, C, 3)` ordered (T, H, W).
+    /// 3D fractional max pooling; `samples` is `(N, C, 3)` ordered (T, H, W), in `[0, 1]` as in
+    /// [`fractional_max_pool2d`].
     ///
     /// ```
     /// use burn::tensor::{Device, Tensor};

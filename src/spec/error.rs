@@ -147,6 +147,14 @@ pub enum SpecErrorKind {
         /// Input length.
         len: usize,
     },
+    /// A fractional pooling sample outside `[0, 1]` (or NaN). PyTorch draws them from
+    /// `[0, 1)` and never checks a given one; further out its windows can leave the input.
+    FractionalSample {
+        /// The sample.
+        value: f64,
+        /// Its index in `samples` (batch, channel, axis).
+        at: [usize; 3],
+    },
     /// An LP-pool `norm_type` that is not positive.
     NormType {
         /// The norm type.
@@ -370,6 +378,10 @@ impl fmt::Display for SpecErrorKind {
                 f,
                 "kernel {kernel} is too large for output size {output} from input length {len} \
                  on spatial dim {dim} (needs output + kernel - 1 <= input)"
+            ),
+            FractionalSample { value, at } => write!(
+                f,
+                "samples must lie in [0, 1], got {value} at samples{at:?}"
             ),
             NormType { norm_type } => write!(f, "norm_type must be positive, got {norm_type}"),
             IndexOutOfRange { index, plane } => write!(

@@ -198,6 +198,57 @@ fn fractional_samples_shape() {
     );
 }
 
+/// PyTorch draws the samples from [0, 1) and never checks given ones; outside [0, 1] its
+/// windows can leave the input (and the CubeCL backward's window bounds would not hold), so
+/// they are an error on every device, found by one device-to-host read.
+#[test]
+fn fractional_samples_in_the_unit_interval() {
+    let mut devices = vec![Device::flex()];
+    #[cfg(any(feature = "wgpu", feature = "vulkan"))]
+    devices.push(crate::common::gpu());
+    let options = FractionalMaxPoolOptions::new([2, 2], FractionalOutput::Size([3, 3]));
+    for device in devices {
+        let x = Tensor::<4>::ones([2, 2, 8, 8], &device);
+        let with = |position: usize, value: f32| {
+            let mut values = vec![0.5f32; 8];
+            values[position] = value;
+            Tensor::<3>::from_data(burn::tensor::TensorData::new(values, [2, 2, 2]), &device)
+        };
+        for (position, value, shown) in [
+            (0, f32::NAN, "NaN at samples[0, 0, 0]"),
+            (3, -0.5, "-0.5 at samples[0, 1, 1]"),
+            (5, 1.5, "1.5 at samples[1, 0, 1]"),
+            (6, f32::INFINITY, "inf at samples[1, 1, 0]"),
+            (
+                7,
+                -f32::MIN_POSITIVE,
+                "-0.000000000000000000000000000000000000011754943508222875 at samples[1, 1, 1]",
+            ),
+        ] {
+            let error = try_fractional_max_pool2d(x.clone(), options, Some(with(position, value)))
+                .unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!("fractional_max_pool2d: samples must lie in [0, 1], got {shown}"),
+                "{device:?}"
+            );
+        }
+        for edge in [0.0, -0.0, 1.0] {
+            let out = try_fractional_max_pool2d(x.clone(), options, Some(with(2, edge)));
+            assert_eq!(out.expect("a sample of ±0 or 1").dims(), [2, 2, 3, 3]);
+        }
+    }
+    let x = Tensor::<5>::ones([1, 1, 6, 6, 6], &Device::flex());
+    let samples = Tensor::<3>::from_data([[[0.5f32, 0.5, -0.25]]], &Device::flex());
+    let options = FractionalMaxPoolOptions::new([2, 2, 2], FractionalOutput::Size([3, 3, 3]));
+    assert_eq!(
+        try_fractional_max_pool3d(x, options, Some(samples))
+            .unwrap_err()
+            .to_string(),
+        "fractional_max_pool3d: samples must lie in [0, 1], got -0.25 at samples[0, 0, 2]"
+    );
+}
+
 #[test]
 fn unpool_output_size_in_range() {
     // default = (3 - 1) * 2 + 2 = 6, valid sizes 6 and 7.

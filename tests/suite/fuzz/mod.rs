@@ -717,7 +717,35 @@ fn tiled_small_convs_match_the_reference() {
 #[derive(Debug, Clone, Copy)]
 enum PoolKind {
     Sliding(Sliding),
-    Adaptive { max: bool },
+    Adaptive {
+        max: bool,
+    },
+    /// Fractional max pooling (2D and 3D) of `window.kernel` to `output_size`.
+    Fractional(Samples),
+}
+
+/// The samples of a fractional pool case: uniform in `[0, 1)` as PyTorch draws them, with the
+/// interval's ends, or with one value outside it (an error).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Samples {
+    Uniform,
+    Ends,
+    Outside(f64),
+}
+
+fn samples() -> impl Strategy<Value = Samples> {
+    prop_oneof![
+        6 => Just(Samples::Uniform),
+        2 => Just(Samples::Ends),
+        1 => prop_oneof![
+            Just(f64::NAN),
+            Just(-0.5),
+            Just(1.5),
+            Just(f64::INFINITY),
+            Just(-1e30),
+        ]
+        .prop_map(Samples::Outside),
+    ]
 }
 
 /// Parameters of one pooling call.
@@ -766,6 +794,7 @@ fn pool_kind() -> impl Strategy<Value = PoolKind> {
         1 => prop_oneof![Just(1.0), Just(2.0), Just(3.0), Just(0.0)]
             .prop_map(|norm_type| PoolKind::Sliding(Sliding::Lp { norm_type })),
         2 => any::<bool>().prop_map(|max| PoolKind::Adaptive { max }),
+        2 => samples().prop_map(PoolKind::Fractional),
     ]
 }
 
@@ -799,6 +828,11 @@ fn pool_case() -> impl Strategy<Value = PoolCase> {
                 (kernel, stride, dilation, padding),
                 (ceil, output_size, specials, seed),
             )| {
+                // PyTorch's fractional pools are 2D and 3D.
+                let rank = match kind {
+                    PoolKind::Fractional(_) => rank.max(2),
+                    _ => rank,
+                };
                 let unit = |a: usize| a < 3 - rank;
                 let lift = |values: [usize; 3], one: usize| {
                     core::array::from_fn(|a| if unit(a) { one } else { values[a] })
@@ -859,9 +893,43 @@ impl PoolCase {
         x
     }
 
+    /// The fractional samples `(N, C, rank)`, f32 values as the tensor holds them.
+    fn samples(&self) -> Vec<f64> {
+        let PoolKind::Fractional(kind) = self.kind else {
+            return Vec::new();
+        };
+        let len = self.batch * self.channels * self.rank;
+        let mut samples: Vec<f64> = data(self.seed ^ 0x5a3b, len)
+            .iter()
+            .map(|v| ((v + 1.0) / 2.0) as f32 as f64)
+            .collect();
+        let picks = data(self.seed ^ 0x5a3c, len);
+        for (sample, pick) in samples.iter_mut().zip(&picks) {
+            match kind {
+                Samples::Ends if *pick < -0.5 => *sample = 0.0,
+                Samples::Ends if *pick > 0.5 => *sample = 1.0,
+                _ => {}
+            }
+        }
+        if let (Samples::Outside(value), Some(pick)) = (kind, picks.first()) {
+            let at = ((pick + 1.0) / 2.0 * len as f64) as usize;
+            samples[at.min(len - 1)] = value as f32 as f64;
+        }
+        samples
+    }
+
     fn expected(&self, x: &[f64]) -> Option<Expected> {
         let g = out_grad(self.seed);
         match self.kind {
+            PoolKind::Fractional(_) => reference::fractional_pool(
+                x,
+                self.x_dims(),
+                self.window.kernel,
+                self.output_size,
+                &self.samples(),
+                self.rank,
+                g,
+            ),
             PoolKind::Sliding(kind) => {
                 reference::sliding_pool(x, self.x_dims(), &self.window, self.ceil, kind, g)
             }
@@ -875,13 +943,19 @@ impl PoolCase {
 /// A pool's output and indices.
 type WithIndices<const D: usize> = Result<(Tensor<D>, Tensor<D, Int>), SpecError>;
 
-/// The crate's pools of one rank: (max with indices, avg, lp, adaptive avg, adaptive max).
+/// A fractional max pool with indices.
+type FractionalFn<const N: usize, const D: usize> =
+    fn(Tensor<D>, FractionalMaxPoolOptions<N>, Option<Tensor<3>>) -> WithIndices<D>;
+
+/// The crate's pools of one rank: (max with indices, avg, lp, adaptive avg, adaptive max,
+/// fractional max where the rank has one).
 struct PoolFns<const N: usize, const D: usize> {
     max: fn(Tensor<D>, MaxPoolOptions<N>) -> WithIndices<D>,
     avg: fn(Tensor<D>, AvgPoolNdOptions<N>) -> Result<Tensor<D>, SpecError>,
     lp: fn(Tensor<D>, LpPoolOptions<N>) -> Result<Tensor<D>, SpecError>,
     adaptive_avg: fn(Tensor<D>, [usize; N]) -> Result<Tensor<D>, SpecError>,
     adaptive_max: fn(Tensor<D>, [usize; N]) -> WithIndices<D>,
+    fractional: Option<FractionalFn<N, D>>,
 }
 
 fn run_pool(case: &PoolCase, layout: Layout, device: &Device) -> Result<Got, SpecError> {
@@ -896,6 +970,7 @@ fn run_pool(case: &PoolCase, layout: Layout, device: &Device) -> Result<Got, Spe
                 lp: try_lp_pool1d,
                 adaptive_avg: try_adaptive_avg_pool1d,
                 adaptive_max: try_adaptive_max_pool1d_with_indices,
+                fractional: None,
             },
         ),
         2 => run_pool_n(
@@ -908,6 +983,7 @@ fn run_pool(case: &PoolCase, layout: Layout, device: &Device) -> Result<Got, Spe
                 lp: try_lp_pool2d,
                 adaptive_avg: try_adaptive_avg_pool2d,
                 adaptive_max: try_adaptive_max_pool2d_with_indices,
+                fractional: Some(try_fractional_max_pool2d_with_indices),
             },
         ),
         _ => run_pool_n(
@@ -920,6 +996,7 @@ fn run_pool(case: &PoolCase, layout: Layout, device: &Device) -> Result<Got, Spe
                 lp: try_lp_pool3d,
                 adaptive_avg: try_adaptive_avg_pool3d,
                 adaptive_max: try_adaptive_max_pool3d_with_indices,
+                fractional: Some(try_fractional_max_pool3d_with_indices),
             },
         ),
     }
@@ -972,6 +1049,17 @@ fn run_pool_n<const N: usize, const D: usize>(
         ),
         PoolKind::Adaptive { max: true } => {
             let (out, indices) = (fns.adaptive_max)(x_t.clone(), tail(case.output_size))?;
+            (out, Some(indices))
+        }
+        PoolKind::Fractional(_) => {
+            let fractional = fns.fractional.expect("fractional pools are 2D and 3D");
+            let options = FractionalMaxPoolOptions::new(
+                kernel,
+                FractionalOutput::Size(tail(case.output_size)),
+            );
+            let samples_dims = [case.batch, case.channels, N];
+            let samples = tensor_in::<3>(layout, &case.samples(), &samples_dims, device);
+            let (out, indices) = fractional(x_t.clone(), options, Some(samples))?;
             (out, Some(indices))
         }
     };

@@ -592,3 +592,69 @@ pub fn adaptive_pool(
     }
     Some(reduction.expected(dims, max))
 }
+
+/// Fractional max pooling of `x = (N, C, *)` of spatial rank `rank` (2 or 3): along each axis
+/// PyTorch's `generate_intervals` in f32, `start[i] = int((i + u) * alpha) - int(u * alpha)`
+/// with `alpha = (len - k) / (out - 1)`, the last window flush with the end; `samples` is
+/// `(N, C, rank)`, `[.., 0]` driving W and `[.., 1]` H in 2D, (T, H, W) in 3D. The crate's
+/// stricter rule: every sample lies in `[0, 1]`.
+pub fn fractional_pool(
+    x: &[f64],
+    x_dims: [usize; 5],
+    kernel: [usize; 3],
+    size: [usize; 3],
+    samples: &[f64],
+    rank: usize,
+    g: impl Fn([usize; 5]) -> Vec<f64>,
+) -> Option<Expected> {
+    if x_dims[1..].contains(&0) || kernel.contains(&0) || size.contains(&0) {
+        return None;
+    }
+    // PyTorch: `output + kernel - 1 <= len` per axis.
+    if (0..3).any(|a| size[a] as u128 + kernel[a] as u128 - 1 > x_dims[2 + a] as u128) {
+        return None;
+    }
+    if !samples.iter().all(|u| (0.0..=1.0).contains(u)) {
+        return None;
+    }
+    let [n, c, ..] = x_dims;
+    let dims = [n, c, size[0], size[1], size[2]];
+    if too_big(dims) {
+        return None;
+    }
+    // The sample driving lifted axis `a`.
+    let sample = |image: usize, channel: usize, a: usize| -> Option<f32> {
+        let index = match rank {
+            2 => (a > 0).then(|| 2 - a)?,
+            _ => a,
+        };
+        Some(samples[(image * c + channel) * rank + index] as f32)
+    };
+    let start = |a: usize, i: usize, u: Option<f32>| -> usize {
+        let (len, k, out) = (x_dims[2 + a], kernel[a], size[a]);
+        match u {
+            Some(u) if i + 1 < out => {
+                let alpha = (len - k) as f32 / (out - 1) as f32;
+                (((i as f32 + u) * alpha) as i64 - (u * alpha) as i64) as usize
+            }
+            _ => len - k,
+        }
+    };
+    let mut reduction = Reduction::new(x, x_dims, dims, g(dims));
+    for o in each(dims) {
+        let first: [usize; 3] = core::array::from_fn(|a| start(a, o[2 + a], sample(o[0], o[1], a)));
+        let taps: Vec<[usize; 5]> = each([1, 1, kernel[0], kernel[1], kernel[2]])
+            .map(|t| {
+                [
+                    o[0],
+                    o[1],
+                    first[0] + t[2],
+                    first[1] + t[3],
+                    first[2] + t[4],
+                ]
+            })
+            .collect();
+        reduction.max(at(dims, o), &taps);
+    }
+    Some(reduction.expected(dims, true))
+}
