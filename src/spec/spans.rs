@@ -331,7 +331,8 @@ mod tests {
             (25, 12, 2),
         ] {
             let cover = fractional_cover(len, out, kernel);
-            for step in 0..50 {
+            // Samples in [0, 1], the ends included (given samples are checked against it).
+            for step in 0..=50 {
                 let sample = step as f64 / 50.0;
                 assert_covers(&fractional_spans(len, out, kernel, sample, true), &cover);
                 assert_covers(&fractional_spans(len, out, kernel, sample, false), &cover);
