@@ -208,8 +208,8 @@ pub struct MaxUnpoolOptions<const N: usize> {
     pub stride: [usize; N],
     /// Its padding.
     pub padding: [usize; N],
-    /// Spatial output size, in `[default, default + stride)` per dim, where
-    /// `default = (in - 1) * stride - 2 * padding + kernel`.
+    /// Spatial output size, within `stride - 1` of `default = (in - 1) * stride - 2 * padding
+    /// + kernel` per dim, as PyTorch allows (below it too: the input length of a ceil-mode pool).
     pub output_size: Option<[usize; N]>,
 }
 
@@ -453,22 +453,24 @@ pub fn check_max_unpool<const N: usize>(
             options.padding[dim],
         );
         // PyTorch's default `(in - 1) * stride - 2 * padding + kernel` may be 0 or negative;
-        // an explicit size in `[default, default + stride)` still works. 128-bit: exact.
+        // an explicit size strictly within `stride` of it still works (`_unpool_output_size`:
+        // below the default too, e.g. the input length of a ceil-mode pool). 128-bit: exact.
         let default =
             (x[2 + dim] as i128 - 1) * stride as i128 + kernel as i128 - 2 * padding as i128;
         let size = match options.output_size {
             None => default,
             Some(size) => {
                 let requested = size[dim] as i128;
-                if !(default..default + stride as i128).contains(&requested) {
+                let reach = stride as i128 - 1;
+                if !(default - reach..=default + reach).contains(&requested) {
                     let clamp = |n: i128| n.clamp(0, usize::MAX as i128) as usize;
                     return Err(SpecError::new(
                         op,
                         Kind::OutputSize {
                             dim,
                             requested: size[dim],
-                            min: clamp(default),
-                            max: clamp(default + stride as i128 - 1),
+                            min: clamp(default - reach),
+                            max: clamp(default + reach),
                         },
                     ));
                 }

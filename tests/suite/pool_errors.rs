@@ -251,19 +251,44 @@ fn fractional_samples_in_the_unit_interval() {
 
 #[test]
 fn unpool_output_size_in_range() {
-    // default = (3 - 1) * 2 + 2 = 6, valid sizes 6 and 7.
-    let options = MaxUnpoolOptions::new([2, 2]).with_output_size([6, 8]);
-    let error =
-        try_max_unpool2d(ones([1, 1, 3, 3]), indices([1, 1, 3, 3], 0), options).unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "max_unpool2d: output_size 8 on spatial dim 1 is outside the valid range [6, 7]"
-    );
-    let options = MaxUnpoolOptions::new([2, 2]).with_output_size([7, 7]);
+    // default = (3 - 1) * 2 + 2 = 6; PyTorch's `_unpool_output_size` takes 4 < size < 8.
+    for (size, range) in [(8, "[5, 7]"), (4, "[5, 7]")] {
+        let options = MaxUnpoolOptions::new([2, 2]).with_output_size([6, size]);
+        let error =
+            try_max_unpool2d(ones([1, 1, 3, 3]), indices([1, 1, 3, 3], 0), options).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "max_unpool2d: output_size {size} on spatial dim 1 is outside the valid range {range}"
+            )
+        );
+    }
+    let options = MaxUnpoolOptions::new([2, 2]).with_output_size([7, 5]);
     assert_eq!(
         max_unpool2d(ones([1, 1, 3, 3]), indices([1, 1, 3, 3], 0), options).dims(),
-        [1, 1, 7, 7]
+        [1, 1, 7, 5]
     );
+}
+
+/// SegNet's decoder with ceil-mode pools: 5 -> 3 windows of 2, whose default unpool length is
+/// 6; unpooling to the input's 5 (below the default, as PyTorch allows) puts every maximum back.
+#[test]
+fn unpool_to_a_ceil_mode_pools_input() {
+    let device = Device::flex();
+    let values: Vec<f32> = (0..25).map(|v| v as f32).collect();
+    let x = Tensor::<4>::from_data(burn::tensor::TensorData::new(values, [1, 1, 5, 5]), &device);
+    let pool = MaxPoolOptions::new([2, 2])
+        .with_stride([2, 2])
+        .with_ceil_mode(true);
+    let (pooled, at) = max_pool2d_with_indices(x, pool);
+    assert_eq!(pooled.dims(), [1, 1, 3, 3]);
+    let options = MaxUnpoolOptions::new([2, 2]).with_output_size([5, 5]);
+    let out = max_unpool2d(pooled, at, options);
+    let mut expected = vec![0.0f32; 25];
+    for i in [6, 8, 9, 16, 18, 19, 21, 23, 24] {
+        expected[i] = i as f32;
+    }
+    assert_eq!(out.into_data().try_to_vec::<f32>().unwrap(), expected);
 }
 
 #[test]
