@@ -434,6 +434,12 @@ pub fn check_max_unpool<const N: usize>(
 ) -> SpecResult<[usize; 3]> {
     check_nonzero(op, "kernel_size", &options.kernel_size)?;
     check_nonzero(op, "stride", &options.stride)?;
+    check_size(op, "kernel_size", &options.kernel_size)?;
+    check_size(op, "stride", &options.stride)?;
+    check_size(op, "padding", &options.padding)?;
+    if let Some(output_size) = &options.output_size {
+        check_size(op, "output_size", output_size)?;
+    }
     if x != indices {
         return Err(SpecError::new(
             op,

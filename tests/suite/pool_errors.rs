@@ -491,10 +491,23 @@ fn pool_shape_arithmetic_never_overflows() {
         "{error}"
     );
     // Max-unpool's default size `(in - 1) * stride + kernel` past usize.
-    let options = MaxUnpoolOptions::new([usize::MAX]);
+    let options = MaxUnpoolOptions::new([MAX_SIZE]);
     let error = try_max_unpool1d(ones([1, 1, 3]), indices([1, 1, 3], 0), options).unwrap_err();
     assert!(
         matches!(error.kind, SpecErrorKind::OutputTooLarge { .. }),
+        "{error}"
+    );
+    // Parameters PyTorch's int64 cannot hold, even one the output never multiplies.
+    let options = MaxUnpoolOptions::new([2]).with_stride([usize::MAX]);
+    let error = try_max_unpool1d(ones([1, 1, 1]), indices([1, 1, 1], 0), options).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "max_unpool1d: stride 18446744073709551615 is above the largest size 9223372036854775807"
+    );
+    let options = MaxUnpoolOptions::new([2]).with_padding([MAX_SIZE + 1]);
+    let error = try_max_unpool1d(ones([1, 1, 1]), indices([1, 1, 1], 0), options).unwrap_err();
+    assert!(
+        matches!(error.kind, SpecErrorKind::TooLarge { .. }),
         "{error}"
     );
 }

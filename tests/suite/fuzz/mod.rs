@@ -1,7 +1,9 @@
 //! Property-based fuzzing of the `try_` twins (issue 13): random ranks, shapes (0 and 1
 //! included), strides, dilations, paddings, groups, ceil modes, output sizes and pool kinds,
-//! some parameters near `usize::MAX`, tensors in random memory layouts (`layout.rs`), and pool
-//! inputs holding NaN and infinities (PyTorch's max and `pow` rules, LP gradients included).
+//! some parameters near `usize::MAX`, tensors in random memory layouts (`layout.rs`), pool
+//! inputs holding NaN and infinities (PyTorch's max and `pow` rules, LP gradients included),
+//! fractional pools with samples at and beyond `[0, 1]`'s ends, and max-unpools with repeated,
+//! out-of-range indices and explicit output sizes on both sides of the default.
 //! Every call must return a typed error exactly when the independent reference
 //! (`reference.rs`: PyTorch's definitions as direct f64 loops) rejects the input, and
 //! otherwise the reference's output, indices and gradients. A panic fails the case, so does a
@@ -17,7 +19,7 @@ mod reference;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_convpool::*;
 use layout::{Layout, layout, tensor_in};
 use proptest::prelude::*;
@@ -722,6 +724,24 @@ enum PoolKind {
     },
     /// Fractional max pooling (2D and 3D) of `window.kernel` to `output_size`.
     Fractional(Samples),
+    /// Max-unpooling by `window` (symmetric padding).
+    Unpool(Unpool),
+}
+
+/// A max-unpool case: the output size (the default, or explicit at offsets from it) and
+/// whether one index lies outside the output plane (an error).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Unpool {
+    offsets: Option<[i64; 3]>,
+    outside: bool,
+}
+
+fn unpool() -> impl Strategy<Value = Unpool> {
+    (
+        proptest::option::of(proptest::array::uniform3(-3i64..=3)),
+        proptest::bool::weighted(0.1),
+    )
+        .prop_map(|(offsets, outside)| Unpool { offsets, outside })
 }
 
 /// The samples of a fractional pool case: uniform in `[0, 1)` as PyTorch draws them, with the
@@ -795,6 +815,7 @@ fn pool_kind() -> impl Strategy<Value = PoolKind> {
             .prop_map(|norm_type| PoolKind::Sliding(Sliding::Lp { norm_type })),
         2 => any::<bool>().prop_map(|max| PoolKind::Adaptive { max }),
         2 => samples().prop_map(PoolKind::Fractional),
+        2 => unpool().prop_map(PoolKind::Unpool),
     ]
 }
 
@@ -837,12 +858,28 @@ fn pool_case() -> impl Strategy<Value = PoolCase> {
                 let lift = |values: [usize; 3], one: usize| {
                     core::array::from_fn(|a| if unit(a) { one } else { values[a] })
                 };
-                // Average and LP pools have no dilation, LP no padding.
+                // Average and LP pools have no dilation, LP no padding, unpooling a symmetric
+                // one.
                 let (dilation, padding) = match kind {
                     PoolKind::Sliding(Sliding::Max) => (dilation, padding),
                     PoolKind::Sliding(Sliding::Avg { .. }) => ([1; 3], padding),
+                    PoolKind::Unpool(_) => ([1; 3], padding.map(|(p, _)| (p, p))),
                     _ => ([1; 3], [(0, 0); 3]),
                 };
+                // A unit axis keeps its default length 1.
+                let kind =
+                    match kind {
+                        PoolKind::Unpool(Unpool {
+                            offsets: Some(offsets),
+                            outside,
+                        }) => PoolKind::Unpool(Unpool {
+                            offsets: Some(core::array::from_fn(|a| {
+                                if unit(a) { 0 } else { offsets[a] }
+                            })),
+                            outside,
+                        }),
+                        kind => kind,
+                    };
                 PoolCase {
                     rank,
                     batch,
@@ -873,8 +910,21 @@ impl PoolCase {
     }
 
     /// The input's values: the seed's, some replaced by NaN and infinities as `specials` says.
+    /// An unpool case's are a function of each element's index, so indices that repeat carry
+    /// one value (as from overlapping max-pool windows; others write in any order on a GPU).
     fn input(&self) -> Vec<f64> {
-        let mut x = data(self.seed, self.x_dims().iter().product());
+        let mut x = match self.kind {
+            PoolKind::Unpool(_) => {
+                let in_volume: usize = self.size.iter().product();
+                let indices = self.unpool_indices();
+                let keys = indices.iter().enumerate().map(|(i, &index)| {
+                    let plane = (i / in_volume.max(1)) as u64;
+                    (plane << 32) ^ index as u64
+                });
+                keys.map(|key| data(self.seed ^ key, 1)[0]).collect()
+            }
+            _ => data(self.seed, self.x_dims().iter().product()),
+        };
         let picks = data(self.seed ^ 0x5eed, x.len());
         for (value, pick) in x.iter_mut().zip(picks) {
             // `pick` is uniform in [-1, 1).
@@ -891,6 +941,34 @@ impl PoolCase {
             *value = special.unwrap_or(*value);
         }
         x
+    }
+
+    /// An unpool case's output dims, when it has a valid one.
+    fn unpool_dims(&self) -> Option<[usize; 5]> {
+        let PoolKind::Unpool(unpool) = self.kind else {
+            return None;
+        };
+        reference::unpool_dims(self.x_dims(), &self.window, unpool.offsets)
+    }
+
+    /// An unpool case's indices, each in its output plane (repeats included), but for the
+    /// first when it is `outside`: one past the plane, or -1.
+    fn unpool_indices(&self) -> Vec<i64> {
+        let len: usize = self.x_dims().iter().product();
+        let plane = self
+            .unpool_dims()
+            .map_or(1, |dims| dims[2..].iter().product::<usize>().max(1));
+        let picks = data(self.seed ^ 0x1d1c, len);
+        let mut indices: Vec<i64> = picks
+            .iter()
+            .map(|pick| (((pick + 1.0) / 2.0 * plane as f64) as i64).min(plane as i64 - 1))
+            .collect();
+        if let (PoolKind::Unpool(Unpool { outside: true, .. }), Some(first)) =
+            (self.kind, indices.first_mut())
+        {
+            *first = if self.seed % 2 == 0 { plane as i64 } else { -1 };
+        }
+        indices
     }
 
     /// The fractional samples `(N, C, rank)`, f32 values as the tensor holds them.
@@ -921,6 +999,14 @@ impl PoolCase {
     fn expected(&self, x: &[f64]) -> Option<Expected> {
         let g = out_grad(self.seed);
         match self.kind {
+            PoolKind::Unpool(unpool) => reference::max_unpool(
+                x,
+                self.x_dims(),
+                &self.unpool_indices(),
+                &self.window,
+                unpool.offsets,
+                g,
+            ),
             PoolKind::Fractional(_) => reference::fractional_pool(
                 x,
                 self.x_dims(),
@@ -947,8 +1033,12 @@ type WithIndices<const D: usize> = Result<(Tensor<D>, Tensor<D, Int>), SpecError
 type FractionalFn<const N: usize, const D: usize> =
     fn(Tensor<D>, FractionalMaxPoolOptions<N>, Option<Tensor<3>>) -> WithIndices<D>;
 
+/// A max-unpool.
+type UnpoolFn<const N: usize, const D: usize> =
+    fn(Tensor<D>, Tensor<D, Int>, MaxUnpoolOptions<N>) -> Result<Tensor<D>, SpecError>;
+
 /// The crate's pools of one rank: (max with indices, avg, lp, adaptive avg, adaptive max,
-/// fractional max where the rank has one).
+/// fractional max where the rank has one, max-unpool).
 struct PoolFns<const N: usize, const D: usize> {
     max: fn(Tensor<D>, MaxPoolOptions<N>) -> WithIndices<D>,
     avg: fn(Tensor<D>, AvgPoolNdOptions<N>) -> Result<Tensor<D>, SpecError>,
@@ -956,6 +1046,7 @@ struct PoolFns<const N: usize, const D: usize> {
     adaptive_avg: fn(Tensor<D>, [usize; N]) -> Result<Tensor<D>, SpecError>,
     adaptive_max: fn(Tensor<D>, [usize; N]) -> WithIndices<D>,
     fractional: Option<FractionalFn<N, D>>,
+    unpool: UnpoolFn<N, D>,
 }
 
 fn run_pool(case: &PoolCase, layout: Layout, device: &Device) -> Result<Got, SpecError> {
@@ -971,6 +1062,7 @@ fn run_pool(case: &PoolCase, layout: Layout, device: &Device) -> Result<Got, Spe
                 adaptive_avg: try_adaptive_avg_pool1d,
                 adaptive_max: try_adaptive_max_pool1d_with_indices,
                 fractional: None,
+                unpool: try_max_unpool1d,
             },
         ),
         2 => run_pool_n(
@@ -984,6 +1076,7 @@ fn run_pool(case: &PoolCase, layout: Layout, device: &Device) -> Result<Got, Spe
                 adaptive_avg: try_adaptive_avg_pool2d,
                 adaptive_max: try_adaptive_max_pool2d_with_indices,
                 fractional: Some(try_fractional_max_pool2d_with_indices),
+                unpool: try_max_unpool2d,
             },
         ),
         _ => run_pool_n(
@@ -997,6 +1090,7 @@ fn run_pool(case: &PoolCase, layout: Layout, device: &Device) -> Result<Got, Spe
                 adaptive_avg: try_adaptive_avg_pool3d,
                 adaptive_max: try_adaptive_max_pool3d_with_indices,
                 fractional: Some(try_fractional_max_pool3d_with_indices),
+                unpool: try_max_unpool3d,
             },
         ),
     }
@@ -1061,6 +1155,24 @@ fn run_pool_n<const N: usize, const D: usize>(
             let samples = tensor_in::<3>(layout, &case.samples(), &samples_dims, device);
             let (out, indices) = fractional(x_t.clone(), options, Some(samples))?;
             (out, Some(indices))
+        }
+        PoolKind::Unpool(unpool) => {
+            let mut options = MaxUnpoolOptions::new(kernel)
+                .with_stride(stride)
+                .with_padding(tail(window.padding.map(|(p, _)| p)));
+            if let Some(offsets) = unpool.offsets {
+                // Sizes that would be negative are out of range anyway; 0 stands for them.
+                let default = reference::unpool_default(case.x_dims(), window);
+                let sizes: [usize; 3] = core::array::from_fn(|a| {
+                    default[a]
+                        .saturating_add(offsets[a] as i128)
+                        .clamp(0, usize::MAX as i128) as usize
+                });
+                options = options.with_output_size(tail(sizes));
+            }
+            let indices = TensorData::new(case.unpool_indices(), x_dims.clone());
+            let indices = Tensor::<D, Int>::from_data(indices, device);
+            ((fns.unpool)(x_t.clone(), indices, options)?, None)
         }
     };
     let dims = out.dims().to_vec();

@@ -658,3 +658,75 @@ pub fn fractional_pool(
     }
     Some(reduction.expected(dims, true))
 }
+
+/// PyTorch's default max-unpool length per lifted axis, `(in - 1) * stride - 2 * padding +
+/// kernel` (it may be 0 or negative).
+pub fn unpool_default(x_dims: [usize; 5], window: &Window) -> [i128; 3] {
+    core::array::from_fn(|a| {
+        (x_dims[2 + a] as i128 - 1) * window.stride[a] as i128 - 2 * window.padding[a].0 as i128
+            + window.kernel[a] as i128
+    })
+}
+
+/// Max-unpool output dims: the default, or the default plus `offsets`, each strictly within
+/// `stride` of it (PyTorch's `_unpool_output_size`); `None` when invalid or empty.
+pub fn unpool_dims(
+    x_dims: [usize; 5],
+    window: &Window,
+    offsets: Option<[i64; 3]>,
+) -> Option<[usize; 5]> {
+    if window.kernel.contains(&0) || window.stride.contains(&0) || x_dims[1..].contains(&0) {
+        return None;
+    }
+    let pads = window.padding.map(|(p, _)| p);
+    if !within(&window.kernel) || !within(&window.stride) || !within(&pads) {
+        return None;
+    }
+    let default = unpool_default(x_dims, window);
+    let mut dims = [x_dims[0], x_dims[1], 0, 0, 0];
+    for a in 0..3 {
+        let offset = offsets.map_or(0, |offsets| offsets[a] as i128);
+        let len = default[a] + offset;
+        // A unit axis (length 1, kernel 1) stays 1 for any stride.
+        if offset.abs() >= window.stride[a] as i128 || len <= 0 {
+            return None;
+        }
+        if len > LARGEST {
+            return None;
+        }
+        dims[2 + a] = len as usize;
+    }
+    (!too_big(dims)).then_some(dims)
+}
+
+/// `max_unpool(x, indices)`: every output zero but `out[plane, indices[i]] = x[i]`; its
+/// gradient gathers the output gradient at the indices. Every index must lie in its plane.
+pub fn max_unpool(
+    x: &[f64],
+    x_dims: [usize; 5],
+    indices: &[i64],
+    window: &Window,
+    offsets: Option<[i64; 3]>,
+    g: impl Fn([usize; 5]) -> Vec<f64>,
+) -> Option<Expected> {
+    let dims = unpool_dims(x_dims, window, offsets)?;
+    let plane: usize = dims[2..].iter().product();
+    if indices.iter().any(|&i| i < 0 || i as usize >= plane) {
+        return None;
+    }
+    let in_volume: usize = x_dims[2..].iter().product();
+    let g = g(dims);
+    let mut out = vec![0.0; volume(dims)];
+    let mut gx = vec![0.0; x.len()];
+    for (i, &index) in indices.iter().enumerate() {
+        let o = i / in_volume * plane + index as usize;
+        out[o] = x[i];
+        gx[i] = g[o];
+    }
+    Some(Expected {
+        out,
+        dims,
+        indices: None,
+        grads: vec![gx],
+    })
+}
