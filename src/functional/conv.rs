@@ -10,7 +10,7 @@ use crate::spec::{
     check_conv_transpose, check_float_dtype, check_input_rank, check_same_dtype, shapes,
 };
 
-use super::device::{check_kernel_values, check_output_memory};
+use super::device::{check_kernel_values, check_output_memory, check_padded_input_memory};
 use super::lift::{lift_input, lift_weight};
 use super::pad::pad_spatial;
 
@@ -48,7 +48,10 @@ pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
     check_output_memory(op, &x, &shape, out_dims, None)?;
     let x = match options.padding_mode {
         PaddingMode::Zeros => x,
-        mode => pad_spatial(x, core::mem::take(&mut lifted.padding), mode),
+        mode => {
+            check_padded_input_memory(op, &x, &shape, lifted.padding, mode.name())?;
+            pad_spatial(x, core::mem::take(&mut lifted.padding), mode)
+        }
     };
     let options = lifted;
     let geometry = ConvGeometry::conv(&x.dims(), &weight.dims(), &options);

@@ -60,6 +60,39 @@ pub fn check_output_memory<const D: usize>(
     ))
 }
 
+/// Check that the device of `x` (lifted by `shape`) can hold `x` padded by `padding`, which a
+/// `padding_mode` other than zeros builds before convolving (PyTorch's `F.pad` does too): a
+/// huge padding under a huge stride leaves a small output but a padded copy past memory.
+pub fn check_padded_input_memory<const D: usize>(
+    op: &'static str,
+    x: &Tensor<5>,
+    shape: &InputShape<D>,
+    padding: [(usize, usize); 3],
+    mode: &'static str,
+) -> SpecResult<()> {
+    let mut dims = x.dims();
+    for (axis, (begin, end)) in padding.into_iter().enumerate() {
+        // Validation bounds each padded length by `isize::MAX`.
+        dims[2 + axis] = dims[2 + axis].saturating_add(begin).saturating_add(end);
+    }
+    let bytes = dims
+        .iter()
+        .try_fold(x.dtype().size(), |bytes, &dim| bytes.checked_mul(dim));
+    let fits = bytes.is_some_and(|bytes| {
+        bytes <= ALWAYS_FITS || (bytes <= isize::MAX as usize && fits(&x.device(), bytes))
+    });
+    if fits {
+        return Ok(());
+    }
+    Err(SpecError::new(
+        op,
+        SpecErrorKind::PaddedInputTooLarge {
+            mode,
+            dims: shape.restored_dims(dims).to_vec(),
+        },
+    ))
+}
+
 /// Whether the device can allocate `bytes` in one piece: a host reservation on a CPU device,
 /// the runtime's largest allocation on a CubeCL one.
 fn fits(device: &Device, bytes: usize) -> bool {

@@ -147,6 +147,14 @@ pub enum SpecErrorKind {
         /// Input length.
         len: usize,
     },
+    /// A `padding_mode` other than zeros copies the input into a padded tensor first (as
+    /// PyTorch's `F.pad` does), and this machine cannot allocate that tensor.
+    PaddedInputTooLarge {
+        /// PyTorch's name of the mode.
+        mode: &'static str,
+        /// The padded input's dims.
+        dims: Vec<usize>,
+    },
     /// A fractional pooling sample outside `[0, 1]` (or NaN). PyTorch draws them from
     /// `[0, 1)` and never checks a given one; further out its windows can leave the input.
     FractionalSample {
@@ -378,6 +386,11 @@ impl fmt::Display for SpecErrorKind {
                 f,
                 "kernel {kernel} is too large for output size {output} from input length {len} \
                  on spatial dim {dim} (needs output + kernel - 1 <= input)"
+            ),
+            PaddedInputTooLarge { mode, dims } => write!(
+                f,
+                "padding_mode '{mode}' copies the input into {dims:?}, more than this machine \
+                 can allocate"
             ),
             FractionalSample { value, at } => write!(
                 f,

@@ -401,6 +401,18 @@ fn outputs_beyond_memory_are_typed_errors() {
         matches!(error.kind, SpecErrorKind::OutOfMemory { bytes, .. } if bytes > 1 << 44),
         "{error}"
     );
+    // A padding mode copies the input into its padded form first: a huge padding under a
+    // huge stride leaves one output but a padded copy past memory (the allocator aborted).
+    let options = ConvNdOptions::default()
+        .with_stride([1 << 44])
+        .with_padding([(1 << 42, 2)])
+        .with_padding_mode(PaddingMode::Replicate);
+    let error = try_conv1d(ones([2, 3, 4]), ones([1, 3, 1]), None, options).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "conv1d: padding_mode 'replicate' copies the input into [2, 3, 4398046511110], more \
+         than this machine can allocate"
+    );
     let options = ConvTransposeNdOptions::<1>::default().with_stride([1 << 42]);
     let error = try_conv_transpose1d(ones([1, 1, 4]), ones([1, 1, 1]), None, options).unwrap_err();
     assert_eq!(
