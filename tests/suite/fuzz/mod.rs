@@ -24,7 +24,7 @@ use burn_convpool::*;
 use layout::{Layout, layout, tensor_in};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use reference::{Expected, Sliding, Window};
+use reference::{Expected, Mode, Sliding, Window};
 
 /// Cases per property from `var`, else `default`.
 fn cases(var: &str, default: u32) -> u32 {
@@ -193,7 +193,20 @@ struct ConvCase {
     transpose: bool,
     output_padding: [usize; 3],
     output_size: Option<[usize; 3]>,
+    /// `padding="same"` instead of `padding` (plain convolutions).
+    same: bool,
+    /// PyTorch's `padding_mode` (plain convolutions).
+    mode: Mode,
     seed: u64,
+}
+
+fn padding_mode() -> impl Strategy<Value = Mode> {
+    prop_oneof![
+        6 => Just(Mode::Zeros),
+        1 => Just(Mode::Reflect),
+        1 => Just(Mode::Replicate),
+        1 => Just(Mode::Circular),
+    ]
 }
 
 fn conv_case() -> impl Strategy<Value = ConvCase> {
@@ -216,7 +229,12 @@ fn conv_case() -> impl Strategy<Value = ConvCase> {
             proptest::array::uniform3((0usize..=2, 0usize..=2)),
         ),
         (any::<bool>(), any::<bool>(), axes(0..=2)),
-        (proptest::option::weighted(0.2, axes(0..=9)), any::<u64>()),
+        (
+            proptest::option::weighted(0.2, axes(0..=9)),
+            proptest::bool::weighted(0.15),
+            padding_mode(),
+            any::<u64>(),
+        ),
     )
         .prop_map(
             |(
@@ -224,7 +242,7 @@ fn conv_case() -> impl Strategy<Value = ConvCase> {
                 (size, kernel),
                 (stride, dilation, padding),
                 (bias, transpose, output_padding),
-                (output_size, seed),
+                (output_size, same, mode, seed),
             )| {
                 // Unit axes below the rank, as the crate lifts them.
                 let lift = |values: [usize; 3], unit: usize| {
@@ -248,6 +266,8 @@ fn conv_case() -> impl Strategy<Value = ConvCase> {
                     transpose,
                     output_padding: lift(output_padding, 0),
                     output_size: output_size.map(|size| lift(size, 1)),
+                    same: same && !transpose,
+                    mode: if transpose { Mode::Zeros } else { mode },
                     seed,
                 }
             },
@@ -306,15 +326,19 @@ impl ConvCase {
                 g,
             )
         } else {
-            let w_dims = self.w_dims();
-            reference::conv(
+            let mut window = self.window();
+            if self.same {
+                window.padding = reference::same_padding(&window)?;
+            }
+            reference::conv_padded(
                 x,
                 self.x_dims(),
                 w,
-                w_dims,
+                self.w_dims(),
                 b,
-                &self.window(),
+                &window,
                 self.groups,
+                self.mode,
                 g,
             )
         }
@@ -379,10 +403,22 @@ fn run_conv_n<const N: usize, const D: usize>(
         }
         conv_transpose(x_t.clone(), w_t.clone(), b_t.clone(), options)?
     } else {
+        let padding = if case.same {
+            Padding::Same
+        } else {
+            Padding::Explicit(tail(case.padding))
+        };
+        let mode = match case.mode {
+            Mode::Zeros => PaddingMode::Zeros,
+            Mode::Reflect => PaddingMode::Reflect,
+            Mode::Replicate => PaddingMode::Replicate,
+            Mode::Circular => PaddingMode::Circular,
+        };
         let options = ConvNdOptions::<N>::default()
             .with_stride(tail(case.stride))
             .with_dilation(tail(case.dilation))
-            .with_padding(tail::<_, N>(case.padding))
+            .with_padding(padding)
+            .with_padding_mode(mode)
             .with_groups(case.groups);
         conv(x_t.clone(), w_t.clone(), b_t.clone(), options)?
     };
@@ -484,6 +520,8 @@ fn winograd_case() -> impl Strategy<Value = ConvCase> {
                     transpose,
                     output_padding: [0; 3],
                     output_size: None,
+                    same: false,
+                    mode: Mode::Zeros,
                     seed,
                 }
             },
@@ -569,6 +607,8 @@ fn phase_case() -> impl Strategy<Value = ConvCase> {
                     transpose,
                     output_padding: core::array::from_fn(|a| output_padding[a] % stride[a]),
                     output_size: None,
+                    same: false,
+                    mode: Mode::Zeros,
                     seed,
                 }
             },
@@ -699,6 +739,8 @@ fn tiled_case() -> impl Strategy<Value = ConvCase> {
                     transpose,
                     output_padding: core::array::from_fn(|a| output_padding[a] % stride[a]),
                     output_size: None,
+                    same: false,
+                    mode: Mode::Zeros,
                     seed,
                 }
             },
@@ -1329,6 +1371,8 @@ fn found_long_bias_sum() -> ConvCase {
         transpose: true,
         output_padding: [1, 0, 0],
         output_size: None,
+        same: false,
+        mode: Mode::Zeros,
         seed: 2671011927823560721,
     }
 }
@@ -1350,6 +1394,8 @@ fn found_empty_batch_conv() -> ConvCase {
         transpose: false,
         output_padding: [0; 3],
         output_size: None,
+        same: false,
+        mode: Mode::Zeros,
         seed: 0,
     }
 }

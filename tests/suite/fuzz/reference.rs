@@ -730,3 +730,106 @@ pub fn max_unpool(
         grads: vec![gx],
     })
 }
+
+/// What a convolution reads outside its input: PyTorch's `padding_mode` of `nn.Conv*d`,
+/// which pads with `F.pad` and then convolves without padding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Zeros,
+    Reflect,
+    Replicate,
+    Circular,
+}
+
+/// PyTorch's `padding="same"`: `dilation * (kernel - 1)` in all, the odd element at the end;
+/// only for stride 1.
+pub fn same_padding(window: &Window) -> Option<[(usize, usize); 3]> {
+    if window.stride.iter().any(|&s| s != 1) || window.kernel.contains(&0) {
+        return None;
+    }
+    let mut padding = [(0, 0); 3];
+    for a in 0..3 {
+        let total = window.dilation[a] as i128 * (window.kernel[a] as i128 - 1);
+        if total > LARGEST {
+            return None;
+        }
+        let total = total as usize;
+        padding[a] = (total / 2, total - total / 2);
+    }
+    Some(padding)
+}
+
+/// The source of padded position `p` along an axis of length `len` padded by `begin` in
+/// `mode` (`F.pad`'s reflect, replicate and circular), `None` for a zero.
+fn pad_source(p: usize, len: usize, begin: usize, mode: Mode) -> Option<usize> {
+    let i = p as i128 - begin as i128;
+    let len = len as i128;
+    let source = match mode {
+        Mode::Zeros => return (0..len).contains(&i).then_some(i as usize),
+        Mode::Reflect if i < 0 => -i,
+        Mode::Reflect if i >= len => 2 * (len - 1) - i,
+        Mode::Replicate => i.clamp(0, len - 1),
+        Mode::Circular => i.rem_euclid(len),
+        Mode::Reflect => i,
+    };
+    Some(source as usize)
+}
+
+/// `conv(pad(x, padding, mode), w, b)` with no further padding (a zero `mode` pads in the
+/// convolution itself); the input gradient sums over the positions each value was copied to.
+/// `F.pad`'s limits: reflect needs each padding below the length, circular at most it.
+#[allow(clippy::too_many_arguments)]
+pub fn conv_padded(
+    x: &[f64],
+    x_dims: [usize; 5],
+    w: &[f64],
+    w_dims: [usize; 5],
+    bias: Option<&[f64]>,
+    window: &Window,
+    groups: usize,
+    mode: Mode,
+    g: impl Fn([usize; 5]) -> Vec<f64>,
+) -> Option<Expected> {
+    if mode == Mode::Zeros {
+        return conv(x, x_dims, w, w_dims, bias, window, groups, g);
+    }
+    let mut padded_dims = x_dims;
+    for a in 0..3 {
+        let (len, (begin, end)) = (x_dims[2 + a], window.padding[a]);
+        let fits = match mode {
+            Mode::Reflect => begin < len && end < len,
+            Mode::Circular => begin <= len && end <= len,
+            _ => len > 0,
+        };
+        let padded = len as i128 + begin as i128 + end as i128;
+        if !fits || padded > LARGEST || padded as u128 > MOST_ELEMENTS {
+            return None;
+        }
+        padded_dims[2 + a] = padded as usize;
+    }
+    let total = padded_dims
+        .iter()
+        .try_fold(1u128, |product, &d| product.checked_mul(d as u128));
+    if total.is_none_or(|total| total > MOST_ELEMENTS) {
+        return None;
+    }
+    let sources: Vec<usize> = each(padded_dims)
+        .map(|[n, c, d, h, w]| {
+            let [d, h, w] = [(0, d), (1, h), (2, w)]
+                .map(|(a, p)| pad_source(p, x_dims[2 + a], window.padding[a].0, mode).unwrap());
+            at(x_dims, [n, c, d, h, w])
+        })
+        .collect();
+    let padded: Vec<f64> = sources.iter().map(|&i| x[i]).collect();
+    let unpadded = Window {
+        padding: [(0, 0); 3],
+        ..*window
+    };
+    let mut expected = conv(&padded, padded_dims, w, w_dims, bias, &unpadded, groups, g)?;
+    let mut gx = vec![0.0; x.len()];
+    for (&source, grad) in sources.iter().zip(&expected.grads[0]) {
+        gx[source] += grad;
+    }
+    expected.grads[0] = gx;
+    Some(expected)
+}
