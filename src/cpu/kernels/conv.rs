@@ -121,6 +121,9 @@ pub fn forward<T: Element>(
     bias: Option<&[T]>,
 ) -> Vec<T> {
     let g = geometry;
+    if g.batch == 0 {
+        return Vec::new();
+    }
     if depthwise::is_depthwise(g) {
         return depthwise::forward(g, x, weight, bias);
     }
@@ -207,6 +210,9 @@ pub fn forward<T: Element>(
 /// Gradient of `conv` with respect to `x`, shape `geometry.in_shape()`.
 pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
     let g = geometry;
+    if g.batch == 0 {
+        return Vec::new();
+    }
     if let Some(x_grad) = winograd::x_backward(g, weight, out_grad) {
         return x_grad;
     }
@@ -292,6 +298,11 @@ const MAX_TRANSPOSED_ROWS: usize = 64;
 /// on scheduling.
 pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
     let g = geometry;
+    // An empty batch sums nothing; its scratch would still be sized for each image's output,
+    // which may be any length (a huge padding under a huge stride's one window per image).
+    if g.batch == 0 {
+        return vec![T::ZERO; g.out_channels * g.patch_len()];
+    }
     if let Some(weight_grad) = winograd::weight_backward(g, x, out_grad) {
         return weight_grad;
     }

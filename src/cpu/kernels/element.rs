@@ -159,7 +159,8 @@ pub fn for_each_chunk<T: Element>(
     split: Split,
     body: impl Fn(Range<usize>, &mut [T], &mut Vec<T>) + Sync + Send,
 ) {
-    if item_len == 0 {
+    // No items, no scratch: an empty batch's scratch may be sized for outputs of any length.
+    if item_len == 0 || out.is_empty() {
         return;
     }
     let init = || vec![T::ZERO; scratch_len];

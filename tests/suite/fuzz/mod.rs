@@ -12,7 +12,7 @@
 //! `FUZZ_CASES` sets the cases per property on Flex (1024 by default, a quarter on NdArray; thousands for a longer
 //! run, e.g. `FUZZ_CASES=20000 cargo test --release --test suite fuzz::`); in a build with `wgpu` or
 //! `vulkan`, `FUZZ_GPU_CASES` the cases on the CubeCL kernels (24 by default: lavapipe
-//! compiles a kernel for each new shape).
+//! compiles a kernel for each new shape). `FUZZ_TRACE=1` prints each case before it runs.
 
 mod layout;
 mod reference;
@@ -63,6 +63,14 @@ fn fuzz<S: Strategy>(
         valid.into_inner(),
         rejected.into_inner()
     );
+}
+
+/// With `FUZZ_TRACE` set, print each case before it runs: a case that aborts the process (an
+/// allocation that fails) leaves no proptest report, but the last case printed is it.
+fn trace(case: &impl std::fmt::Debug, layout: Layout) {
+    if std::env::var_os("FUZZ_TRACE").is_some() {
+        eprintln!("case {case:?} {layout:?}");
+    }
 }
 
 /// A size parameter: mostly in `1..=most`, sometimes 0 or huge (the overflow paths).
@@ -200,6 +208,12 @@ struct ConvCase {
     seed: u64,
 }
 
+/// A convolution's padding on one side: mostly 0 to 2, rarely huge (with a huge stride, one
+/// output over a padded copy no machine holds).
+fn pad_param() -> impl Strategy<Value = usize> {
+    prop_oneof![60 => 0usize..=2, 1 => Just(1usize << 40)]
+}
+
 fn padding_mode() -> impl Strategy<Value = Mode> {
     prop_oneof![
         6 => Just(Mode::Zeros),
@@ -226,7 +240,7 @@ fn conv_case() -> impl Strategy<Value = ConvCase> {
         (
             proptest::array::uniform3(size_param(3)),
             proptest::array::uniform3(size_param(3)),
-            proptest::array::uniform3((0usize..=2, 0usize..=2)),
+            proptest::array::uniform3((pad_param(), pad_param())),
         ),
         (any::<bool>(), any::<bool>(), axes(0..=2)),
         (
@@ -463,6 +477,7 @@ fn fuzz_conv_cases(
     strategy: impl Strategy<Value = ConvCase>,
 ) {
     fuzz(name, cases, (strategy, layout()), |(case, layout)| {
+        trace(&case, layout);
         let got = catch_unwind(AssertUnwindSafe(|| run_conv(&case, layout, &device)));
         let (x, w, b) = inputs(&case);
         let expected = case.expected(&x, &w, b.as_deref());
@@ -874,9 +889,11 @@ fn pool_case() -> impl Strategy<Value = PoolCase> {
             proptest::array::uniform3(size_param(4)),
             proptest::array::uniform3(size_param(3)),
             proptest::array::uniform3(size_param(2)),
-            proptest::array::uniform3(
-                prop_oneof![4 => (0usize..=1, 0usize..=1), 1 => (0usize..=2, 0usize..=2)],
-            ),
+            proptest::array::uniform3(prop_oneof![
+                40 => (0usize..=1, 0usize..=1),
+                10 => (0usize..=2, 0usize..=2),
+                1 => (pad_param(), pad_param()),
+            ]),
         ),
         (
             any::<bool>(),
@@ -1238,6 +1255,7 @@ fn run_pool_n<const N: usize, const D: usize>(
 /// The pool property on `device`.
 fn fuzz_pool(name: &str, device: Device, cases: u32) {
     fuzz(name, cases, (pool_case(), layout()), |(case, layout)| {
+        trace(&case, layout);
         let got = catch_unwind(AssertUnwindSafe(|| run_pool(&case, layout, &device)));
         let x = case.input();
         check(
@@ -1400,6 +1418,30 @@ fn found_empty_batch_conv() -> ConvCase {
     }
 }
 
+fn found_empty_batch_under_huge_padding() -> ConvCase {
+    // An empty batch with one window of 2^39 per image: nothing to compute, but the CPU
+    // allocated scratch for each image's output (52 TB) and aborted, in the forward and the
+    // weight gradient both. (A CubeCL device rejects the padding: a 32-bit device limit.)
+    ConvCase {
+        rank: 1,
+        batch: 0,
+        channels: (3, 2),
+        groups: 1,
+        size: [1, 1, 3],
+        kernel: [1, 1, 1],
+        stride: [1, 1, 3],
+        dilation: [1, 1, 1],
+        padding: [(0, 0), (0, 0), (2, 1 << 40)],
+        bias: false,
+        transpose: false,
+        output_padding: [0; 3],
+        output_size: None,
+        same: false,
+        mode: Mode::Zeros,
+        seed: 0,
+    }
+}
+
 fn check_found(device: &Device) {
     let case = found_max_pool();
     let got = catch_unwind(AssertUnwindSafe(|| {
@@ -1422,6 +1464,16 @@ fn check_found(device: &Device) {
         ..found_empty_batch_conv()
     };
     let _ = run_conv(&dirty, Layout::Contiguous, device);
+    let case = found_empty_batch_under_huge_padding();
+    let got = catch_unwind(AssertUnwindSafe(|| {
+        run_conv(&case, Layout::Contiguous, device)
+    }));
+    let (x, w, b) = inputs(&case);
+    let verdict = check("huge padding", got, case.expected(&x, &w, b.as_deref()), 1);
+    assert!(
+        verdict.is_ok(),
+        "empty batch under huge padding: {verdict:?}"
+    );
     for (what, case) in [
         ("empty-batch conv", found_empty_batch_conv()),
         ("long bias sum", found_long_bias_sum()),

@@ -802,15 +802,13 @@ pub fn conv_padded(
             _ => len > 0,
         };
         let padded = len as i128 + begin as i128 + end as i128;
-        if !fits || padded > LARGEST || padded as u128 > MOST_ELEMENTS {
+        if !fits || padded > LARGEST {
             return None;
         }
         padded_dims[2 + a] = padded as usize;
     }
-    let total = padded_dims
-        .iter()
-        .try_fold(1u128, |product, &d| product.checked_mul(d as u128));
-    if total.is_none_or(|total| total > MOST_ELEMENTS) {
+    // A padded copy no machine holds (an empty batch's is empty, whatever its length).
+    if too_big(padded_dims) {
         return None;
     }
     let sources: Vec<usize> = each(padded_dims)
