@@ -147,6 +147,13 @@ fn try_lp_pool<const N: usize, const D: usize>(
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
 
+/// An empty batch's adaptive pool: no element to compute, and no window table to build (an
+/// adaptive output may be any size, so its table may not fit in memory), but still the input
+/// reshaped, so autodiff gives the input its (empty) gradient as PyTorch does.
+fn empty_batch(x: Tensor<5>, out_dims: [usize; 5]) -> Tensor<5> {
+    x.reshape(out_dims)
+}
+
 fn try_adaptive_avg_pool<const N: usize, const D: usize>(
     op: &'static str,
     x: Tensor<D>,
@@ -156,6 +163,9 @@ fn try_adaptive_avg_pool<const N: usize, const D: usize>(
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
     let out_dims = shapes::with_spatial(&x.dims(), output_size);
     check_pool_device(op, &x, &shape, out_dims, None, Vec::new())?;
+    if out_dims[0] == 0 {
+        return Ok(shape.restore(empty_batch(x, out_dims)));
+    }
     let out = <Dispatch as ConvPoolBackend>::adaptive_avg_pool(x.into_dispatch(), output_size);
     Ok(shape.restore(Tensor::from_dispatch(out)))
 }
@@ -169,6 +179,13 @@ fn try_adaptive_max_pool_with_indices<const N: usize, const D: usize>(
     let output_size = check_adaptive(op, &shape.dims, output_size.0)?;
     let out_dims = shapes::with_spatial(&x.dims(), output_size);
     check_pool_device(op, &x, &shape, out_dims, Some(dtype), Vec::new())?;
+    if out_dims[0] == 0 {
+        let indices = Tensor::<5, Int>::zeros(out_dims, &x.device());
+        return Ok((
+            shape.restore(empty_batch(x, out_dims)),
+            shape.restore_int(indices),
+        ));
+    }
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::adaptive_max_pool(x.into_dispatch(), output_size, dtype);
     Ok((

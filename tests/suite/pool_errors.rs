@@ -415,6 +415,14 @@ fn empty_batch_in_empty_out_other_empty_dims_rejected() {
         MaxUnpoolOptions::new([2, 2]),
     );
     assert_eq!(unpooled.dims(), [0, 3, 8, 8]);
+    // An empty batch pooled to an output no machine holds per image: still an empty output
+    // and gradient (the CPU built a 35 TB window table for it and aborted).
+    let huge = 1 << 40;
+    let x = Tensor::<3>::zeros([0, 2, 4], &device).require_grad();
+    let (values, argmax) = adaptive_max_pool1d_with_indices(x.clone(), [huge]);
+    assert_eq!((values.dims(), argmax.dims()), ([0, 2, huge], [0, 2, huge]));
+    let grads = (values.sum() + adaptive_avg_pool1d(x.clone(), [huge]).sum()).backward();
+    assert_eq!(x.grad(&grads).map(|grad| grad.dims()), Some([0, 2, 4]));
 
     // No channels (batched or not), or an empty spatial dim: a typed error naming the dims.
     let error = try_max_pool2d(ones([0, 8, 8]), window.clone()).unwrap_err();

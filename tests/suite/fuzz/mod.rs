@@ -897,7 +897,7 @@ fn pool_case() -> impl Strategy<Value = PoolCase> {
         ),
         (
             any::<bool>(),
-            proptest::array::uniform3(len_param(7)),
+            proptest::array::uniform3(prop_oneof![60 => len_param(7), 1 => Just(1usize << 40)]),
             specials(),
             any::<u64>(),
         ),

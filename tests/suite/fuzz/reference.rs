@@ -565,6 +565,9 @@ pub fn adaptive_pool(
     }
     let [n, c, ..] = x_dims;
     let dims = [n, c, size[0], size[1], size[2]];
+    if too_big(dims) {
+        return None;
+    }
     let mut reduction = Reduction::new(x, x_dims, dims, g(dims));
     for o in each(dims) {
         let range = |a: usize| {
