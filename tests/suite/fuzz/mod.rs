@@ -1025,7 +1025,11 @@ impl PoolCase {
         if let (PoolKind::Unpool(Unpool { outside: true, .. }), Some(first)) =
             (self.kind, indices.first_mut())
         {
-            *first = if self.seed % 2 == 0 { plane as i64 } else { -1 };
+            *first = if self.seed.is_multiple_of(2) {
+                plane as i64
+            } else {
+                -1
+            };
         }
         indices
     }

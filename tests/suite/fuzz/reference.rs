@@ -751,13 +751,16 @@ pub fn same_padding(window: &Window) -> Option<[(usize, usize); 3]> {
         return None;
     }
     let mut padding = [(0, 0); 3];
-    for a in 0..3 {
-        let total = window.dilation[a] as i128 * (window.kernel[a] as i128 - 1);
+    for (side, (&d, &k)) in padding
+        .iter_mut()
+        .zip(window.dilation.iter().zip(&window.kernel))
+    {
+        let total = d as i128 * (k as i128 - 1);
         if total > LARGEST {
             return None;
         }
         let total = total as usize;
-        padding[a] = (total / 2, total - total / 2);
+        *side = (total / 2, total - total / 2);
     }
     Some(padding)
 }
