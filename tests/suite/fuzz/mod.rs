@@ -1427,22 +1427,13 @@ fn found_empty_batch_under_huge_padding() -> ConvCase {
     // allocated scratch for each image's output (52 TB) and aborted, in the forward and the
     // weight gradient both. (A CubeCL device rejects the padding: a 32-bit device limit.)
     ConvCase {
-        rank: 1,
-        batch: 0,
         channels: (3, 2),
-        groups: 1,
         size: [1, 1, 3],
-        kernel: [1, 1, 1],
         stride: [1, 1, 3],
-        dilation: [1, 1, 1],
+        dilation: [1; 3],
         padding: [(0, 0), (0, 0), (2, 1 << 40)],
         bias: false,
-        transpose: false,
-        output_padding: [0; 3],
-        output_size: None,
-        same: false,
-        mode: Mode::Zeros,
-        seed: 0,
+        ..found_empty_batch_conv()
     }
 }
 
