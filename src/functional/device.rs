@@ -116,13 +116,23 @@ fn host_can_reserve(bytes: usize) -> bool {
     bytes < PROBE_BYTES || Vec::<u8>::new().try_reserve_exact(bytes).is_ok()
 }
 
-/// Check that the device of `x` can hold every one of `values` (named sizes and parameters of
-/// the call) in its kernels' arithmetic: on a CubeCL device, at most 32 bits.
+/// Check that the device of `x` can run the call's kernels: they compile for `x`'s dtype (a
+/// CubeCL device only for the types it reports: lavapipe has no BF16), and hold every one of
+/// `values` (named sizes and parameters of the call) in their arithmetic (on a CubeCL device,
+/// at most 32 bits).
 pub fn check_kernel_values(
     op: &'static str,
     x: &Tensor<5>,
     values: impl IntoIterator<Item = (&'static str, usize)>,
 ) -> SpecResult<()> {
+    if !computes_in(&x.device(), x.dtype()) {
+        return Err(SpecError::new(
+            op,
+            SpecErrorKind::DeviceDtype {
+                dtype: format!("{:?}", x.dtype()),
+            },
+        ));
+    }
     let Some((what, value)) = values.into_iter().max_by_key(|&(_, value)| value) else {
         return Ok(());
     };
@@ -136,6 +146,27 @@ pub fn check_kernel_values(
         )),
         _ => Ok(()),
     }
+}
+
+/// Whether the device's kernels compile for `dtype`: a CubeCL device's for the types it
+/// reports (its launch would otherwise panic inside Fusion); a CPU device's for every float.
+#[cfg(feature = "cube")]
+fn computes_in(device: &Device, dtype: DType) -> bool {
+    use burn::backend::DispatchDevice;
+    use burn::backend::cubecl::dtype_to_storage_type;
+    match device.clone().without_autodiff().as_dispatch() {
+        DispatchDevice::Cube(device) => device
+            .client()
+            .properties()
+            .supports_type(dtype_to_storage_type(dtype)),
+        _ => true,
+    }
+}
+
+/// Without CubeCL, every device computes in every float dtype the ops accept.
+#[cfg(not(feature = "cube"))]
+fn computes_in(_: &Device, _: DType) -> bool {
+    true
 }
 
 /// The largest value the device's kernels hold, where there is one below `usize::MAX`.

@@ -193,6 +193,12 @@ pub enum SpecErrorKind {
         /// The argument's.
         actual: String,
     },
+    /// A dtype this device's kernels do not compile for (a CubeCL device computes in the types
+    /// it reports).
+    DeviceDtype {
+        /// The dtype, as Burn prints it.
+        dtype: String,
+    },
     /// A dtype the op does not compute in.
     Dtype {
         /// The dtype, as Burn prints it.
@@ -309,6 +315,10 @@ impl fmt::Display for SpecErrorKind {
                  [{min}, {max}]"
             ),
             EmptyOutput { dim } => write!(f, "the output would be empty on spatial dim {dim}"),
+            DeviceDtype { dtype } => write!(
+                f,
+                "dtype {dtype} is not supported on this device (its runtime does not report it)"
+            ),
             Dtype { dtype } => write!(
                 f,
                 "dtype {dtype} is not supported (the ops compute in F64, F32, F16 and BF16)"

@@ -76,3 +76,50 @@ fn mixed_and_unsupported_dtypes_are_typed_errors() {
         try_max_pool2d(quantized, burn::tensor::ops::MaxPoolOptions::new([2, 2])).unwrap_err();
     assert!(matches!(error.kind, SpecErrorKind::Dtype { .. }), "{error}");
 }
+
+/// On a CubeCL device every float dtype either computes what the CPU does or, where the
+/// runtime does not report the type (lavapipe: BF16), is a typed error: never a panic inside
+/// Fusion's device thread, where no `try_` could catch it.
+#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+#[test]
+fn cubecl_dtypes_compute_or_are_typed_errors() {
+    use burn::tensor::TensorData;
+    use burn_convpool::{SpecErrorKind, try_conv2d, try_max_pool2d};
+    let gpu = crate::common::gpu();
+    let values: Vec<f32> = (0..16).map(|v| v as f32 / 4.0 - 2.0).collect();
+    let x = |device: &Device| {
+        Tensor::<4>::from_data(TensorData::new(values.clone(), [1, 1, 4, 4]), device)
+    };
+    let w = |device: &Device| Tensor::<4>::ones([1, 1, 3, 3], device);
+    let options = ConvNdOptions::default();
+    let pool = burn::tensor::ops::MaxPoolOptions::new([2, 2]);
+    let as_f32 = |t: Tensor<4>| t.cast(DType::F32).into_data().try_to_vec::<f32>().unwrap();
+    let cpu = Device::flex();
+    let conv_expected = as_f32(conv2d(x(&cpu), w(&cpu), None, options.clone()));
+    let pool_expected = as_f32(burn_convpool::max_pool2d(x(&cpu), pool.clone()));
+    for dtype in [DType::F64, DType::F16, DType::BF16] {
+        let conv = try_conv2d(
+            x(&gpu).cast(dtype),
+            w(&gpu).cast(dtype),
+            None,
+            options.clone(),
+        );
+        let max = try_max_pool2d(x(&gpu).cast(dtype), pool.clone());
+        for (what, got, expected) in [
+            ("conv2d", conv, &conv_expected),
+            ("max_pool2d", max, &pool_expected),
+        ] {
+            match got {
+                Ok(out) => {
+                    assert_eq!(out.dtype(), dtype, "{what}");
+                    // Every value here is exact in every dtype (sums of quarters below 64).
+                    assert_eq!(&as_f32(out), expected, "{what} {dtype:?}");
+                }
+                Err(error) => assert!(
+                    matches!(error.kind, SpecErrorKind::DeviceDtype { .. }),
+                    "{what} {dtype:?}: {error}"
+                ),
+            }
+        }
+    }
+}
