@@ -125,14 +125,7 @@ pub fn check_kernel_values(
     x: &Tensor<5>,
     values: impl IntoIterator<Item = (&'static str, usize)>,
 ) -> SpecResult<()> {
-    if !computes_in(&x.device(), x.dtype()) {
-        return Err(SpecError::new(
-            op,
-            SpecErrorKind::DeviceDtype {
-                dtype: format!("{:?}", x.dtype()),
-            },
-        ));
-    }
+    check_device_dtype(op, &x.device(), x.dtype())?;
     let Some((what, value)) = values.into_iter().max_by_key(|&(_, value)| value) else {
         return Ok(());
     };
@@ -148,8 +141,22 @@ pub fn check_kernel_values(
     }
 }
 
+/// Check that the device's kernels (ours and Burn's) compile for `dtype`, a tensor's of the
+/// call: on a CubeCL device, a type its runtime reports.
+pub fn check_device_dtype(op: &'static str, device: &Device, dtype: DType) -> SpecResult<()> {
+    if computes_in(device, dtype) {
+        return Ok(());
+    }
+    Err(SpecError::new(
+        op,
+        SpecErrorKind::DeviceDtype {
+            dtype: format!("{dtype:?}"),
+        },
+    ))
+}
+
 /// Whether the device's kernels compile for `dtype`: a CubeCL device's for the types it
-/// reports (its launch would otherwise panic inside Fusion); a CPU device's for every float.
+/// reports (its launch would otherwise panic inside Fusion); a CPU device's for every type.
 #[cfg(feature = "cube")]
 fn computes_in(device: &Device, dtype: DType) -> bool {
     use burn::backend::DispatchDevice;

@@ -12,7 +12,7 @@ use crate::spec::{
     check_max_unpool, check_nonempty, check_same_dtype, check_window, shapes, spatial, used_step,
 };
 
-use super::device::{check_kernel_values, check_output_memory};
+use super::device::{check_device_dtype, check_kernel_values, check_output_memory};
 use super::lift::{InputShape, lift_input, reshape_exact_int, with_batch};
 
 /// An adaptive pool's output size; `None` keeps that input dim.
@@ -316,6 +316,7 @@ fn try_max_unpool<const N: usize, const D: usize>(
     let (x, shape) = lift_input::<N, D>(x, batched);
     let out_dims = shapes::with_spatial(&x.dims(), output_size);
     check_pool_device(op, &x, &shape, out_dims, None, Vec::new())?;
+    check_device_dtype(op, &indices.device(), indices.dtype())?;
     let plane: usize = output_size.iter().product();
     // Data-dependent check: the min and max reductions read back together (one blocking
     // device-to-host read), so a bad index is an error, not a write out of bounds (the

@@ -79,47 +79,72 @@ fn mixed_and_unsupported_dtypes_are_typed_errors() {
 
 /// On a CubeCL device every float dtype either computes what the CPU does or, where the
 /// runtime does not report the type (lavapipe: BF16), is a typed error: never a panic inside
-/// Fusion's device thread, where no `try_` could catch it.
+/// Fusion's device thread, where no `try_` could catch it. The tensors are uploaded in their
+/// dtype (a cast would run Burn's own kernel for it first).
 #[cfg(any(feature = "wgpu", feature = "vulkan"))]
 #[test]
 fn cubecl_dtypes_compute_or_are_typed_errors() {
-    use burn::tensor::TensorData;
-    use burn_convpool::{SpecErrorKind, try_conv2d, try_max_pool2d};
-    let gpu = crate::common::gpu();
-    let values: Vec<f32> = (0..16).map(|v| v as f32 / 4.0 - 2.0).collect();
-    let x = |device: &Device| {
-        Tensor::<4>::from_data(TensorData::new(values.clone(), [1, 1, 4, 4]), device)
+    use burn::tensor::{Int, TensorData};
+    use burn_convpool::{
+        MaxUnpoolOptions, SpecErrorKind, max_unpool2d, try_conv2d, try_max_pool2d, try_max_unpool2d,
     };
-    let w = |device: &Device| Tensor::<4>::ones([1, 1, 3, 3], device);
+    let (gpu, cpu) = (crate::common::gpu(), Device::flex());
+    let values: Vec<f32> = (0..16).map(|v| v as f32 / 4.0 - 2.0).collect();
+    let x = |device: &Device, dtype: DType| {
+        Tensor::<4>::from_data(
+            TensorData::new(values.clone(), [1, 1, 4, 4]),
+            (device, dtype),
+        )
+    };
+    let w = |device: &Device, dtype: DType| {
+        Tensor::<4>::from_data(
+            TensorData::new(vec![1.0f32; 9], [1, 1, 3, 3]),
+            (device, dtype),
+        )
+    };
     let options = ConvNdOptions::default();
     let pool = burn::tensor::ops::MaxPoolOptions::new([2, 2]);
-    let as_f32 = |t: Tensor<4>| t.cast(DType::F32).into_data().try_to_vec::<f32>().unwrap();
-    let cpu = Device::flex();
-    let conv_expected = as_f32(conv2d(x(&cpu), w(&cpu), None, options.clone()));
-    let pool_expected = as_f32(burn_convpool::max_pool2d(x(&cpu), pool.clone()));
-    for dtype in [DType::F64, DType::F16, DType::BF16] {
-        let conv = try_conv2d(
-            x(&gpu).cast(dtype),
-            w(&gpu).cast(dtype),
-            None,
-            options.clone(),
-        );
-        let max = try_max_pool2d(x(&gpu).cast(dtype), pool.clone());
-        for (what, got, expected) in [
-            ("conv2d", conv, &conv_expected),
-            ("max_pool2d", max, &pool_expected),
-        ] {
+    let as_f32 = |t: Tensor<4>| t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
+    let expect_ok_or_typed =
+        |what: &str, got: Result<Tensor<4>, burn_convpool::SpecError>, expected: &[f32]| {
             match got {
-                Ok(out) => {
-                    assert_eq!(out.dtype(), dtype, "{what}");
-                    // Every value here is exact in every dtype (sums of quarters below 64).
-                    assert_eq!(&as_f32(out), expected, "{what} {dtype:?}");
-                }
+                // Every value here is exact in every dtype (sums of quarters below 64).
+                Ok(out) => assert_eq!(as_f32(out), expected, "{what}"),
                 Err(error) => assert!(
                     matches!(error.kind, SpecErrorKind::DeviceDtype { .. }),
-                    "{what} {dtype:?}: {error}"
+                    "{what}: {error}"
                 ),
             }
+        };
+    let f32 = DType::F32;
+    let conv_expected = as_f32(conv2d(x(&cpu, f32), w(&cpu, f32), None, options.clone()));
+    let pool_expected = as_f32(burn_convpool::max_pool2d(x(&cpu, f32), pool.clone()));
+    for dtype in [DType::F64, DType::F16, DType::BF16] {
+        let conv = try_conv2d(x(&gpu, dtype), w(&gpu, dtype), None, options.clone());
+        if let Ok(out) = &conv {
+            assert_eq!(out.dtype(), dtype);
         }
+        expect_ok_or_typed(&format!("conv2d {dtype:?}"), conv, &conv_expected);
+        let max = try_max_pool2d(x(&gpu, dtype), pool.clone());
+        expect_ok_or_typed(&format!("max_pool2d {dtype:?}"), max, &pool_expected);
+    }
+    // Max-unpool's indices in any int dtype (lavapipe has no I16 or U8: Burn's own range
+    // check, a min and a max on the device, failed on them with a panic).
+    let small = |device: &Device| x(device, f32).narrow(2, 0, 2).narrow(3, 0, 2);
+    let indices = |device: &Device, dtype: DType| {
+        Tensor::<4, Int>::from_data(
+            TensorData::new(vec![0i64, 1, 2, 3], [1, 1, 2, 2]),
+            (device, dtype),
+        )
+    };
+    let unpool = MaxUnpoolOptions::new([2, 2]);
+    let expected = as_f32(max_unpool2d(
+        small(&cpu),
+        indices(&cpu, DType::I64),
+        unpool.clone(),
+    ));
+    for dtype in [DType::I64, DType::I32, DType::I16, DType::U8] {
+        let got = try_max_unpool2d(small(&gpu), indices(&gpu, dtype), unpool.clone());
+        expect_ok_or_typed(&format!("max_unpool2d {dtype:?}"), got, &expected);
     }
 }
