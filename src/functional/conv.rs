@@ -10,7 +10,9 @@ use crate::spec::{
     check_conv_transpose, check_float_dtype, check_input_rank, check_same_dtype, shapes,
 };
 
-use super::device::{check_kernel_values, check_output_memory, check_padded_input_memory};
+use super::device::{
+    check_device_dtype, check_kernel_values, check_output_memory, check_padded_input_memory,
+};
 use super::lift::{lift_input, lift_weight};
 use super::pad::pad_spatial;
 
@@ -39,6 +41,8 @@ pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
 ) -> SpecResult<Tensor<D>> {
     let batched = check_input_rank(op, N, D)?;
     check_dtypes(op, &x, &weight, bias.as_ref())?;
+    // Before the padding mode's copy, which runs Burn's kernels in this dtype.
+    check_device_dtype(op, &x.device(), x.dtype())?;
     let (x, shape) = lift_input::<N, D>(x, batched);
     let weight_dims = weight.dims();
     let bias_len = bias.as_ref().map(|bias| bias.dims()[0]);

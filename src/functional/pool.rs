@@ -75,6 +75,8 @@ fn lift_pool_input<const N: usize, const D: usize>(
 ) -> SpecResult<(Tensor<5>, InputShape<D>)> {
     let batched = check_input_rank(op, N, D)?;
     check_float_dtype(op, x.dtype())?;
+    // Before any of Burn's kernels run in this dtype (fractional samples, their range check).
+    check_device_dtype(op, &x.device(), x.dtype())?;
     check_nonempty(op, &with_batch(x.dims().to_vec(), batched))?;
     Ok(lift_input::<N, D>(x, batched))
 }

@@ -118,6 +118,12 @@ fn cubecl_dtypes_compute_or_are_typed_errors() {
         };
     let f32 = DType::F32;
     let conv_expected = as_f32(conv2d(x(&cpu, f32), w(&cpu, f32), None, options.clone()));
+    // A padding mode copies the input with Burn's kernels first.
+    let reflect = options
+        .clone()
+        .with_padding([1, 1])
+        .with_padding_mode(burn_convpool::PaddingMode::Reflect);
+    let reflect_expected = as_f32(conv2d(x(&cpu, f32), w(&cpu, f32), None, reflect.clone()));
     let pool_expected = as_f32(burn_convpool::max_pool2d(x(&cpu, f32), pool.clone()));
     for dtype in [DType::F64, DType::F16, DType::BF16] {
         let conv = try_conv2d(x(&gpu, dtype), w(&gpu, dtype), None, options.clone());
@@ -125,8 +131,26 @@ fn cubecl_dtypes_compute_or_are_typed_errors() {
             assert_eq!(out.dtype(), dtype);
         }
         expect_ok_or_typed(&format!("conv2d {dtype:?}"), conv, &conv_expected);
+        let conv = try_conv2d(x(&gpu, dtype), w(&gpu, dtype), None, reflect.clone());
+        expect_ok_or_typed(
+            &format!("reflect conv2d {dtype:?}"),
+            conv,
+            &reflect_expected,
+        );
         let max = try_max_pool2d(x(&gpu, dtype), pool.clone());
         expect_ok_or_typed(&format!("max_pool2d {dtype:?}"), max, &pool_expected);
+        // Samples drawn on the device, in the input's dtype.
+        let fractional = burn_convpool::FractionalMaxPoolOptions::new(
+            [2, 2],
+            burn_convpool::FractionalOutput::Size([3, 3]),
+        );
+        match burn_convpool::try_fractional_max_pool2d(x(&gpu, dtype), fractional, None) {
+            Ok(out) => assert_eq!(out.dims(), [1, 1, 3, 3]),
+            Err(error) => assert!(
+                matches!(error.kind, SpecErrorKind::DeviceDtype { .. }),
+                "fractional {dtype:?}: {error}"
+            ),
+        }
     }
     // Max-unpool's indices in any int dtype (lavapipe has no I16 or U8: Burn's own range
     // check, a min and a max on the device, failed on them with a panic).
