@@ -1084,3 +1084,55 @@ fn indices_too_wide_for_the_int_dtype_are_a_typed_error() {
     let (_, indices) = max_pool2d_with_indices(x, MaxPoolOptions::new([2, 2]));
     assert_eq!(indices.dtype(), DType::I16);
 }
+
+/// Half-precision pools sum in f32, as PyTorch's kernels do (issue 11, item 5): 4096 values
+/// of `1 + 2^-10` pool to the exact f16 values below on both devices. A running f16 sum drops
+/// the `2^-10` of every term once past 64; the GPU's lanes split the sum finely enough that the
+/// averages survive it, but with an f16 accumulator the LP pool of p = 1 reads inf.
+#[test]
+fn half_pools_accumulate_in_f32() {
+    let gpu = wgpu();
+    let x = |device: &Device| {
+        let values = vec![1.0f32 + 1.0 / 1024.0; 64 * 64];
+        Tensor::<4>::from_data(
+            TensorData::new(values, [1, 1, 64, 64]),
+            (device, DType::F16),
+        )
+    };
+    let as_f32 = |t: Tensor<4>| {
+        assert_eq!(t.dtype(), DType::F16);
+        t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap()
+    };
+    let pools: [(&str, fn(Tensor<4>) -> Tensor<4>, f32); 4] = [
+        (
+            "avg_pool2d",
+            |x| avg_pool2d(x, AvgPoolNdOptions::new([64, 64])),
+            1.0 + 1.0 / 1024.0,
+        ),
+        (
+            "adaptive_avg_pool2d",
+            |x| adaptive_avg_pool2d(x, [1, 1]),
+            1.0 + 1.0 / 1024.0,
+        ),
+        // 4096 * (1 + 2^-10) = 4100, exact in f16 (ulp 4).
+        (
+            "lp_pool2d p=1",
+            |x| lp_pool2d(x, LpPoolOptions::new(1.0, [64, 64])),
+            4100.0,
+        ),
+        // sqrt(4096 * (1 + 2^-10)^2) = 64.0625 in f16 (ulp 2^-4); an f16 sum gives 64.
+        (
+            "lp_pool2d p=2",
+            |x| lp_pool2d(x, LpPoolOptions::new(2.0, [64, 64])),
+            64.0625,
+        ),
+    ];
+    for (what, pool, expected) in pools {
+        assert_eq!(
+            as_f32(pool(x(&Device::flex()))),
+            [expected],
+            "{what} on flex"
+        );
+        assert_eq!(as_f32(pool(x(&gpu))), [expected], "{what} on wgpu");
+    }
+}
