@@ -1103,36 +1103,45 @@ fn half_pools_accumulate_in_f32() {
         assert_eq!(t.dtype(), DType::F16);
         t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap()
     };
-    let pools: [(&str, fn(Tensor<4>) -> Tensor<4>, f32); 4] = [
+    type Pool = fn(Tensor<4>) -> Result<Tensor<4>, SpecError>;
+    let pools: [(&str, Pool, f32); 4] = [
         (
             "avg_pool2d",
-            |x| avg_pool2d(x, AvgPoolNdOptions::new([64, 64])),
+            |x| try_avg_pool2d(x, AvgPoolNdOptions::new([64, 64])),
             1.0 + 1.0 / 1024.0,
         ),
         (
             "adaptive_avg_pool2d",
-            |x| adaptive_avg_pool2d(x, [1, 1]),
+            |x| try_adaptive_avg_pool2d(x, [1, 1]),
             1.0 + 1.0 / 1024.0,
         ),
         // 4096 * (1 + 2^-10) = 4100, exact in f16 (ulp 4).
         (
             "lp_pool2d p=1",
-            |x| lp_pool2d(x, LpPoolOptions::new(1.0, [64, 64])),
+            |x| try_lp_pool2d(x, LpPoolOptions::new(1.0, [64, 64])),
             4100.0,
         ),
-        // sqrt(4096 * (1 + 2^-10)^2) = 64.0625 in f16 (ulp 2^-4); an f16 sum gives 64.
+        // sqrt(4096 * (1 + 2^-10)^2) = 64.0625 in f16 (ulp 2^-4).
         (
             "lp_pool2d p=2",
-            |x| lp_pool2d(x, LpPoolOptions::new(2.0, [64, 64])),
+            |x| try_lp_pool2d(x, LpPoolOptions::new(2.0, [64, 64])),
             64.0625,
         ),
     ];
     for (what, pool, expected) in pools {
         assert_eq!(
-            as_f32(pool(x(&Device::flex()))),
+            as_f32(pool(x(&Device::flex())).unwrap()),
             [expected],
             "{what} on flex"
         );
-        assert_eq!(as_f32(pool(x(&gpu))), [expected], "{what} on wgpu");
+        match pool(x(&gpu)) {
+            Ok(out) => assert_eq!(as_f32(out), [expected], "{what} on wgpu"),
+            // An adapter without f16 (lavapipe has it, as the Mesa CI installs).
+            Err(error) if matches!(error.kind, SpecErrorKind::DeviceDtype { .. }) => {
+                eprintln!("{what}: this adapter has no f16; not checked");
+                return;
+            }
+            Err(error) => panic!("{what}: {error}"),
+        }
     }
 }
