@@ -4,7 +4,7 @@
 //! start inside a buffer, and any permute hands on strides of its own: every op must read them
 //! as it reads a contiguous tensor.
 
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{DType, Device, Tensor, TensorData};
 use proptest::prelude::*;
 
 /// Where a tensor's elements lie in memory.
@@ -47,12 +47,14 @@ impl Layout {
     }
 }
 
-/// A tensor of `values` (row-major in the logical `dims`) laid out as `layout` says.
+/// A tensor of `values` (row-major in the logical `dims`) laid out as `layout` says, in `dtype`
+/// (the values are f32's, so F64 holds them exactly).
 pub fn tensor_in<const D: usize>(
     layout: Layout,
     values: &[f64],
     dims: &[usize],
     device: &Device,
+    dtype: DType,
 ) -> Tensor<D> {
     let order = layout.order(D);
     let mut memory_dims: Vec<usize> = order.iter().map(|&axis| dims[axis]).collect();
@@ -64,7 +66,8 @@ pub fn tensor_in<const D: usize>(
         memory.splice(0..0, std::iter::repeat_n(f32::NAN, batch_len));
         memory_dims[0] += 1;
     }
-    let mut tensor = Tensor::<D>::from_data(TensorData::new(memory, memory_dims), device);
+    let data = TensorData::new(memory, memory_dims);
+    let mut tensor = Tensor::<D>::from_data(data, (device, dtype));
     if skip {
         tensor = tensor.narrow(0, 1, dims[0]);
     }
@@ -100,7 +103,8 @@ fn in_memory_order(values: &[f64], dims: &[usize], order: &[usize]) -> Vec<f32> 
         .collect()
 }
 
-/// Every layout holds the case's values in the case's logical order (what the reference reads).
+/// Every layout holds the case's values in the case's logical order (what the reference reads),
+/// in either dtype the cases run in.
 #[test]
 fn layouts_keep_the_values() {
     let device = Device::flex();
@@ -112,13 +116,15 @@ fn layouts_keep_the_values() {
         Layout::ChannelsLastView,
         Layout::Reversed,
     ] {
-        let tensor = tensor_in::<4>(layout, &values, &dims, &device);
-        assert_eq!(tensor.dims(), dims, "{layout:?}");
-        let got = tensor
-            .into_data()
-            .convert::<f64>()
-            .try_to_vec::<f64>()
-            .unwrap();
-        assert_eq!(got, values, "{layout:?}");
+        for dtype in [DType::F32, DType::F64] {
+            let tensor = tensor_in::<4>(layout, &values, &dims, &device, dtype);
+            assert_eq!((tensor.dims(), tensor.dtype()), (dims, dtype), "{layout:?}");
+            let got = tensor
+                .into_data()
+                .convert::<f64>()
+                .try_to_vec::<f64>()
+                .unwrap();
+            assert_eq!(got, values, "{layout:?} {dtype:?}");
+        }
     }
 }

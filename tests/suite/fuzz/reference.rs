@@ -597,10 +597,11 @@ pub fn adaptive_pool(
 }
 
 /// Fractional max pooling of `x = (N, C, *)` of spatial rank `rank` (2 or 3): along each axis
-/// PyTorch's `generate_intervals` in f32, `start[i] = int((i + u) * alpha) - int(u * alpha)`
+/// PyTorch's `generate_intervals` in the input's float type (f32 when `f32_math`, else f64), `start[i] = int((i + u) * alpha) - int(u * alpha)`
 /// with `alpha = (len - k) / (out - 1)`, the last window flush with the end; `samples` is
 /// `(N, C, rank)`, `[.., 0]` driving W and `[.., 1]` H in 2D, (T, H, W) in 3D. The crate's
 /// stricter rule: every sample lies in `[0, 1]`.
+#[allow(clippy::too_many_arguments)]
 pub fn fractional_pool(
     x: &[f64],
     x_dims: [usize; 5],
@@ -608,6 +609,7 @@ pub fn fractional_pool(
     size: [usize; 3],
     samples: &[f64],
     rank: usize,
+    f32_math: bool,
     g: impl Fn([usize; 5]) -> Vec<f64>,
 ) -> Option<Expected> {
     if x_dims[1..].contains(&0) || kernel.contains(&0) || size.contains(&0) {
@@ -626,19 +628,23 @@ pub fn fractional_pool(
         return None;
     }
     // The sample driving lifted axis `a`.
-    let sample = |image: usize, channel: usize, a: usize| -> Option<f32> {
+    let sample = |image: usize, channel: usize, a: usize| -> Option<f64> {
         let index = match rank {
             2 => (a > 0).then(|| 2 - a)?,
             _ => a,
         };
-        Some(samples[(image * c + channel) * rank + index] as f32)
+        Some(samples[(image * c + channel) * rank + index])
     };
-    let start = |a: usize, i: usize, u: Option<f32>| -> usize {
+    let start = |a: usize, i: usize, u: Option<f64>| -> usize {
         let (len, k, out) = (x_dims[2 + a], kernel[a], size[a]);
         match u {
-            Some(u) if i + 1 < out => {
-                let alpha = (len - k) as f32 / (out - 1) as f32;
+            Some(u) if i + 1 < out && f32_math => {
+                let (u, alpha) = (u as f32, (len - k) as f32 / (out - 1) as f32);
                 (((i as f32 + u) * alpha) as i64 - (u * alpha) as i64) as usize
+            }
+            Some(u) if i + 1 < out => {
+                let alpha = (len - k) as f64 / (out - 1) as f64;
+                (((i as f64 + u) * alpha) as i64 - (u * alpha) as i64) as usize
             }
             _ => len - k,
         }
