@@ -25,6 +25,8 @@ fn check_dtypes<const D: usize, const W: usize>(
 ) -> SpecResult<()> {
     let dtype = x.dtype();
     check_float_dtype(op, dtype)?;
+    // Before any of Burn's kernels run in it (a padding mode's copy).
+    check_device_dtype(op, &x.device(), dtype)?;
     check_same_dtype(op, "weight", dtype, weight.dtype())?;
     match bias {
         Some(bias) => check_same_dtype(op, "bias", dtype, bias.dtype()),
@@ -41,8 +43,6 @@ pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
 ) -> SpecResult<Tensor<D>> {
     let batched = check_input_rank(op, N, D)?;
     check_dtypes(op, &x, &weight, bias.as_ref())?;
-    // Before the padding mode's copy, which runs Burn's kernels in this dtype.
-    check_device_dtype(op, &x.device(), x.dtype())?;
     let (x, shape) = lift_input::<N, D>(x, batched);
     let weight_dims = weight.dims();
     let bias_len = bias.as_ref().map(|bias| bias.dims()[0]);

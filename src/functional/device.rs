@@ -43,12 +43,10 @@ pub fn check_output_memory<const D: usize>(
     index_dtype: Option<IntDType>,
 ) -> SpecResult<()> {
     let dims = shape.restored_dims(dims);
-    let elements: usize = dims.iter().product();
     let index_bytes = index_dtype.map_or(0, |dtype| DType::from(dtype).size());
-    let element_bytes = x.dtype().size() + index_bytes;
-    // Validation bounds `elements` by `isize::MAX / 8`, so this cannot overflow.
-    let bytes = elements.saturating_mul(element_bytes);
-    if bytes <= ALWAYS_FITS || fits(&x.device(), bytes) {
+    // Validation bounds the elements by `isize::MAX / 8`, so the count is exact.
+    let bytes = bytes_of(&dims, x.dtype().size() + index_bytes).unwrap_or(usize::MAX);
+    if allocatable(&x.device(), bytes) {
         return Ok(());
     }
     Err(SpecError::new(
@@ -75,13 +73,8 @@ pub fn check_padded_input_memory<const D: usize>(
         // Validation bounds each padded length by `isize::MAX`.
         dims[2 + axis] = dims[2 + axis].saturating_add(begin).saturating_add(end);
     }
-    let bytes = dims
-        .iter()
-        .try_fold(x.dtype().size(), |bytes, &dim| bytes.checked_mul(dim));
-    let fits = bytes.is_some_and(|bytes| {
-        bytes <= ALWAYS_FITS || (bytes <= isize::MAX as usize && fits(&x.device(), bytes))
-    });
-    if fits {
+    // Unlike an output, the padded copy's element count is not bounded by validation.
+    if bytes_of(&dims, x.dtype().size()).is_some_and(|bytes| allocatable(&x.device(), bytes)) {
         return Ok(());
     }
     Err(SpecError::new(
@@ -91,6 +84,19 @@ pub fn check_padded_input_memory<const D: usize>(
             dims: shape.restored_dims(dims).to_vec(),
         },
     ))
+}
+
+/// `dims` elements of `element_bytes` each, in bytes; `None` past `isize::MAX` (what no
+/// allocation can hold).
+fn bytes_of(dims: &[usize], element_bytes: usize) -> Option<usize> {
+    dims.iter()
+        .try_fold(element_bytes, |bytes, &dim| bytes.checked_mul(dim))
+        .filter(|&bytes| bytes <= isize::MAX as usize)
+}
+
+/// Whether the device can allocate `bytes` in one piece, small buffers unchecked.
+fn allocatable(device: &Device, bytes: usize) -> bool {
+    bytes <= ALWAYS_FITS || fits(device, bytes)
 }
 
 /// Whether the device can allocate `bytes` in one piece: a host reservation on a CPU device,
@@ -116,16 +122,13 @@ fn host_can_reserve(bytes: usize) -> bool {
     bytes < PROBE_BYTES || Vec::<u8>::new().try_reserve_exact(bytes).is_ok()
 }
 
-/// Check that the device of `x` can run the call's kernels: they compile for `x`'s dtype (a
-/// CubeCL device only for the types it reports: lavapipe has no BF16), and hold every one of
-/// `values` (named sizes and parameters of the call) in their arithmetic (on a CubeCL device,
-/// at most 32 bits).
+/// Check that the device of `x` can hold every one of `values` (named sizes and parameters of
+/// the call) in its kernels' arithmetic: on a CubeCL device, at most 32 bits.
 pub fn check_kernel_values(
     op: &'static str,
     x: &Tensor<5>,
     values: impl IntoIterator<Item = (&'static str, usize)>,
 ) -> SpecResult<()> {
-    check_device_dtype(op, &x.device(), x.dtype())?;
     let Some((what, value)) = values.into_iter().max_by_key(|&(_, value)| value) else {
         return Ok(());
     };
@@ -142,7 +145,8 @@ pub fn check_kernel_values(
 }
 
 /// Check that the device's kernels (ours and Burn's) compile for `dtype`, a tensor's of the
-/// call: on a CubeCL device, a type its runtime reports.
+/// call: on a CubeCL device, a type its runtime reports (lavapipe has no BF16). Every op checks
+/// its tensors' dtypes with it before any kernel runs.
 pub fn check_device_dtype(op: &'static str, device: &Device, dtype: DType) -> SpecResult<()> {
     if computes_in(device, dtype) {
         return Ok(());

@@ -312,13 +312,14 @@ fn try_max_unpool<const N: usize, const D: usize>(
 ) -> SpecResult<Tensor<D>> {
     let batched = check_input_rank(op, N, D)?;
     check_float_dtype(op, x.dtype())?;
+    check_device_dtype(op, &x.device(), x.dtype())?;
+    check_device_dtype(op, &indices.device(), indices.dtype())?;
     let x_dims = with_batch(x.dims().to_vec(), batched);
     let index_dims = with_batch(indices.dims().to_vec(), batched);
     let output_size = check_max_unpool(op, &x_dims, &index_dims, &options)?;
     let (x, shape) = lift_input::<N, D>(x, batched);
     let out_dims = shapes::with_spatial(&x.dims(), output_size);
     check_pool_device(op, &x, &shape, out_dims, None, Vec::new())?;
-    check_device_dtype(op, &indices.device(), indices.dtype())?;
     let plane: usize = output_size.iter().product();
     // Data-dependent check: the min and max reductions read back together (one blocking
     // device-to-host read), so a bad index is an error, not a write out of bounds (the
