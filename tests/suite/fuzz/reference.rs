@@ -597,8 +597,9 @@ pub fn adaptive_pool(
 }
 
 /// Fractional max pooling of `x = (N, C, *)` of spatial rank `rank` (2 or 3): along each axis
-/// PyTorch's `generate_intervals` in the input's float type (f32 when `f32_math`, else f64), `start[i] = int((i + u) * alpha) - int(u * alpha)`
-/// with `alpha = (len - k) / (out - 1)`, the last window flush with the end; `samples` is
+/// PyTorch's `generate_intervals` in the input's float type (f32 when `f32_math`, else f64),
+/// `start[i] = int((i + u) * alpha) - int(u * alpha)` with `alpha = (len - k) / (out - 1)`,
+/// the last window flush with the end; `samples` is
 /// `(N, C, rank)`, `[.., 0]` driving W and `[.., 1]` H in 2D, (T, H, W) in 3D. The crate's
 /// stricter rule: every sample lies in `[0, 1]`.
 #[allow(clippy::too_many_arguments)]
@@ -696,11 +697,7 @@ pub fn unpool_dims(
     for a in 0..3 {
         let offset = offsets.map_or(0, |offsets| offsets[a] as i128);
         let len = default[a] + offset;
-        // A unit axis (length 1, kernel 1) stays 1 for any stride.
-        if offset.abs() >= window.stride[a] as i128 || len <= 0 {
-            return None;
-        }
-        if len > LARGEST {
+        if offset.abs() >= window.stride[a] as i128 || !(1..=LARGEST).contains(&len) {
             return None;
         }
         dims[2 + a] = len as usize;
@@ -771,20 +768,20 @@ pub fn same_padding(window: &Window) -> Option<[(usize, usize); 3]> {
     Some(padding)
 }
 
-/// The source of padded position `p` along an axis of length `len` padded by `begin` in
-/// `mode` (`F.pad`'s reflect, replicate and circular), `None` for a zero.
-fn pad_source(p: usize, len: usize, begin: usize, mode: Mode) -> Option<usize> {
+/// The input position padded position `p` copies along an axis of length `len` padded by
+/// `begin` in `mode` (`F.pad`'s reflect, replicate and circular; zeros copy nothing).
+fn pad_source(p: usize, len: usize, begin: usize, mode: Mode) -> usize {
     let i = p as i128 - begin as i128;
     let len = len as i128;
     let source = match mode {
-        Mode::Zeros => return (0..len).contains(&i).then_some(i as usize),
+        Mode::Zeros => unreachable!("zero padding is the convolution's own"),
         Mode::Reflect if i < 0 => -i,
         Mode::Reflect if i >= len => 2 * (len - 1) - i,
         Mode::Replicate => i.clamp(0, len - 1),
         Mode::Circular => i.rem_euclid(len),
         Mode::Reflect => i,
     };
-    Some(source as usize)
+    source as usize
 }
 
 /// `conv(pad(x, padding, mode), w, b)` with no further padding (a zero `mode` pads in the
@@ -826,7 +823,7 @@ pub fn conv_padded(
     let sources: Vec<usize> = each(padded_dims)
         .map(|[n, c, d, h, w]| {
             let [d, h, w] = [(0, d), (1, h), (2, w)]
-                .map(|(a, p)| pad_source(p, x_dims[2 + a], window.padding[a].0, mode).unwrap());
+                .map(|(a, p)| pad_source(p, x_dims[2 + a], window.padding[a].0, mode));
             at(x_dims, [n, c, d, h, w])
         })
         .collect();
