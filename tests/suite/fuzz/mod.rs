@@ -365,7 +365,7 @@ impl ConvCase {
             if self.same {
                 window.padding = reference::same_padding(&window)?;
             }
-            reference::conv_padded(
+            reference::conv(
                 x,
                 self.x_dims(),
                 w,

@@ -191,7 +191,10 @@ fn conv_len(
     (extent <= padded).then(|| ((padded - extent) / s as i128 + 1) as usize)
 }
 
-/// `conv(x, w, b)` with `x = (N, C_in, *)`, `w = (C_out, C_in / groups, *kernel)`.
+/// `conv(x, w, b)` with `x = (N, C_in, *)`, `w = (C_out, C_in / groups, *kernel)`, its
+/// padding holding what `mode` says. A mode other than zeros is PyTorch's `padding_mode`:
+/// `conv(pad(x, padding, mode), w, b)` with no further padding, the input gradient summed over
+/// the positions each value was copied to.
 #[allow(clippy::too_many_arguments)]
 pub fn conv(
     x: &[f64],
@@ -201,8 +204,34 @@ pub fn conv(
     bias: Option<&[f64]>,
     window: &Window,
     groups: usize,
+    mode: Mode,
     g: impl Fn([usize; 5]) -> Vec<f64>,
 ) -> Option<Expected> {
+    if mode != Mode::Zeros {
+        let (padded, padded_dims, sources) = pad_input(x, x_dims, window.padding, mode)?;
+        let unpadded = Window {
+            padding: [(0, 0); 3],
+            ..*window
+        };
+        let zeros = Mode::Zeros;
+        let mut expected = conv(
+            &padded,
+            padded_dims,
+            w,
+            w_dims,
+            bias,
+            &unpadded,
+            groups,
+            zeros,
+            g,
+        )?;
+        let mut gx = vec![0.0; x.len()];
+        for (&source, grad) in sources.iter().zip(&expected.grads[0]) {
+            gx[source] += grad;
+        }
+        expected.grads[0] = gx;
+        return Some(expected);
+    }
     let Window {
         kernel,
         stride,
@@ -784,27 +813,18 @@ fn pad_source(p: usize, len: usize, begin: usize, mode: Mode) -> usize {
     source as usize
 }
 
-/// `conv(pad(x, padding, mode), w, b)` with no further padding (a zero `mode` pads in the
-/// convolution itself); the input gradient sums over the positions each value was copied to.
-/// `F.pad`'s limits: reflect needs each padding below the length, circular at most it.
-#[allow(clippy::too_many_arguments)]
-pub fn conv_padded(
+/// `x` padded by `padding` in `mode` (not zeros), as `F.pad` does, with its dims and, for
+/// each padded element, the input element it copies; `None` past `F.pad`'s limits (reflect
+/// needs each padding below the length, circular at most it) or past what a machine holds.
+fn pad_input(
     x: &[f64],
     x_dims: [usize; 5],
-    w: &[f64],
-    w_dims: [usize; 5],
-    bias: Option<&[f64]>,
-    window: &Window,
-    groups: usize,
+    padding: [(usize, usize); 3],
     mode: Mode,
-    g: impl Fn([usize; 5]) -> Vec<f64>,
-) -> Option<Expected> {
-    if mode == Mode::Zeros {
-        return conv(x, x_dims, w, w_dims, bias, window, groups, g);
-    }
+) -> Option<(Vec<f64>, [usize; 5], Vec<usize>)> {
     let mut padded_dims = x_dims;
     for a in 0..3 {
-        let (len, (begin, end)) = (x_dims[2 + a], window.padding[a]);
+        let (len, (begin, end)) = (x_dims[2 + a], padding[a]);
         let fits = match mode {
             Mode::Reflect => begin < len && end < len,
             Mode::Circular => begin <= len && end <= len,
@@ -823,20 +843,10 @@ pub fn conv_padded(
     let sources: Vec<usize> = each(padded_dims)
         .map(|[n, c, d, h, w]| {
             let [d, h, w] = [(0, d), (1, h), (2, w)]
-                .map(|(a, p)| pad_source(p, x_dims[2 + a], window.padding[a].0, mode));
+                .map(|(a, p)| pad_source(p, x_dims[2 + a], padding[a].0, mode));
             at(x_dims, [n, c, d, h, w])
         })
         .collect();
-    let padded: Vec<f64> = sources.iter().map(|&i| x[i]).collect();
-    let unpadded = Window {
-        padding: [(0, 0); 3],
-        ..*window
-    };
-    let mut expected = conv(&padded, padded_dims, w, w_dims, bias, &unpadded, groups, g)?;
-    let mut gx = vec![0.0; x.len()];
-    for (&source, grad) in sources.iter().zip(&expected.grads[0]) {
-        gx[source] += grad;
-    }
-    expected.grads[0] = gx;
-    Some(expected)
+    let padded = sources.iter().map(|&i| x[i]).collect();
+    Some((padded, padded_dims, sources))
 }
