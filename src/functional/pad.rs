@@ -9,7 +9,18 @@ use crate::spec::PaddingMode;
 /// Pad the spatial axes of `(N, C, D, H, W)` with `(begin, end)` per axis. The sizes were
 /// validated for `mode` (see `spec::check_conv`). The conv ops never call it with `Zeros`
 /// (their kernels pad with zeros for free), but it pads with zeros too.
+///
+/// An empty input pads to an empty tensor of the padded shape at once: building its borders
+/// costs time in the padding, not in the (zero) elements, and a backend's `repeat_dim` loops
+/// over the count (NdArray's hung on a replicate padding of 2^40 around an empty batch).
 pub fn pad_spatial(x: Tensor<5>, padding: [(usize, usize); 3], mode: PaddingMode) -> Tensor<5> {
+    if x.shape().num_elements() == 0 {
+        let mut dims = x.dims();
+        for (len, (begin, end)) in dims[2..].iter_mut().zip(padding) {
+            *len += begin + end;
+        }
+        return x.reshape(dims);
+    }
     padding
         .into_iter()
         .enumerate()
