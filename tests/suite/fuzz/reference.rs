@@ -11,6 +11,11 @@ pub struct Expected {
     /// Flat indices of the maxima, for max pools.
     pub indices: Option<Vec<i64>>,
     pub grads: Vec<Vec<f64>>,
+    /// For `out`, then each gradient (none: nothing), how far each value may be off beyond the
+    /// flat tolerance, in roundoffs of the inputs' dtype: a window's LP sum of signed powers may
+    /// cancel, and its gradient takes that sum to the power `1/p - 1`, so the value's magnitude
+    /// times the window's `count * sum |term| / |sum term|`.
+    pub roundoff: Vec<Vec<f64>>,
 }
 
 /// Row-major offset in a rank-5 tensor.
@@ -95,6 +100,9 @@ struct Reduction<'a> {
     out: Vec<f64>,
     indices: Vec<i64>,
     gx: Vec<f64>,
+    /// See [`Expected::roundoff`].
+    roundoff_out: Vec<f64>,
+    roundoff_gx: Vec<f64>,
 }
 
 impl<'a> Reduction<'a> {
@@ -106,6 +114,8 @@ impl<'a> Reduction<'a> {
             out: vec![0.0; volume(dims)],
             indices: vec![0; volume(dims)],
             gx: vec![0.0; x.len()],
+            roundoff_out: vec![0.0; volume(dims)],
+            roundoff_gx: vec![0.0; x.len()],
         }
     }
 
@@ -116,6 +126,7 @@ impl<'a> Reduction<'a> {
             dims,
             indices: max.then_some(self.indices),
             grads: vec![self.gx],
+            roundoff: vec![self.roundoff_out, self.roundoff_gx],
         }
     }
 
@@ -126,6 +137,16 @@ impl<'a> Reduction<'a> {
     /// tap gets its `1 / count` share; [`Self::lp_chain`] then applies `x^p`'s derivative.
     fn lp(&mut self, oi: usize, taps: &[[usize; 5]], p: f64, kernel_volume: usize) {
         let s = taps.iter().map(|&t| self.value(t).powf(p)).sum::<f64>() / taps.len() as f64;
+        let magnitude = taps
+            .iter()
+            .map(|&t| self.value(t).powf(p).abs())
+            .sum::<f64>();
+        // A zero or non-finite sum has no roundoff to amplify (its gradient is 0 or NaN).
+        let cancellation = if s != 0.0 && s.is_finite() {
+            magnitude / s.abs()
+        } else {
+            0.0
+        };
         let base = s.signum() * s.abs().max(0.0) * kernel_volume as f64;
         self.out[oi] = base.powf(1.0 / p);
         let to_s = if s.is_nan() {
@@ -138,13 +159,23 @@ impl<'a> Reduction<'a> {
         for &t in taps {
             self.gx[at(self.x_dims, t)] += to_s / taps.len() as f64;
         }
+        if cancellation > 0.0 {
+            self.roundoff_out[oi] = (self.out[oi] * cancellation).abs();
+            for &t in taps {
+                self.roundoff_gx[at(self.x_dims, t)] +=
+                    (to_s / taps.len() as f64 * cancellation).abs();
+            }
+        }
     }
 
     /// `x^p`'s derivative on every element, in a window or not (`0 * p * x^(p - 1)` is NaN
     /// where `x^(p - 1)` is infinite or NaN, as in PyTorch).
     fn lp_chain(&mut self, p: f64) {
-        for (grad, &x) in self.gx.iter_mut().zip(self.x) {
+        for ((grad, roundoff), &x) in self.gx.iter_mut().zip(&mut self.roundoff_gx).zip(self.x) {
             *grad *= p * x.powf(p - 1.0);
+            if *roundoff != 0.0 {
+                *roundoff *= (p * x.powf(p - 1.0)).abs();
+            }
         }
     }
 
@@ -300,6 +331,7 @@ pub fn conv(
         dims,
         indices: None,
         grads,
+        roundoff: Vec::new(),
     })
 }
 
@@ -407,6 +439,7 @@ pub fn conv_transpose(
         dims,
         indices: None,
         grads,
+        roundoff: Vec::new(),
     })
 }
 
@@ -763,6 +796,7 @@ pub fn max_unpool(
         dims,
         indices: None,
         grads: vec![gx],
+        roundoff: Vec::new(),
     })
 }
 
