@@ -73,13 +73,7 @@ pub fn max_pool<'a, T: Element, I: PoolIndex>(
             let x_plane = &x[p * in_volume..][..in_volume];
             let spans = spans_of(p);
             let row_len = spans[2].len();
-            // Tap numbers of a run are u32: a box of 2^32 taps takes the per-box scan.
-            let run = regular_run(&spans[2]).filter(|run| {
-                let taps = spans[0].iter().map(|s| s.count).max().unwrap_or(0)
-                    * spans[1].iter().map(|s| s.count).max().unwrap_or(0)
-                    * spans[2][run.lo].count;
-                u32::try_from(taps).is_ok()
-            });
+            let run = regular_run(&spans[2]);
             let mut scratch = RunScratch::default();
             let (lo, hi) = run.map_or((0, 0), |run| (run.lo, run.hi));
             let rows = out_plane
@@ -117,6 +111,10 @@ pub fn max_pool<'a, T: Element, I: PoolIndex>(
 pub trait PoolIndex: Copy + Default + Send + Sync + 'static {
     /// A flat index into the input plane.
     fn from_flat(index: usize) -> Self;
+
+    /// `self + offset`, where [`Self::from_flat`] accepted the largest such sum: no check, so
+    /// a row of them vectorizes.
+    fn plus(self, offset: usize) -> Self;
 }
 
 impl PoolIndex for i32 {
@@ -124,11 +122,19 @@ impl PoolIndex for i32 {
         // The ops check that indices fit (`check_index_dtype`); never wrap regardless.
         i32::try_from(index).unwrap_or_else(|_| panic!("index {index} does not fit in I32"))
     }
+
+    fn plus(self, offset: usize) -> Self {
+        self.wrapping_add(offset as i32)
+    }
 }
 
 impl PoolIndex for i64 {
     fn from_flat(index: usize) -> Self {
         index as i64
+    }
+
+    fn plus(self, offset: usize) -> Self {
+        self.wrapping_add(offset as i64)
     }
 }
 
@@ -161,24 +167,38 @@ fn regular_run(spans: &[Span]) -> Option<Run> {
     (hi - lo > 1 && stride > 0).then_some(Run { lo, hi, stride })
 }
 
+/// The lanes a run is computed in, a multiple of this: a whole number of the widest vectors
+/// (64 bytes of f32), so the select loop has no scalar remainder. The extra lanes read the
+/// phases' slack and their results are dropped.
+const RUN_LANES: usize = 16;
+
 /// Reusable buffers of [`max_of_run`].
-#[derive(Default)]
-struct RunScratch<T> {
-    /// One tap row split by phase modulo the stride: `phases[p * len + i]` is the row's input
+struct RunScratch<T, I> {
+    /// One tap row split by phase modulo the stride: `phases[p * cap + i]` is the row's input
     /// `p + i * stride` (from the run's first window start), so every tap reads a contiguous
-    /// slice, whatever the stride.
+    /// slice, whatever the stride; each phase has [`RUN_LANES`] slots of slack.
     phases: Vec<T>,
-    /// Per output, the number of the tap holding its maximum.
-    winner: Vec<u32>,
-    /// Per tap, its flat input index for the run's first output.
-    tap_index: Vec<usize>,
+    /// Per lane, the running maximum and the flat index of the tap that holds it at the run's
+    /// first output (the lane's own is `j * stride` further).
+    best: Vec<T>,
+    winner: Vec<I>,
+}
+
+impl<T, I> Default for RunScratch<T, I> {
+    fn default() -> Self {
+        Self {
+            phases: Vec::new(),
+            best: Vec::new(),
+            winner: Vec::new(),
+        }
+    }
 }
 
 /// [`max_of_box`] for the columns of a [`Run`] at once, vectorized across the outputs: each tap
-/// is a contiguous slice of the row (split by phase when the stride is above 1), compared
-/// against the running maxima with selects, the winning tap's number kept per output and
-/// turned into an index at the end. Taps are visited in the same row-major order per output,
-/// so the first-max and NaN rules are those of [`max_of_box`].
+/// is a contiguous slice of the row (split by phase; a stride of 1 is one phase), compared
+/// against the running maxima with selects that keep the winning tap's index per output.
+/// Taps are visited in the same row-major order per output, so the first-max and NaN rules
+/// are those of [`max_of_box`].
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn max_of_run<T: Element, I: PoolIndex>(
@@ -190,36 +210,36 @@ fn max_of_run<T: Element, I: PoolIndex>(
     best: &mut [T],
     best_index: &mut [I],
     map: &impl Fn(T) -> T,
-    scratch: &mut RunScratch<T>,
+    scratch: &mut RunScratch<T, I>,
 ) {
     let first = &w_spans[run.lo];
     let (n, stride) = (best.len(), run.stride);
+    let lanes = n.next_multiple_of(RUN_LANES);
     let span_len = (first.count - 1) * first.step + (n - 1) * stride + 1;
-    let phase_len = span_len.div_ceil(stride);
-    best.fill(T::NEG_INFINITY);
+    // A tap's `n` values end within its phase's first `span_len / stride` (rounded up) slots.
+    let cap = span_len.div_ceil(stride) + RUN_LANES;
+    scratch.phases.resize(stride * cap, T::ZERO);
+    scratch.best.clear();
+    scratch.best.resize(lanes, T::NEG_INFINITY);
+    // An all -inf box's index is its first tap.
+    let first_tap = (sd.start * h_len + sh.start) * w_len + first.start;
     scratch.winner.clear();
-    scratch.winner.resize(n, 0);
-    scratch.tap_index.clear();
-    if stride > 1 {
-        scratch.phases.resize(stride * phase_len, T::ZERO);
-    }
+    scratch.winner.resize(lanes, I::from_flat(first_tap));
+    let mut last_tap = first_tap;
     for d in sd.taps() {
         for h in sh.taps() {
             let row = (d * h_len + h) * w_len + first.start;
-            let src = &x_plane[row..row + span_len];
-            if stride > 1 {
-                split_phases(src, stride, &mut scratch.phases, phase_len);
-            }
+            split_phases(
+                &x_plane[row..row + span_len],
+                stride,
+                &mut scratch.phases,
+                cap,
+            );
             for offset in first.taps().map(|w| w - first.start) {
-                let values = if stride > 1 {
-                    let (q, p) = (offset / stride, offset % stride);
-                    &scratch.phases[p * phase_len + q..][..n]
-                } else {
-                    &src[offset..][..n]
-                };
-                let tap = scratch.tap_index.len() as u32;
-                scratch.tap_index.push(row + offset);
-                let lanes = best.iter_mut().zip(scratch.winner.iter_mut());
+                let values = &scratch.phases[(offset % stride) * cap + offset / stride..][..lanes];
+                last_tap = last_tap.max(row + offset);
+                let tap = I::from_flat(row + offset);
+                let lanes = scratch.best.iter_mut().zip(scratch.winner.iter_mut());
                 for ((b, winner), &value) in lanes.zip(values) {
                     let value = map(value);
                     // `|`, not `||`: no branch, so the loop vectorizes.
@@ -231,17 +251,25 @@ fn max_of_run<T: Element, I: PoolIndex>(
             }
         }
     }
+    best.copy_from_slice(&scratch.best[..n]);
+    // The largest index of the run fits the index type (checked), so no sum below wraps.
+    I::from_flat(last_tap + (n - 1) * stride);
     for (j, (index, &winner)) in best_index.iter_mut().zip(&scratch.winner).enumerate() {
-        *index = I::from_flat(scratch.tap_index[winner as usize] + j * stride);
+        *index = winner.plus(j * stride);
     }
 }
 
-/// `phases[p * phase_len + i] = src[p + i * stride]`: a row split by phase modulo `stride`.
-/// Stride 2 (most pools) reads pairs, which vectorizes; other strides read strided.
+/// `phases[p * cap + i] = src[p + i * stride]`: a row split by phase modulo `stride`, each
+/// phase `cap` long. Stride 1 is a copy and stride 2 (most pools) reads pairs, which
+/// vectorizes; other strides read strided.
 #[inline(always)]
-fn split_phases<T: Copy>(src: &[T], stride: usize, phases: &mut [T], phase_len: usize) {
+fn split_phases<T: Copy>(src: &[T], stride: usize, phases: &mut [T], cap: usize) {
+    if stride == 1 {
+        phases[..src.len()].copy_from_slice(src);
+        return;
+    }
     if stride == 2 {
-        let (even, odd) = phases.split_at_mut(phase_len);
+        let (even, odd) = phases.split_at_mut(cap);
         let pairs = src.chunks_exact(2);
         if let [last] = pairs.remainder() {
             even[src.len() / 2] = *last;
@@ -252,7 +280,7 @@ fn split_phases<T: Copy>(src: &[T], stride: usize, phases: &mut [T], phase_len: 
         }
         return;
     }
-    for (p, phase) in phases.chunks_mut(phase_len).enumerate() {
+    for (p, phase) in phases.chunks_mut(cap).enumerate() {
         for (slot, &value) in phase.iter_mut().zip(src[p..].iter().step_by(stride)) {
             *slot = value;
         }
@@ -271,7 +299,7 @@ struct RowMax<'a, T, I, M> {
     best: &'a mut [T],
     best_index: &'a mut [I],
     map: &'a M,
-    scratch: &'a mut RunScratch<T>,
+    scratch: &'a mut RunScratch<T, I>,
 }
 
 impl<T: Element, I: PoolIndex, M: Fn(T) -> T> WithSimd for RowMax<'_, T, I, M> {
@@ -697,9 +725,11 @@ mod tests {
             let spans = window_spans(in_size, &options);
             assert!(regular_run(&spans[2]).is_some(), "{options:?} has no run");
             let volume: usize = in_size.iter().product();
-            let planes = 3;
+            // The last plane all -inf: each box's index is its first tap.
+            let planes = 4;
             let x: Vec<f32> = (0..planes * volume)
                 .map(|i| match i * 7919 % 23 {
+                    _ if i / volume == planes - 1 => f32::NEG_INFINITY,
                     0 => f32::NAN,
                     1 | 2 => f32::NEG_INFINITY,
                     v => (v % 5) as f32,
