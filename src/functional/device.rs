@@ -18,7 +18,7 @@
 use burn::tensor::{DType, Device, IntDType, Tensor};
 
 use super::lift::InputShape;
-use crate::spec::{SpecError, SpecErrorKind, SpecResult};
+use crate::spec::{SpecError, SpecErrorKind, SpecResult, check_elements};
 
 /// Outputs up to this many bytes are not checked: every runtime allows a buffer that large
 /// (WebGPU's smallest allowed `maxBufferSize` is 256 MiB), and checking costs more.
@@ -54,6 +54,29 @@ pub fn check_output_memory<const D: usize>(
         SpecErrorKind::OutOfMemory {
             dims: dims.to_vec(),
             bytes,
+        },
+    ))
+}
+
+/// Check that `device` can hold a module's parameter `param` of `dims` in its default float
+/// dtype, with strides memory can address (as an output's, `spec::check_elements`). Burn
+/// draws parameters lazily: one past memory would abort the process at the first forward.
+pub fn check_parameter_memory(
+    module: &'static str,
+    param: &'static str,
+    dims: &[usize],
+    device: &Device,
+) -> SpecResult<()> {
+    let bytes = DType::from(device.settings().float_dtype).size();
+    let addressable = check_elements(module, dims).is_ok();
+    if addressable && bytes_of(dims, bytes).is_some_and(|bytes| allocatable(device, bytes)) {
+        return Ok(());
+    }
+    Err(SpecError::new(
+        module,
+        SpecErrorKind::ParameterTooLarge {
+            param,
+            dims: dims.to_vec(),
         },
     ))
 }

@@ -8,3 +8,5 @@ mod pool;
 
 pub use conv::*;
 pub use pool::*;
+
+pub(crate) use device::check_parameter_memory;

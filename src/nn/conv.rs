@@ -7,6 +7,7 @@ use burn::tensor::{Device, Tensor};
 
 use super::dims::{Dims, PaddingConfigNd, spatial_size, weight_shape};
 use super::validate::{check_groups, check_sizes};
+use crate::functional::check_parameter_memory;
 use crate::spec::{ConvNdOptions, PaddingMode};
 
 /// burn-nn's default conv initializer, `KaimingUniform { gain: 1 / sqrt(3) }`, which gives
@@ -18,9 +19,23 @@ pub(crate) fn default_initializer() -> Initializer {
     }
 }
 
+/// `channels` times the kernel's taps: a fan-in or fan-out, saturating where the weight is
+/// empty but its kernel's product overflows (a weight that large is refused by
+/// [`init_params`]).
+pub(crate) fn fan<const N: usize>(channels: usize, kernel: [usize; N]) -> usize {
+    kernel
+        .iter()
+        .fold(channels, |fan, &k| fan.saturating_mul(k))
+}
+
 /// Weight `(first, second, *kernel)` and optional bias `(bias_len)` drawn from `initializer`.
+///
+/// # Panics
+/// If `device` cannot hold the weight or bias, naming `module` and the shape: Burn draws
+/// parameters lazily, so the first forward would otherwise abort the process on the allocation.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn init_params<const N: usize, const W: usize>(
+    module: &'static str,
     initializer: &Initializer,
     first: usize,
     second: usize,
@@ -38,6 +53,15 @@ pub(crate) fn init_params<const N: usize, const W: usize>(
         initializer
     };
     let shape = weight_shape::<N, W>(first, second, kernel);
+    // The bias too: an empty weight (no input channels) leaves it unbounded.
+    let bias_fits = |()| {
+        bias_len.map_or(Ok(()), |len| {
+            check_parameter_memory(module, "bias", &[len], device)
+        })
+    };
+    check_parameter_memory(module, "weight", &shape, device)
+        .and_then(bias_fits)
+        .unwrap_or_else(|error| panic!("{error}"));
     let weight = initializer.init_with(shape, Some(fan_in), fan_out, device);
     let bias = bias_len.map(|len| initializer.init_with([len], Some(fan_in), fan_out, device));
     (weight, bias)
@@ -112,8 +136,8 @@ macro_rules! conv_module {
             #[doc = concat!("Initialize a [`", stringify!($module), "`] on `device`.")]
             ///
             /// # Panics
-            /// If `groups` does not divide both channel counts, or a kernel size, stride or
-            /// dilation is zero.
+            /// If `groups` does not divide both channel counts, a kernel size, stride or
+            /// dilation is zero, or `device` cannot allocate the weight or bias.
             pub fn init(&self, device: &Device) -> $module {
                 let [channels_in, channels_out] = self.channel_pair();
                 check_groups(stringify!($module), [channels_in, channels_out], self.groups);
@@ -123,10 +147,10 @@ macro_rules! conv_module {
                     ("dilation", &self.dilation.dims()),
                 ]);
                 let kernel: [usize; $n] = self.kernel_size.dims();
-                let taps: usize = kernel.iter().product();
-                let fan_in = channels_in / self.groups * taps;
-                let fan_out = channels_out / self.groups * taps;
+                let fan_in = fan(channels_in / self.groups, kernel);
+                let fan_out = fan(channels_out / self.groups, kernel);
                 let (weight, bias) = init_params::<$n, $w>(
+                    stringify!($module),
                     &self.initializer,
                     channels_out,
                     channels_in / self.groups,

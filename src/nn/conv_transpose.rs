@@ -6,7 +6,7 @@ use burn::module::{Module, Param};
 use burn::nn::Initializer;
 use burn::tensor::{Device, Tensor};
 
-use super::conv::{default_initializer, init_params};
+use super::conv::{default_initializer, fan, init_params};
 use super::dims::Dims;
 use super::validate::{check_groups, check_sizes};
 use crate::spec::ConvTransposeNdOptions;
@@ -74,8 +74,8 @@ macro_rules! conv_transpose_module {
             #[doc = concat!("Initialize a [`", stringify!($module), "`] on `device`.")]
             ///
             /// # Panics
-            /// If `groups` does not divide both channel counts, or a kernel size, stride or
-            /// dilation is zero.
+            /// If `groups` does not divide both channel counts, a kernel size, stride or
+            /// dilation is zero, or `device` cannot allocate the weight or bias.
             pub fn init(&self, device: &Device) -> $module {
                 let [channels_in, channels_out] = self.channels;
                 check_groups(stringify!($module), self.channels, self.groups);
@@ -85,14 +85,14 @@ macro_rules! conv_transpose_module {
                     ("dilation", &self.dilation.dims()),
                 ]);
                 let kernel: [usize; $n] = self.kernel_size.dims();
-                let taps: usize = kernel.iter().product();
                 let (weight, bias) = init_params::<$n, $w>(
+                    stringify!($module),
                     &self.initializer,
                     channels_in,
                     channels_out / self.groups,
                     kernel,
                     self.bias.then_some(channels_out),
-                    channels_out / self.groups * taps,
+                    fan(channels_out / self.groups, kernel),
                     None,
                     device,
                 );

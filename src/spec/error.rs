@@ -226,6 +226,13 @@ pub enum SpecErrorKind {
         /// Its size in bytes.
         bytes: usize,
     },
+    /// A module parameter (weight or bias) this device cannot allocate, found at `init`.
+    ParameterTooLarge {
+        /// `"weight"` or `"bias"`.
+        param: &'static str,
+        /// Its dims.
+        dims: Vec<usize>,
+    },
     /// A size or parameter above what the device's kernels address: the CubeCL kernels keep
     /// sizes, window tables and parameters in 32 bits.
     DeviceLimit {
@@ -343,6 +350,10 @@ impl fmt::Display for SpecErrorKind {
             OutOfMemory { dims, bytes } => write!(
                 f,
                 "the output {dims:?} needs {bytes} bytes, more than this machine can allocate"
+            ),
+            ParameterTooLarge { param, dims } => write!(
+                f,
+                "the {param} {dims:?} needs more memory than this device can allocate"
             ),
             DeviceLimit { what, value, limit } => write!(
                 f,

@@ -351,6 +351,46 @@ fn groups_must_divide_the_channels_at_init() {
         .init(&device());
 }
 
+/// Burn draws parameters at the first forward: a weight past memory would abort the process
+/// there (a 2^40 kernel: "memory allocation of 4398046511104 bytes failed"), and a kernel whose
+/// product overflows wrapped the fan-in. `init` refuses both, naming the module and shape.
+#[test]
+fn parameters_past_memory_are_refused_at_init() {
+    let device = device();
+    let message = |init: &dyn Fn()| {
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(init))
+            .expect_err("init accepted a parameter past memory");
+        panic.downcast_ref::<String>().cloned().unwrap_or_default()
+    };
+    let huge = 1 << 40;
+    let cases: [(&dyn Fn(), &str); 4] = [
+        (
+            &|| drop(Conv1dConfig::new(1, 1, huge).init(&device)),
+            "Conv1d: the weight [1, 1, 1099511627776] needs more memory than",
+        ),
+        (
+            &|| drop(Conv2dConfig::new([1, 1], [huge, huge]).init(&device)),
+            "Conv2d: the weight [1, 1, 1099511627776, 1099511627776] needs more memory than",
+        ),
+        (
+            // No input channels: the weight is empty, the bias is 4 TB.
+            &|| drop(Conv1dConfig::new(0, huge, 3).init(&device)),
+            "Conv1d: the bias [1099511627776] needs more memory than",
+        ),
+        (
+            &|| drop(ConvTranspose3dConfig::new([huge, 1], [1, 1, 1]).init(&device)),
+            "ConvTranspose3d: the weight [1099511627776, 1, 1, 1, 1] needs more memory than",
+        ),
+    ];
+    for (init, expected) in cases {
+        let message = message(init);
+        assert!(message.starts_with(expected), "{message}");
+    }
+    // An empty weight within the limits is still PyTorch's empty layer.
+    let empty = Conv2dConfig::new([0, 4], [3, 3]).init(&device);
+    assert_eq!(empty.weight.dims(), [4, 0, 3, 3]);
+}
+
 #[test]
 #[should_panic(expected = "FractionalMaxPool2d: set exactly one of output_size and output_ratio")]
 fn fractional_needs_exactly_one_output_setting() {
