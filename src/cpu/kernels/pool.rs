@@ -239,8 +239,8 @@ fn max_of_run<T: Element, I: PoolIndex>(
                 let values = &scratch.phases[(offset % stride) * cap + offset / stride..][..lanes];
                 last_tap = last_tap.max(row + offset);
                 let tap = I::from_flat(row + offset);
-                let lanes = scratch.best.iter_mut().zip(scratch.winner.iter_mut());
-                for ((b, winner), &value) in lanes.zip(values) {
+                let running = scratch.best.iter_mut().zip(scratch.winner.iter_mut());
+                for ((b, winner), &value) in running.zip(values) {
                     let value = map(value);
                     // `|`, not `||`: no branch, so the loop vectorizes.
                     #[allow(clippy::eq_op)]
