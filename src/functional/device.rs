@@ -18,6 +18,7 @@
 use burn::tensor::{DType, Device, IntDType, Tensor};
 
 use super::lift::InputShape;
+use super::pad::padded_dims;
 use crate::spec::{SpecError, SpecErrorKind, SpecResult, check_elements};
 
 /// Outputs up to this many bytes are not checked: every runtime allows a buffer that large
@@ -67,9 +68,10 @@ pub fn check_parameter_memory(
     dims: &[usize],
     device: &Device,
 ) -> SpecResult<()> {
-    let bytes = DType::from(device.settings().float_dtype).size();
+    let element_bytes = DType::from(device.settings().float_dtype).size();
     let addressable = check_elements(module, dims).is_ok();
-    if addressable && bytes_of(dims, bytes).is_some_and(|bytes| allocatable(device, bytes)) {
+    let bytes = bytes_of(dims, element_bytes);
+    if addressable && bytes.is_some_and(|bytes| allocatable(device, bytes)) {
         return Ok(());
     }
     Err(SpecError::new(
@@ -91,11 +93,7 @@ pub fn check_padded_input_memory<const D: usize>(
     padding: [(usize, usize); 3],
     mode: &'static str,
 ) -> SpecResult<()> {
-    let mut dims = x.dims();
-    for (axis, (begin, end)) in padding.into_iter().enumerate() {
-        // Validation bounds each padded length by `isize::MAX`.
-        dims[2 + axis] = dims[2 + axis].saturating_add(begin).saturating_add(end);
-    }
+    let dims = padded_dims(x.dims(), padding);
     // Unlike an output, the padded copy's element count is not bounded by validation.
     if bytes_of(&dims, x.dtype().size()).is_some_and(|bytes| allocatable(&x.device(), bytes)) {
         return Ok(());

@@ -15,10 +15,7 @@ use crate::spec::PaddingMode;
 /// over the count (NdArray's hung on a replicate padding of 2^40 around an empty batch).
 pub fn pad_spatial(x: Tensor<5>, padding: [(usize, usize); 3], mode: PaddingMode) -> Tensor<5> {
     if x.shape().num_elements() == 0 {
-        let mut dims = x.dims();
-        for (len, (begin, end)) in dims[2..].iter_mut().zip(padding) {
-            *len += begin + end;
-        }
+        let dims = padded_dims(x.dims(), padding);
         return x.reshape(dims);
     }
     padding
@@ -27,6 +24,15 @@ pub fn pad_spatial(x: Tensor<5>, padding: [(usize, usize); 3], mode: PaddingMode
         .fold(x, |x, (axis, (begin, end))| {
             pad_axis(x, 2 + axis, begin, end, mode)
         })
+}
+
+/// `dims` of `(N, C, D, H, W)` with `(begin, end)` added to each spatial axis. Validation
+/// bounds each padded length by `isize::MAX`; past it (never), the length saturates.
+pub fn padded_dims(mut dims: [usize; 5], padding: [(usize, usize); 3]) -> [usize; 5] {
+    for (len, (begin, end)) in dims[2..].iter_mut().zip(padding) {
+        *len = len.saturating_add(begin).saturating_add(end);
+    }
+    dims
 }
 
 fn pad_axis(x: Tensor<5>, axis: usize, begin: usize, end: usize, mode: PaddingMode) -> Tensor<5> {

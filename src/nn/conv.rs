@@ -6,8 +6,7 @@ use burn::nn::{Initializer, PaddingConfig1d, PaddingConfig2d, PaddingConfig3d};
 use burn::tensor::{Device, Tensor};
 
 use super::dims::{Dims, PaddingConfigNd, spatial_size, weight_shape};
-use super::validate::{check_groups, check_sizes};
-use crate::functional::check_parameter_memory;
+use super::validate::{check_groups, check_parameter, check_sizes};
 use crate::spec::{ConvNdOptions, PaddingMode};
 
 /// burn-nn's default conv initializer, `KaimingUniform { gain: 1 / sqrt(3) }`, which gives
@@ -53,15 +52,11 @@ pub(crate) fn init_params<const N: usize, const W: usize>(
         initializer
     };
     let shape = weight_shape::<N, W>(first, second, kernel);
+    check_parameter(module, "weight", &shape, device);
     // The bias too: an empty weight (no input channels) leaves it unbounded.
-    let bias_fits = |()| {
-        bias_len.map_or(Ok(()), |len| {
-            check_parameter_memory(module, "bias", &[len], device)
-        })
-    };
-    check_parameter_memory(module, "weight", &shape, device)
-        .and_then(bias_fits)
-        .unwrap_or_else(|error| panic!("{error}"));
+    if let Some(len) = bias_len {
+        check_parameter(module, "bias", &[len], device);
+    }
     let weight = initializer.init_with(shape, Some(fan_in), fan_out, device);
     let bias = bias_len.map(|len| initializer.init_with([len], Some(fan_in), fan_out, device));
     (weight, bias)

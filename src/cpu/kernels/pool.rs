@@ -74,6 +74,9 @@ pub fn max_pool<'a, T: Element, I: PoolIndex>(
             let spans = spans_of(p);
             let row_len = spans[2].len();
             let run = regular_run(&spans[2]);
+            // Every index is below the plane's length, which fits the index type (checked
+            // once here), so a run's offsets (`PoolIndex::plus`) never wrap.
+            I::from_flat(in_volume.saturating_sub(1));
             let mut scratch = RunScratch::default();
             let (lo, hi) = run.map_or((0, 0), |run| (run.lo, run.hi));
             let rows = out_plane
@@ -112,8 +115,8 @@ pub trait PoolIndex: Copy + Default + Send + Sync + 'static {
     /// A flat index into the input plane.
     fn from_flat(index: usize) -> Self;
 
-    /// `self + offset`, where [`Self::from_flat`] accepted the largest such sum: no check, so
-    /// a row of them vectorizes.
+    /// `self + offset`, where [`Self::from_flat`] accepted the plane's largest index: no check,
+    /// so a row of them vectorizes.
     fn plus(self, offset: usize) -> Self;
 }
 
@@ -173,6 +176,7 @@ fn regular_run(spans: &[Span]) -> Option<Run> {
 const RUN_LANES: usize = 16;
 
 /// Reusable buffers of [`max_of_run`].
+#[derive(Default)]
 struct RunScratch<T, I> {
     /// One tap row split by phase modulo the stride: `phases[p * cap + i]` is the row's input
     /// `p + i * stride` (from the run's first window start), so every tap reads a contiguous
@@ -182,16 +186,6 @@ struct RunScratch<T, I> {
     /// first output (the lane's own is `j * stride` further).
     best: Vec<T>,
     winner: Vec<I>,
-}
-
-impl<T, I> Default for RunScratch<T, I> {
-    fn default() -> Self {
-        Self {
-            phases: Vec::new(),
-            best: Vec::new(),
-            winner: Vec::new(),
-        }
-    }
 }
 
 /// [`max_of_box`] for the columns of a [`Run`] at once, vectorized across the outputs: each tap
@@ -225,7 +219,6 @@ fn max_of_run<T: Element, I: PoolIndex>(
     let first_tap = (sd.start * h_len + sh.start) * w_len + first.start;
     scratch.winner.clear();
     scratch.winner.resize(lanes, I::from_flat(first_tap));
-    let mut last_tap = first_tap;
     for d in sd.taps() {
         for h in sh.taps() {
             let row = (d * h_len + h) * w_len + first.start;
@@ -237,7 +230,6 @@ fn max_of_run<T: Element, I: PoolIndex>(
             );
             for offset in first.taps().map(|w| w - first.start) {
                 let values = &scratch.phases[(offset % stride) * cap + offset / stride..][..lanes];
-                last_tap = last_tap.max(row + offset);
                 let tap = I::from_flat(row + offset);
                 let running = scratch.best.iter_mut().zip(scratch.winner.iter_mut());
                 for ((b, winner), &value) in running.zip(values) {
@@ -252,8 +244,6 @@ fn max_of_run<T: Element, I: PoolIndex>(
         }
     }
     best.copy_from_slice(&scratch.best[..n]);
-    // The largest index of the run fits the index type (checked), so no sum below wraps.
-    I::from_flat(last_tap + (n - 1) * stride);
     for (j, (index, &winner)) in best_index.iter_mut().zip(&scratch.winner).enumerate() {
         *index = winner.plus(j * stride);
     }

@@ -136,11 +136,9 @@ impl<'a> Reduction<'a> {
     /// `S`, nothing for `S = 0` (`relu`'s backward selects 0), the whole for any other. Each
     /// tap gets its `1 / count` share; [`Self::lp_chain`] then applies `x^p`'s derivative.
     fn lp(&mut self, oi: usize, taps: &[[usize; 5]], p: f64, kernel_volume: usize) {
-        let s = taps.iter().map(|&t| self.value(t).powf(p)).sum::<f64>() / taps.len() as f64;
-        let magnitude = taps
-            .iter()
-            .map(|&t| self.value(t).powf(p).abs())
-            .sum::<f64>();
+        let terms: Vec<f64> = taps.iter().map(|&t| self.value(t).powf(p)).collect();
+        let s = terms.iter().sum::<f64>() / taps.len() as f64;
+        let magnitude = terms.iter().map(|term| term.abs()).sum::<f64>();
         // A zero or non-finite sum has no roundoff to amplify (its gradient is 0 or NaN).
         let cancellation = if s != 0.0 && s.is_finite() {
             magnitude / s.abs()
@@ -172,9 +170,10 @@ impl<'a> Reduction<'a> {
     /// where `x^(p - 1)` is infinite or NaN, as in PyTorch).
     fn lp_chain(&mut self, p: f64) {
         for ((grad, roundoff), &x) in self.gx.iter_mut().zip(&mut self.roundoff_gx).zip(self.x) {
-            *grad *= p * x.powf(p - 1.0);
+            let derivative = p * x.powf(p - 1.0);
+            *grad *= derivative;
             if *roundoff != 0.0 {
-                *roundoff *= (p * x.powf(p - 1.0)).abs();
+                *roundoff *= derivative.abs();
             }
         }
     }
