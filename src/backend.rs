@@ -99,6 +99,13 @@ pub(crate) mod fusion_shapes {
 
 /// Convolution and pooling primitives, implemented for every CubeCL runtime (`Cube`, through
 /// `Fusion`), Flex, NdArray (feature `ndarray`) and `Autodiff<B, C>`.
+///
+/// # Contract
+/// The primitives validate nothing: their caller guarantees shapes, options, dtypes and sizes
+/// that the functional API's checks accept (`spec::check_*`), with 1d and 2d lifted to rank 5.
+/// Given anything else a primitive may return a tensor of the wrong shape or values, or
+/// panic. Call the functions at the crate root (or their `try_` twins, which return a
+/// [`SpecError`](crate::SpecError)) or the [`nn`](crate::nn) modules instead.
 #[backend_extension(
     Cube: cfg(feature = "cube"),
     Fusion: cfg(feature = "cube"),

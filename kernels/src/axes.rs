@@ -51,3 +51,46 @@ pub fn along<T: CubePrimitive + LaunchArg>(values: &Axes<T>, #[comptime] axis: u
         values.w
     }
 }
+
+/// The tap rule of a sliding window (a forward convolution's, a pool's), along one axis: the
+/// input index that output position `at` reads at `reach` (tap x dilation), `at * stride +
+/// reach - pad`, and whether it lies inside an input of length `len`.
+#[cube]
+pub fn tap_source(at: usize, reach: usize, stride: usize, pad: usize, len: usize) -> (usize, bool) {
+    let mut index = 0;
+    let mut inside = false;
+    let padded = at * stride + reach;
+    if padded >= pad {
+        index = padded - pad;
+        inside = index < len;
+    }
+    (index, inside)
+}
+
+/// The same rule read backwards, as an input gradient needs: the output position whose tap at
+/// `reach` reads input position `at`, `(at + pad - reach) / stride`, and whether there is one
+/// (the division is exact and the position lies inside an output of length `len`;
+/// `unit_stride` skips the division).
+#[cube]
+pub fn tap_reader(
+    at: usize,
+    reach: usize,
+    stride: usize,
+    pad: usize,
+    len: usize,
+    #[comptime] unit_stride: bool,
+) -> (usize, bool) {
+    let mut index = 0;
+    let mut inside = false;
+    let padded = at + pad;
+    if padded >= reach {
+        index = padded - reach;
+        inside = true;
+        if comptime![!unit_stride] {
+            inside = index.is_multiple_of(stride);
+            index /= stride;
+        }
+        inside = inside && index < len;
+    }
+    (index, inside)
+}

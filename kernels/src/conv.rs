@@ -12,7 +12,7 @@
 
 use cubecl::prelude::*;
 
-use crate::axes::{Index3, flat_index, unflatten, volume};
+use crate::axes::{Index3, flat_index, tap_reader, tap_source, unflatten, volume};
 
 /// Which of a convolution's three GEMMs a kernel computes (a comptime parameter: each is its
 /// own compiled kernel, and no other value exists).
@@ -33,8 +33,8 @@ pub const TILE_N: usize = 64;
 /// Depth of one step along `k`.
 pub const TILE_K: usize = 16;
 /// Units along each side of a cube of the tiled kernel, each computing an 8x8 block of `C`:
-/// 16 shared-memory reads per 64 multiply-adds (a 4x4 block over 16x16 units read 8 per 16,
-/// and ran 1.2-1.45x slower on lavapipe).
+/// 16 shared-memory reads per 64 multiply-adds, where a 4x4 block over 16x16 units reads 8 per
+/// 16; decided by the `resnet_3x3_*` rows.
 pub const TILE_UNITS: u32 = 8;
 /// [`TILE_UNITS`] as an index.
 const UNITS: usize = TILE_UNITS as usize;
@@ -154,9 +154,8 @@ fn read_size(args: &ConvArgs, #[comptime] kind: GemmKind) -> Index3 {
 }
 
 /// Where one tap reads, along one axis: the index on the read side for position `at` (`reach`
-/// = tap x dilation), and whether there is one. Forward: `at * stride + reach -
-/// pad`, inside the input. Input gradient: `(at + pad - reach) / stride`, when it divides
-/// and is inside the output (`unit_stride` skips the division).
+/// = tap x dilation), and whether there is one: [`tap_source`] for a forward,
+/// [`tap_reader`] for an input gradient (`unit_stride` skips its division).
 #[cube]
 pub(crate) fn tap_along(
     at: usize,
@@ -167,27 +166,11 @@ pub(crate) fn tap_along(
     #[comptime] kind: GemmKind,
     #[comptime] unit_stride: bool,
 ) -> (usize, bool) {
-    let mut index = 0;
-    let mut inside = false;
     if comptime![kind == GemmKind::Forward] {
-        let padded = at * stride + reach;
-        if padded >= pad {
-            index = padded - pad;
-            inside = index < len;
-        }
+        tap_source(at, reach, stride, pad, len)
     } else {
-        let padded = at + pad;
-        if padded >= reach {
-            index = padded - reach;
-            inside = true;
-            if comptime![!unit_stride] {
-                inside = index.is_multiple_of(stride);
-                index /= stride;
-            }
-            inside = inside && index < len;
-        }
+        tap_reader(at, reach, stride, pad, len, unit_stride)
     }
-    (index, inside)
 }
 
 /// The read-side position that tap `tap` of position `at` reaches in a GEMM of `kind` (the
@@ -609,7 +592,7 @@ pub fn store_position<F: Float, A: Float>(
 /// An input gradient's rows are the positions of `phase`; a split-k launch writes `out` as
 /// `splits` stacked partial results. With `prefetch`, a unit loads the next k step into
 /// registers before the current step's products (double buffering: the loads are in flight
-/// while it computes; 5-15% faster on lavapipe), at the cost of `2 x LOAD_VECTORS x LANES`
+/// while it computes), at the cost of `2 x LOAD_VECTORS x LANES`
 /// registers.
 ///
 /// The tiles hold 4-wide vectors along `m` and `n`: a unit's 8 rows are two runs of 4
@@ -1074,8 +1057,8 @@ fn load_block_weights<F: Float, A: Float>(
 /// group at `block_w` positions along the last axis (consecutive, or one stride phase's),
 /// summing all of `k` in registers. Each loaded input value serves `block_n` channels and
 /// each weight `block_w` positions, a row's bounds are checked once, and the unit's indices
-/// are decomposed once (blocks along the last axis measured faster on lavapipe than columns
-/// of rows, whose loads coalesce across units). Forward and input gradient only. `row_taps`
+/// are decomposed once (blocks along the last axis; the spread launch, one position per unit,
+/// is the variant whose loads coalesce across units). Forward and input gradient only. `row_taps`
 /// (non-zero: the taps along W one position meets, at dilation 1 there) makes the kernel row
 /// comptime, so a row's read values are loaded once for the whole block: a forward's at the
 /// comptime stride `row_stride` along W (neighbours sharing values where the row is wider);

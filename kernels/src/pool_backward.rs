@@ -255,8 +255,8 @@ fn dh_window<F: Float>(
 /// memory) and neighbouring units take neighbouring channels; otherwise they are contiguous.
 ///
 /// `unrolled`, when not all 0 (sliding windows), bounds the outputs that cover a block per
-/// axis: the walk is unrolled to it and masks the outputs past the cover (dynamic loops ran
-/// the ResNet stem pool's backward 2x slower on lavapipe).
+/// axis: the walk is unrolled to it and masks the outputs past the cover, so the loop bounds
+/// are comptime (the `resnet_stem_maxpool` backward row).
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
 pub fn pool_backward<F: Float, I: Int, A: Float>(

@@ -1,7 +1,7 @@
 //! Pooling over a regular sliding window with a comptime kernel (up to 7 per axis): window
 //! positions are computed in the kernel, the taps are unrolled, and a tap in the padding is
-//! masked rather than branched around. On lavapipe this runs the ResNet stem max pool 1.5x
-//! faster than the span walk of `pool::pool_forward`, which runs larger windows. Same
+//! masked rather than branched around, so the common pools (the `resnet_stem_maxpool` row)
+//! skip the span walk of `pool::pool_forward`, which runs larger windows. Same
 //! semantics as that kernel: for `Max`, the first maximum wins, a NaN wins over anything (the
 //! last NaN), and a window whose taps are all -inf keeps its first tap inside the input; sums
 //! add the taps inside the input, in the same order, and divide or take the norm by
@@ -9,27 +9,24 @@
 
 use cubecl::prelude::*;
 
-use crate::axes::along;
-use crate::conv::{GemmKind, tap_along};
+use crate::axes::{along, tap_source};
 use crate::pool::{
     PoolArgs, Reduction, beats, neg_infinity, plane_offset, row_block, sliding_span, sum_term,
     sum_value,
 };
 
-/// One axis's tap of a window, by the forward conv's tap rule: its input position, clamped
+/// One axis's tap of a window, by the sliding-window tap rule ([`tap_source`]): its input position, clamped
 /// into the input so that a masked tap still reads a valid address, and whether it lies inside.
 #[cube]
 fn tap(args: &PoolArgs, o: usize, t: usize, #[comptime] axis: usize) -> (usize, bool) {
     let len = along(&args.in_size, axis);
     let reach = t * along(&args.dilation, axis);
-    let (at, inside) = tap_along(
+    let (at, inside) = tap_source(
         o,
         reach,
         along(&args.stride, axis),
         along(&args.padding, axis),
         len,
-        GemmKind::Forward,
-        false,
     );
     (min(at, len - 1), inside)
 }

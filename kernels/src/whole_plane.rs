@@ -1,7 +1,7 @@
 //! Pooling whose one window per plane holds the whole plane (global pooling: adaptive pooling
 //! to size 1, or a window as large as the input): `lanes` units reduce one contiguous plane,
-//! each in a flat strided loop, with no span walk. On lavapipe the span walk's three nested
-//! loops took the ResNet head's global average (512 planes of 7x7, batch 8) 1.3x longer. One
+//! each in a flat strided loop, with no span walk's three nested loops (the `global_avg_pool`
+//! row). One
 //! unit per plane leaves a GPU idle when planes are few or long (a 2x64x112x112 global pool
 //! is 128 units, each walking 12,544 elements); several lanes per plane read consecutive
 //! addresses together and combine their partial results in a fixed tree, so the result does

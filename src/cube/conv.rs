@@ -18,47 +18,42 @@ use burn_convpool_kernels::conv::{self, ConvArgsLaunch, GemmArgsLaunch, GemmKind
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
-use crate::conv_routing::ConvPasses;
 use crate::spec::{ConvGeometry, points};
 
 use super::packing::Packing;
 use super::tensor::{
     LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, axes, contiguous, dims5,
-    elementwise, empty, entry, expect, float_type, grid, table, zeros,
+    elementwise, empty, entry, float_type, grid, table, zeros,
 };
-use super::tune::{self, Pass};
+
+// The register blocks below were sized on CI's CPU Vulkan driver and are provisional: the GPU
+// report's rows named in each comment decide them (`benches/REPORT-*.md`), and the tuner
+// times Burn's kernels and the spread launch beside them on every device.
 
 /// Below this `n` or `k`, the direct schedule beats a mostly empty tile.
 const DIRECT_BELOW: usize = 16;
 /// Channels one unit of the direct schedule computes at most.
 const DIRECT_BLOCK: usize = 8;
-/// The same where the unit's row has fewer than 16 positions, so that up to 16 channels fill
-/// its [`DIRECT_OUTPUTS`]: on lavapipe ResNet's 3x3@7 1.05-1.1x faster, ResNeXt-50's late
-/// 32-channel groups 1.1-1.3x, the example network's stride-2 3x3@7 forward 1.27x (32 channels
-/// were slower than 8).
+/// The same where the unit's row has fewer than 16 positions, so that more channels fill its
+/// [`DIRECT_OUTPUTS`]; decided by `resnet_3x3_7` and `resnext50_grouped32_3x3_7`.
 const DIRECT_SHORT_ROW_BLOCK: usize = 16;
-/// Outputs (channels x positions along the last axis) it computes at most: 8 channels at 16
-/// positions. Each input a unit loads then serves up to 8 x 16 products (against 4 x 16 on
-/// lavapipe: ResNet's 3x3 layers, ResNeXt's 32-channel groups, the example network's layers
-/// and a conv3d 1.15-1.35x faster, the stem forward 1.5x; 16 or 32 outputs were slower
-/// still); the spread launch is there for devices that want more, smaller units.
+/// Outputs (channels x positions along the last axis) a unit computes at most, so each input it
+/// loads serves up to 8 x 16 products; decided by `resnet_3x3_*` and `resnext_grouped32_3x3`.
 const DIRECT_OUTPUTS: usize = 128;
-/// Positions along the last axis one unit computes at most, for blocks of few channels (42
-/// positions of the stem input gradient's 3 channels ran 1.2x slower than 32).
+/// Positions along the last axis one unit computes at most, for blocks of few channels, which
+/// bounds its live registers; decided by `resnet_stem_7x7s2` grad_input.
 const DIRECT_W: usize = 32;
 /// Output channels one unit of the direct weight-gradient schedule computes at most.
 const DIRECT_WEIGHT_BLOCK: usize = 16;
 /// Weights (output channels x input channels x kernel row) one unit of the direct
-/// weight-gradient schedule sums at most. Measured on lavapipe against 8 output channels and
-/// 128 weights (the 16 x 16 block of a 1x1 conv 1.3x faster, 3x3 rows alike) and against 64
-/// (1.4x slower); a GPU with fewer registers may want less, and the tuner times Burn's kernels
-/// beside it.
+/// weight-gradient schedule keeps in registers; decided by `resnet50_1x1_reduce` and
+/// `resnet_3x3_*` grad_weight.
 const DIRECT_WEIGHT_OUTPUTS: usize = 256;
-/// Output positions the direct weight-gradient schedule steps along W at a time: on lavapipe
-/// 2 ran 1.2-1.5x faster than 8 (fewer live values) and 1.1x faster than 1 at 28 positions.
+/// Output positions the direct weight-gradient schedule steps along W at a time, sharing their
+/// input loads at the cost of live values; decided by `resnet_3x3_28` grad_weight.
 const DIRECT_WEIGHT_W: usize = 2;
-/// Widest kernel row the direct weight-gradient schedule keeps in registers; wider kernels
-/// take the split schedule (a 9-wide conv1d's weight gradient: 0.52 s direct, 4.1 s split).
+/// Widest kernel row the direct weight-gradient schedule keeps in registers; wider rows take the
+/// split schedule; decided by `audio_conv1d_k9` grad_weight (9 taps).
 const DIRECT_WEIGHT_KERNEL_W: usize = 11;
 /// Widest kernel row the direct forward and input-gradient schedules keep comptime (the
 /// common 1, 3, 5 and 7).
@@ -73,8 +68,8 @@ const SPLIT_MAX_OUTPUTS: usize = 1024;
 const SPLIT_TARGET_UNITS: usize = 65_536;
 /// Shortest `k` range of one unit of the split schedule.
 const SPLIT_MIN_K: usize = 256;
-/// Cubes a split-k launch aims for: 2048 of the tiled kernel's 64 units, enough to fill a
-/// large GPU (the 131,072 units that 512 cubes of 256 gave when it was measured on an H100).
+/// Cubes a split-k launch aims for: 2048 cubes of the tiled kernel's 64 units fill a large
+/// GPU; decided by `resnet_3x3_7` and `resnet50_1x1_reduce` on the H100.
 const TARGET_CUBES: usize = 2048;
 /// Shortest `k` range worth a split of its own in a weight gradient (`k` = batch x positions).
 const MIN_K_PER_SPLIT: usize = 1024;
@@ -84,58 +79,6 @@ const MIN_K_PER_SPLIT_TILED: usize = 128;
 /// strides, each phase a launch) run as one launch over every position, which divides by the
 /// stride at each load.
 const MAX_PHASES: usize = 64;
-
-/// The convolution passes on `CubeBackend`: each is tuned between ours and Burn's kernels.
-pub struct CubeConv;
-
-impl ConvPasses for CubeConv {
-    type Tensor = CubeTensor;
-
-    fn dims(tensor: &CubeTensor) -> [usize; 5] {
-        dims5(tensor)
-    }
-
-    fn forward(
-        geometry: &ConvGeometry,
-        x: CubeTensor,
-        weight: CubeTensor,
-        bias: Option<CubeTensor>,
-    ) -> CubeTensor {
-        let device = x.device.clone();
-        let geometry = expect("conv", &device, launch_geometry(geometry));
-        let result = tune::execute(Pass::Forward, (geometry, x, weight, bias));
-        expect("conv", &device, result)
-    }
-
-    fn data(
-        geometry: &ConvGeometry,
-        weight: CubeTensor,
-        out_grad: CubeTensor,
-        bias: Option<CubeTensor>,
-    ) -> CubeTensor {
-        let device = out_grad.device.clone();
-        let geometry = expect("conv_x_backward", &device, launch_geometry(geometry));
-        let result = tune::execute(Pass::Data, (geometry, weight, out_grad, bias));
-        expect("conv_x_backward", &device, result)
-    }
-
-    fn weight(geometry: &ConvGeometry, x: CubeTensor, out_grad: CubeTensor) -> CubeTensor {
-        let device = x.device.clone();
-        let geometry = expect("conv_weight_backward", &device, launch_geometry(geometry));
-        let result = tune::execute(Pass::Weight, (geometry, x, out_grad, None));
-        expect("conv_weight_backward", &device, result)
-    }
-}
-
-/// The geometry the kernels run ([`ConvGeometry::normalised`]), every value of which must fit
-/// the kernels' 32-bit arithmetic, which would otherwise wrap.
-fn launch_geometry(geometry: &ConvGeometry) -> Result<ConvGeometry, LaunchError> {
-    let g = geometry.normalised();
-    for (_, value) in g.named_values() {
-        entry(value)?;
-    }
-    Ok(g)
-}
 
 fn conv_args(geometry: &ConvGeometry) -> ConvArgsLaunch {
     ConvArgsLaunch::new(
@@ -227,16 +170,12 @@ impl Schedule {
 }
 
 /// Whether the untiled schedule is worth timing against the tiled default of the GEMM of
-/// `kind`. Always for a forward, for an input gradient at unit stride or whose stride phases
+/// `kind`: always for a forward, for an input gradient at unit stride or whose stride phases
 /// meet more than one tap of a comptime row, and for a weight gradient whose kernel row the
-/// direct schedule keeps in registers: on lavapipe their direct schedules ran 1.3-3x faster
-/// than the tiled GEMM at every width measured (ResNet's 3x3 layers at 64-512 channels, a
-/// conv3d, a 1x1 reduce at 1024 channels, a DCGAN 4x4 stride-2 upsampling at 128 channels,
-/// the example network's 16-channel layers, ResNeXt's 32-channel groups). Otherwise only
-/// where a group's channel side (`n`, or a weight gradient's `m`) is at most one tile, and
-/// the tiled kernel's gathers are shared by few columns: wider, a strided input gradient of
-/// one tap per phase ran up to 3x slower (a 1x1 stride-2 projection at 1024 channels), and
-/// the split weight gradient of a wider kernel row far slower.
+/// direct schedule keeps in registers, where a unit's loads serve several products; otherwise
+/// only where a group's channel side (`n`, or a weight gradient's `m`) is at most one tile,
+/// since wider sides share the tiled kernel's gathers among many columns (the case of
+/// `resnet50_1x1_proj_s2` grad_input).
 pub fn untiled_may_win(geometry: &ConvGeometry, kind: GemmKind) -> bool {
     let always = match kind {
         GemmKind::Forward => true,

@@ -6,10 +6,10 @@
 //! computes one position, and consecutive units touch consecutive addresses, which a GPU's
 //! memory system merges into few transactions. The whole-plane kernel (global pooling) gives a
 //! plane one unit, summing in order, or spreads it over up to 256 lanes that combine partial
-//! results in a fixed tree, which a GPU needs when planes are few or long. Packed is what
-//! lavapipe runs fastest (its units are SIMD lanes of a few CPU cores: the ResNet head's
-//! global average took 0.6 ms packed, 1.1 ms spread), and any device given planes or rows that
-//! fill it alone.
+//! results in a fixed tree, which a GPU needs when planes are few or long. Packed suits a
+//! device whose units are few wide SIMD lanes (a CPU driver) and any device given planes or
+//! rows that fill it alone; the `global_avg_pool` and `resnet_stem_maxpool` rows decide it
+//! per device.
 //!
 //! With the `autotune` feature CubeCL's tuner times both once per kernel, bucketed shape and
 //! device, and keeps the faster for the process (a convolution's choice is one more candidate

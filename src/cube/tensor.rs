@@ -17,6 +17,8 @@ use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use crate::spec::MAX_KERNEL_VALUE;
+
 /// Why a kernel could not be launched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LaunchError {
@@ -200,9 +202,6 @@ pub fn table(like: &CubeTensor, values: &[u32]) -> CubeTensor {
 
 /// Tables per device the cache of [`table`] holds (a network has a few per layer).
 pub const TABLE_CACHE_ENTRIES: usize = 1024;
-
-/// The largest size, table entry or parameter the kernels hold: they compute in 32 bits.
-pub const MAX_KERNEL_VALUE: usize = u32::MAX as usize;
 
 /// `value` as a table entry.
 pub fn entry(value: usize) -> Result<u32, LaunchError> {

@@ -19,14 +19,11 @@ use burn::tensor::{DType, Device, IntDType, Tensor};
 
 use super::lift::InputShape;
 use super::pad::padded_dims;
-use crate::spec::{SpecError, SpecErrorKind, SpecResult, check_elements};
+use crate::spec::{MAX_KERNEL_VALUE, SpecError, SpecErrorKind, SpecResult, check_elements};
 
 /// Outputs up to this many bytes are not checked: every runtime allows a buffer that large
 /// (WebGPU's smallest allowed `maxBufferSize` is 256 MiB), and checking costs more.
 const ALWAYS_FITS: usize = 1 << 28;
-
-/// Values every device's kernels hold (32 bits), checked without looking up the device.
-const ALWAYS_HELD: usize = u32::MAX as usize;
 
 /// Host allocations below this many bytes are not probed: they cost more to probe than to
 /// allocate, and an allocation that small failing is a machine out of memory already.
@@ -153,7 +150,8 @@ pub fn check_kernel_values(
     let Some((what, value)) = values.into_iter().max_by_key(|&(_, value)| value) else {
         return Ok(());
     };
-    if value <= ALWAYS_HELD {
+    // Every device holds these; checked without looking up the device.
+    if value <= MAX_KERNEL_VALUE {
         return Ok(());
     }
     match kernel_value_limit(&x.device()) {
@@ -206,7 +204,7 @@ fn computes_in(_: &Device, _: DType) -> bool {
 fn kernel_value_limit(device: &Device) -> Option<usize> {
     use burn::backend::DispatchDevice;
     let device = device.clone().without_autodiff();
-    matches!(device.as_dispatch(), DispatchDevice::Cube(_)).then_some(crate::cube::MAX_KERNEL_VALUE)
+    matches!(device.as_dispatch(), DispatchDevice::Cube(_)).then_some(MAX_KERNEL_VALUE)
 }
 
 /// No device without CubeCL has a kernel limit below `usize::MAX`.

@@ -319,9 +319,9 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
     let lowering = Lowering::<T>::new(g, images);
     // Both operands run along the positions, so `gemm` repacks the one its vectors run down,
     // by default the patch matrix. With each group's block held transposed it repacks the
-    // output gradient instead: for tiles of several small images with few output channels
-    // (measured 1.11-1.33x on 16-64 channels at 4x4 to 14x14). Single-image tiles and wide
-    // layers lost (0.28-0.49x at 512 channels on 7x7, a 1x1 reduce and a 64-channel conv3d).
+    // output gradient instead, which pays for tiles of several small images with few output
+    // channels (the `example_resnet_*` grad_weight rows) and loses on single-image tiles and
+    // wide layers (`resnet_3x3_7`, `resnet50_1x1_reduce`, `video_conv3d_8x28x28`).
     let transposed = images > 1 && cout_g <= MAX_TRANSPOSED_ROWS && cout_g < patch;
     fn held<T>(block: &mut [T], transposed: bool, rows: usize, cols: usize) -> MatMut<'_, T> {
         if transposed {

@@ -34,8 +34,8 @@ const MIN_OUT_CHANNELS: usize = 16;
 
 /// Grid points per output point (the product over the axes of `(out + taps - 1) / out`:
 /// what the input gradient computes, the other passes computing fewer) up to which the
-/// grids pay. On the 2-core AVX-512 EPYC, DCGAN's layers at 16x16 outputs (1.13) ran
-/// 1.02-1.15x faster than im2col, at 8x8 (1.27) 0.73-0.94x and at 4x4 0.35-0.59x.
+/// grids pay: the extra rows and columns cost more than the patch matrix they save on small
+/// outputs; decided by `dcgan_up_128x16x16` (16x16 outputs, 1.13 points per output).
 const MAX_WASTE: f64 = 1.15;
 
 /// Elements of one image's grids (input side and output side of a group) up to which the grids

@@ -23,14 +23,13 @@ use super::element::{
 use super::gemm::{MatMut, MatRef, matmul};
 use plan::{Layout, Pass, Plan};
 
-/// Channels per group (in and out) from which Winograd pays on the 2-core AVX-512 EPYC the
-/// benches ran on: with 64 channels a 56x56 ResNet layer ran 5.1 ms against the GEMM path's
-/// 5.6, with 16 to 64 channels on planes of 4 to 14 (the example's layers) the transforms
-/// cost more than the products save (600 µs against 330).
+/// Channels per group (in and out) from which Winograd pays: with fewer, the transforms cost
+/// more than the products save; decided by `resnet_3x3_56` (64 channels, Winograd) against
+/// `example_resnet_3x3_14` (16 channels, the GEMM path).
 const MIN_CHANNELS: usize = 64;
 
 /// Outputs along each 3-tap axis from which Winograd pays: F(2, 3)'s tiles cover 7 with 8,
-/// and with 512 channels at 7x7 it ran 6.3 ms against 5.6 (at 14x14, 4.0 against 4.6).
+/// wasting an eighth; decided by `resnet_3x3_7` (the GEMM path) against `resnet_3x3_14`.
 const MIN_OUT_LEN: usize = 8;
 
 /// Inputs and filters at or beyond this magnitude (and NaN) go to the direct path: the F(4, 3)
