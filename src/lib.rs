@@ -82,6 +82,8 @@ pub(crate) mod functional;
 pub mod spec;
 
 pub use backend::ConvPoolBackend;
+#[cfg(feature = "cube")]
+pub use cube::choice as cube_kernels;
 pub use functional::*;
 pub use spec::{
     AvgPoolNdOptions, ConvNdOptions, ConvTransposeNdOptions, FractionalMaxPoolOptions,

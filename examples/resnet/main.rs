@@ -38,6 +38,8 @@ struct Args {
     dataset: String,
     ops: Ops,
     device: String,
+    /// On a CubeCL device: our kernels tuned per shape against Burn's (`tuned`), or ours only.
+    kernels: String,
     epochs: usize,
     batch_size: usize,
     lr: f64,
@@ -48,7 +50,7 @@ struct Args {
 }
 
 const USAGE: &str = "usage: resnet [--dataset digits|mnist10k] [--ops ours|builtin] \
-[--device flex|wgpu|vulkan|cuda] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
+[--device flex|wgpu|vulkan|cuda] [--kernels tuned|ours] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
 [--seed N] [--out DIR]";
 
 fn parse_args() -> Result<Args, String> {
@@ -56,6 +58,7 @@ fn parse_args() -> Result<Args, String> {
         dataset: "digits".into(),
         ops: Ops::Ours,
         device: "flex".into(),
+        kernels: "tuned".into(),
         epochs: 0,
         batch_size: 64,
         lr: 3e-3,
@@ -83,6 +86,7 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--device" => args.device = value,
+            "--kernels" => args.kernels = value,
             "--epochs" => args.epochs = number(&value)?,
             "--batch-size" => args.batch_size = number(&value)?,
             "--width" => args.width = number(&value)?,
@@ -97,6 +101,34 @@ fn parse_args() -> Result<Args, String> {
         args.epochs = if args.dataset == "mnist10k" { 4 } else { 15 };
     }
     Ok(args)
+}
+
+/// Pin the kernels `--kernels` names on a CubeCL device (`tuned` leaves the default).
+fn pin_kernels(device: &Device, kernels: &str) -> Result<(), String> {
+    #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+    {
+        use burn_convpool::cube_kernels::{CubeKernels, OurKernels, set_cube_kernels};
+        let is_cube = !matches!(device.as_dispatch(), burn::backend::DispatchDevice::Flex(_));
+        match kernels {
+            "tuned" => Ok(()),
+            "ours" if is_cube => {
+                set_cube_kernels(device, CubeKernels::Ours(OurKernels::default()));
+                Ok(())
+            }
+            "ours" => Err("--kernels ours: only a CubeCL device has a choice".into()),
+            other => Err(format!("--kernels {other}: expected tuned or ours")),
+        }
+    }
+    #[cfg(not(any(feature = "wgpu", feature = "vulkan", feature = "cuda")))]
+    {
+        let _ = device;
+        match kernels {
+            "tuned" => Ok(()),
+            other => Err(format!(
+                "--kernels {other}: only a CubeCL device (--features wgpu|vulkan|cuda) has a choice"
+            )),
+        }
+    }
 }
 
 fn device(name: &str) -> Result<Device, String> {
@@ -152,6 +184,10 @@ fn main() {
         .join(dir);
     let (train, test) = data::load(&data_dir, scale).unwrap_or_else(|e| panic!("{e}"));
     let base = device(&args.device).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2);
+    });
+    pin_kernels(&base, &args.kernels).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2);
     });

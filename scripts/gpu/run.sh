@@ -61,17 +61,8 @@ printf '[autotune.logger]\nfile = "%s"\nlevel = "minimal"\n' "$PWD/$out/autotune
 
 case "${1:-}" in
 tests)
-    step "golden cases and cube_cross, tuned"
-    "$bin/suite" fixtures:: cube_cross:: 2>&1 | tee "$out/tests-tuned.log" | tail -5
-    step "cube_cross, our kernels pinned, packed and single-buffered"
-    BURN_CONVPOOL_CONV_KERNELS=ours-single BURN_CONVPOOL_PACKING=packed "$bin/suite" \
-        cube_cross:: 2>&1 | tee "$out/tests-ours.log" | tail -5
-    step "cube_cross, our kernels pinned, spread and double-buffered"
-    BURN_CONVPOOL_CONV_KERNELS=ours BURN_CONVPOOL_PACKING=spread "$bin/suite" cube_cross:: 2>&1 |
-        tee "$out/tests-spread.log" | tail -5
-    step "cube_cross's convs, our kernels pinned, untiled on every shape"
-    BURN_CONVPOOL_CONV_KERNELS=ours-direct "$bin/suite" cube_cross::conv 2>&1 |
-        tee "$out/tests-direct.log" | tail -5
+    step "golden cases (tuned) and cube_cross (each of our kernels' settings pinned in turn)"
+    "$bin/suite" fixtures:: cube_cross:: 2>&1 | tee "$out/tests.log" | tail -5
     step "fuzz"
     FUZZ_GPU_CASES=${FUZZ_GPU_CASES:-400} "$bin/suite" fuzz:: 2>&1 |
         tee "$out/tests-fuzz.log" | tail -5
@@ -92,7 +83,7 @@ bench)
     # After the report, which these runs' results would overwrite: the pools and the direct
     # conv schedule (grouped, depthwise) with every launch spread, against the tuned choice.
     step "spread launches, pinned"
-    export BURN_CONVPOOL_CONV_KERNELS=ours BURN_CONVPOOL_PACKING=spread
+    export BENCH_KERNELS=spread
     "$bin/pool" --bench --warm-up-time 0.5 --measurement-time 1 '/vulkan/.*/ours' 2>&1 |
         tee "$out/bench-pool-spread.log" | grep -c 'time:'
     "$bin/conv" --bench --warm-up-time 0.5 --measurement-time 1 \

@@ -14,11 +14,10 @@
 //! With the `autotune` feature CubeCL's tuner times both once per kernel, bucketed shape and
 //! device, and keeps the faster for the process (a convolution's choice is one more candidate
 //! of its tuner, `tune.rs`); without it, packed. Only the whole-plane sums round differently
-//! between the two. `BURN_CONVPOOL_PACKING=packed|spread` pins the choice of the pools and of
-//! convolutions pinned to our kernels, to reproduce those sums bitwise across processes or to
-//! test one launch.
+//! between the two. A device whose kernels are pinned to ours ([`super::choice`]) runs their
+//! packing.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use burn::tensor::DType;
 use burn_cubecl::{CubeTuneId, tensor::CubeTensor};
@@ -26,23 +25,7 @@ use cubecl::AutotuneKey;
 use cubecl::tune::{LocalTuner, Tunable, TunableSet, anchor, local_tuner};
 use serde::{Deserialize, Serialize};
 
-/// The two ways a kernel shares its work among units.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Packing {
-    /// A run of positions (or a whole plane) per unit.
-    Packed,
-    /// One position per unit (or many lanes per plane).
-    Spread,
-}
-
-impl core::fmt::Display for Packing {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            Self::Packed => "packed",
-            Self::Spread => "spread",
-        })
-    }
-}
+use super::choice::{CubeKernels, Packing, kernels_of};
 
 /// What a tuning result is cached under: the kernel, the values that change its code (kernel
 /// sizes, strides), and its sizes, bucketed.
@@ -77,19 +60,6 @@ struct Call {
     launch: Arc<dyn Fn(Packing) + Send + Sync>,
 }
 
-/// `BURN_CONVPOOL_PACKING` = `tuned` (or unset) | `packed` | `spread`, read once.
-pub(super) fn pinned() -> Option<Packing> {
-    static CHOICE: OnceLock<Option<Packing>> = OnceLock::new();
-    *CHOICE.get_or_init(|| match std::env::var("BURN_CONVPOOL_PACKING").as_deref() {
-        Ok("packed") => Some(Packing::Packed),
-        Ok("spread") => Some(Packing::Spread),
-        Ok("tuned") | Err(_) => None,
-        Ok(other) => {
-            panic!("BURN_CONVPOOL_PACKING={other}: expected tuned, packed or spread")
-        }
-    })
-}
-
 static TUNER: LocalTuner<PackingKey, CubeTuneId> = local_tuner!("pool-packing");
 
 /// Run the pool kernel `launch` on `like`'s device with the choice the module docs describe;
@@ -104,9 +74,9 @@ pub(super) fn run(
     if !spreads {
         return launch(Packing::Packed);
     }
-    match pinned() {
-        Some(packing) => launch(packing),
-        None if cfg!(feature = "autotune") => {
+    match kernels_of(&like.device) {
+        CubeKernels::Ours(ours) => launch(ours.packing),
+        CubeKernels::Tuned | CubeKernels::Burn if cfg!(feature = "autotune") => {
             let client = like.client.clone();
             let id = CubeTuneId::new(&client, &like.device);
             let set = TUNER.init(&id, || {
@@ -128,6 +98,6 @@ pub(super) fn run(
             };
             TUNER.execute(&id, &client, set, call);
         }
-        None => launch(Packing::Packed),
+        CubeKernels::Tuned | CubeKernels::Burn => launch(Packing::Packed),
     }
 }

@@ -13,7 +13,8 @@ use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::{MaxPoolOptions, Spans, shapes, spatial, used_step, window_spans};
 
-use super::packing::{self, Packing, PackingKey};
+use super::choice::Packing;
+use super::packing::{self, PackingKey};
 use super::tensor::{
     LaunchError, accumulator_type, address_type, axes, channels_last, contiguous, dims5,
     elementwise, empty, empty_channels_last, entry, float_type, int_type, strided, table,

@@ -1,19 +1,17 @@
 //! Autotuned choice, per convolution pass and shape, between our kernels and Burn's own.
 //!
 //! Each pass (forward, input gradient, weight gradient; `conv_transpose` reaches them through
-//! `conv_routing`) has one CubeCL [`LocalTuner`] with six candidates: ours (the schedules of
-//! `conv.rs`, the tiled one double-buffered), ours with the direct schedule spread one position per
-//! unit (`packing.rs`), ours with the tiled schedule single-buffered (fewer registers), ours
-//! untiled where the tiled schedule is the default (`conv::untiled_may_win`: forwards, unit-stride
-//! input gradients, weight gradients, and narrow groups), each declined where it changes nothing,
-//! Burn's (`builtin.rs`, itself autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1
-//! and direct kernels), and, for input gradients, Burn's transposed conv (what Burn's
-//! `conv_transpose2d` runs). The tiled variants add the same products in the same order, as do the
-//! untiled ones. The key buckets batch, channels and spatial sizes with CubeCL's `anchor`, so
-//! `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per key and
-//! device and then fixed, so a process computes each shape with one kernel. Neither side
-//! accumulates with atomics, so every candidate is bitwise reproducible and none has to be
-//! excluded.
+//! `conv_routing`) has one CubeCL [`LocalTuner`] whose candidates are our kernels in four
+//! settings ([`OURS`]: the shape's schedule double-buffered, its direct schedule spread, its
+//! tiled schedule single-buffered, and untiled where the tiled schedule is the default and the
+//! untiled one may win), each declined where it changes nothing, Burn's (`builtin.rs`, itself
+//! autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels), and,
+//! for input gradients, Burn's transposed conv (what Burn's `conv_transpose2d` runs). The key
+//! buckets batch, channels and spatial sizes with CubeCL's `anchor`, so
+//! `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per key
+//! and device and then fixed, so a process computes each shape with one kernel. Neither side
+//! accumulates with atomics, so every candidate is bitwise reproducible. A device whose kernels
+//! are pinned ([`super::choice`]) skips the tuner.
 //!
 //! Burn's candidate runs its own tuner, and a tuning round cannot run inside another one's
 //! measurement (both take the device exclusively). So before our first round for a key, Burn's
@@ -29,8 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::ConvGeometry;
 
-use super::conv::Schedule;
-use super::packing::{self, Packing};
+use super::choice::{Buffering, ConvSchedule, CubeKernels, OurKernels, Packing, kernels_of};
 use super::tensor::{LaunchError, float_type};
 use super::{builtin, conv};
 
@@ -86,21 +83,33 @@ impl ConvPassKey {
     }
 }
 
-/// The candidates of every set, in the order they are tried (ours first: it accepts every
-/// geometry, so it is also the fallback).
+/// Our settings among the candidates, in the order they are tried (the default first: it
+/// accepts every geometry, so it is also the fallback).
+const OURS: [OurKernels; 4] = {
+    let default = OurKernels::DEFAULT;
+    [
+        default,
+        OurKernels {
+            packing: Packing::Spread,
+            ..default
+        },
+        OurKernels {
+            conv: ConvSchedule::Tiled(Buffering::Single),
+            ..default
+        },
+        OurKernels {
+            conv: ConvSchedule::Untiled,
+            ..default
+        },
+    ]
+};
+
+/// A candidate of every set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Candidate {
-    /// Ours: the direct schedule packed, the tiled one double-buffered.
-    Ours,
-    /// Ours with the direct schedule spread ([`super::packing`]); declines where that changes
-    /// nothing (the tiled schedule, weight gradients, rows of one position).
-    OursSpread,
-    /// Ours with the tiled schedule single-buffered (fewer registers); declines where the
-    /// pass is not tiled.
-    OursSingle,
-    /// Ours untiled where the tiled schedule is the default and the untiled one may win
-    /// (`conv::untiled_may_win`); declines elsewhere.
-    OursDirect,
+    /// Ours with these settings.
+    Ours(OurKernels),
+    /// Burn's autotuned conv.
     Burn,
     /// An input gradient as Burn's transposed conv (`builtin::transposed`: what Burn's own
     /// `conv_transpose2d` runs, where our transposed convs' forward passes land); declines
@@ -111,10 +120,12 @@ enum Candidate {
 impl core::fmt::Display for Candidate {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
-            Self::Ours => "burn_convpool",
-            Self::OursSpread => "burn_convpool_spread",
-            Self::OursSingle => "burn_convpool_single_buffered",
-            Self::OursDirect => "burn_convpool_direct",
+            Self::Ours(ours) => match (ours.conv, ours.packing) {
+                (ConvSchedule::Tiled(Buffering::Double), Packing::Packed) => "burn_convpool",
+                (ConvSchedule::Tiled(Buffering::Double), Packing::Spread) => "burn_convpool_spread",
+                (ConvSchedule::Tiled(Buffering::Single), _) => "burn_convpool_single_buffered",
+                (ConvSchedule::Untiled, _) => "burn_convpool_direct",
+            },
             Self::Burn => "burn_cubecl_autotune",
             Self::BurnTransposed => "burn_cubecl_conv_transpose",
         })
@@ -124,43 +135,42 @@ impl core::fmt::Display for Candidate {
 /// One pass's operands: geometry, the two inputs in the pass's order, and the bias.
 type Inputs = (ConvGeometry, CubeTensor, CubeTensor, Option<CubeTensor>);
 
-/// The pass on one candidate's kernels.
+/// Why the tuner skips our setting `ours` for this pass: where it computes exactly what the
+/// default setting does, timing it again would only add noise.
+fn declines(pass: Pass, geometry: &ConvGeometry, ours: &OurKernels) -> Option<&'static str> {
+    let kind = kind(pass);
+    match ours.conv {
+        ConvSchedule::Tiled(Buffering::Single) if !conv::is_tiled(geometry, kind) => {
+            Some("no tiled schedule to single-buffer")
+        }
+        ConvSchedule::Untiled if !conv::untiled_may_win(geometry, kind) => {
+            Some("the untiled schedule is the default or slower")
+        }
+        _ if ours.packing == Packing::Spread && !spreads(pass, geometry) => {
+            Some("spreading changes nothing here")
+        }
+        _ => None,
+    }
+}
+
+/// The pass on one candidate's kernels, or why the tuner skips it.
 fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, String> {
-    let default = Schedule::DEFAULT;
-    let schedule = match candidate {
-        Candidate::Ours => default,
-        Candidate::OursSpread if spreads(pass, &inputs.0) => Schedule {
-            packing: Packing::Spread,
-            ..default
+    let (geometry, a, b, bias) = inputs;
+    match candidate {
+        Candidate::Ours(ours) => match declines(pass, &geometry, &ours) {
+            Some(reason) => Err(reason.into()),
+            None => run_ours(pass, (geometry, a, b, bias), ours).map_err(|err| err.to_string()),
         },
-        Candidate::OursSpread => return Err("spreading changes nothing here".into()),
-        Candidate::OursSingle if conv::is_tiled(&inputs.0, kind(pass)) => Schedule {
-            prefetch: false,
-            ..default
+        Candidate::Burn => match pass {
+            Pass::Forward => builtin::forward(&geometry, a, b, bias),
+            Pass::Data => builtin::data(&geometry, a, b, bias),
+            Pass::Weight => builtin::weight(&geometry, a, b),
         },
-        Candidate::OursSingle => return Err("no tiled schedule to single-buffer".into()),
-        Candidate::OursDirect if conv::untiled_may_win(&inputs.0, kind(pass)) => Schedule {
-            direct: true,
-            ..default
+        Candidate::BurnTransposed => match pass {
+            Pass::Data => builtin::transposed(&geometry, a, b, bias),
+            _ => Err("Burn's transposed conv only computes input gradients".into()),
         },
-        Candidate::OursDirect => return Err("the untiled schedule is the default or slower".into()),
-        Candidate::Burn => {
-            let (geometry, a, b, bias) = inputs;
-            return match pass {
-                Pass::Forward => builtin::forward(&geometry, a, b, bias),
-                Pass::Data => builtin::data(&geometry, a, b, bias),
-                Pass::Weight => builtin::weight(&geometry, a, b),
-            };
-        }
-        Candidate::BurnTransposed => {
-            let (geometry, a, b, bias) = inputs;
-            return match pass {
-                Pass::Data => builtin::transposed(&geometry, a, b, bias),
-                _ => Err("Burn's transposed conv only computes input gradients".into()),
-            };
-        }
-    };
-    run_ours(pass, inputs, schedule).map_err(|err| err.to_string())
+    }
 }
 
 /// The GEMM a pass computes.
@@ -190,65 +200,19 @@ fn candidates(pass: Pass) -> Set {
     let key = move |(geometry, a, _, bias): &Inputs| {
         ConvPassKey::of(pass, geometry, a.dtype, bias.is_some())
     };
-    [
-        Candidate::Ours,
-        Candidate::OursSpread,
-        Candidate::OursSingle,
-        Candidate::OursDirect,
-        Candidate::Burn,
-        Candidate::BurnTransposed,
-    ]
-    .into_iter()
-    .fold(TunableSet::new_cloning_inputs(key), |set, candidate| {
-        set.with(Tunable::identified(candidate, move |inputs: Inputs| {
-            run(pass, candidate, inputs)
-        }))
-    })
+    OURS.map(Candidate::Ours)
+        .into_iter()
+        .chain([Candidate::Burn, Candidate::BurnTransposed])
+        .fold(TunableSet::new_cloning_inputs(key), |set, candidate| {
+            set.with(Tunable::identified(candidate, move |inputs: Inputs| {
+                run(pass, candidate, inputs)
+            }))
+        })
 }
 
-/// Which kernels the convolution passes run on a CubeCL device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ConvKernels {
-    /// The tuned choice per shape (the default with the `autotune` feature).
-    Tuned,
-    /// Ours only (the default without it).
-    Ours,
-    /// Ours, the tiled schedule single-buffered.
-    OursSingle,
-    /// Ours, untiled on every shape.
-    OursDirect,
-    /// Burn's wherever Burn accepts the geometry (an input gradient its transposed conv where
-    /// that takes it, else its input-gradient kernel), ours elsewhere.
-    Burn,
-}
-
-/// `BURN_CONVPOOL_CONV_KERNELS` = `tuned` | `ours` | `ours-single` | `ours-direct` | `burn`,
-/// read once:
-/// pins the kernels of every process-wide, e.g. to reproduce results bitwise across processes
-/// (the tuned choice may differ between runs whose timings differ) or to test one side alone.
-fn conv_kernels() -> ConvKernels {
-    static CHOICE: std::sync::OnceLock<ConvKernels> = std::sync::OnceLock::new();
-    *CHOICE.get_or_init(
-        || match std::env::var("BURN_CONVPOOL_CONV_KERNELS").as_deref() {
-            Ok("ours") => ConvKernels::Ours,
-            Ok("ours-single") => ConvKernels::OursSingle,
-            Ok("ours-direct") => ConvKernels::OursDirect,
-            Ok("burn") => ConvKernels::Burn,
-            Ok("tuned") | Err(_) if cfg!(feature = "autotune") => ConvKernels::Tuned,
-            Ok("tuned") | Err(_) => ConvKernels::Ours,
-            Ok(other) => {
-                panic!(
-                    "BURN_CONVPOOL_CONV_KERNELS={other}: expected tuned, ours, ours-single, \
-                     ours-direct or burn"
-                )
-            }
-        },
-    )
-}
-
-/// The fastest kernel for `pass` on these operands, tuned on the first call for their key
-/// (or the kernels `BURN_CONVPOOL_CONV_KERNELS` pins). Empty tensors skip the tuner: there is
-/// nothing to time.
+/// The kernel for `pass` on these operands that the device's [`CubeKernels`] picks: tuned on
+/// the first call for their key, or pinned. Empty tensors skip the tuner: there is nothing to
+/// time.
 pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
     let (geometry, a, b, _) = &inputs;
     // Checked before either side runs, so an unsupported dtype is our typed error whichever
@@ -258,20 +222,14 @@ pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
     let empty = [a, b].iter().any(|t| t.meta.num_elements() == 0)
         || geometry.out_volume() == 0
         || geometry.in_volume() == 0;
-    match conv_kernels() {
-        _ if empty => run_ours(pass, inputs, Schedule::DEFAULT),
-        pinned @ (ConvKernels::Ours | ConvKernels::OursSingle | ConvKernels::OursDirect) => {
-            let schedule = Schedule {
-                direct: pinned == ConvKernels::OursDirect,
-                packing: packing::pinned().unwrap_or(Packing::Packed),
-                prefetch: pinned != ConvKernels::OursSingle,
-            };
-            run_ours(pass, inputs, schedule)
-        }
-        ConvKernels::Burn => run(pass, Candidate::BurnTransposed, inputs.clone())
+    match kernels_of(&a.device) {
+        _ if empty => run_ours(pass, inputs, OurKernels::default()),
+        CubeKernels::Ours(ours) => run_ours(pass, inputs, ours),
+        CubeKernels::Burn => run(pass, Candidate::BurnTransposed, inputs.clone())
             .or_else(|_| run(pass, Candidate::Burn, inputs.clone()))
-            .or_else(|_| run_ours(pass, inputs, Schedule::DEFAULT)),
-        ConvKernels::Tuned => Ok(tuned(pass, inputs)),
+            .or_else(|_| run_ours(pass, inputs, OurKernels::default())),
+        CubeKernels::Tuned if cfg!(feature = "autotune") => Ok(tuned(pass, inputs)),
+        CubeKernels::Tuned => run_ours(pass, inputs, OurKernels::default()),
     }
 }
 
@@ -296,17 +254,17 @@ fn tuned(pass: Pass, inputs: Inputs) -> CubeTensor {
     tuner.execute(&id, &client, set, inputs)
 }
 
-/// The pass on our kernels, with their typed error, on the schedule `schedule` picks.
+/// The pass on our kernels, with their typed error, in the settings `ours`.
 fn run_ours(
     pass: Pass,
     (geometry, a, b, bias): Inputs,
-    schedule: Schedule,
+    ours: OurKernels,
 ) -> Result<CubeTensor, LaunchError> {
     use kernels::GemmKind::{Data, Forward};
     match pass {
-        Pass::Forward => conv::gemm(&geometry, Forward, a, b, bias, schedule),
+        Pass::Forward => conv::gemm(&geometry, Forward, a, b, bias, ours),
         // The operands come as (weight, output gradient) and (x, output gradient).
-        Pass::Data => conv::gemm(&geometry, Data, b, a, bias, schedule),
-        Pass::Weight => conv::weight_gemm(&geometry, b, a, schedule),
+        Pass::Data => conv::gemm(&geometry, Data, b, a, bias, ours),
+        Pass::Weight => conv::weight_gemm(&geometry, b, a, ours),
     }
 }

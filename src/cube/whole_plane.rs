@@ -8,7 +8,8 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise, ir::ElemType};
 use std::sync::Arc;
 
-use super::packing::{self, Packing, PackingKey};
+use super::choice::Packing;
+use super::packing::{self, PackingKey};
 use super::tensor::address_type;
 
 /// Units a GPU needs in flight to hide memory latency: spreading further than this only adds

@@ -1,11 +1,13 @@
 //! The CubeCL kernels against the CPU code, on the wgpu device (a CPU Vulkan driver in CI) or,
 //! built with `vulkan` alone, on a real GPU:
 //! random inputs with odd sizes, permuted (non-contiguous) inputs and every option; forward
-//! values, indices and every gradient must agree, and two backward runs must be bitwise equal.
+//! values, indices and every gradient must agree, and two backward runs must be bitwise equal,
+//! with each of our kernels' settings pinned in turn (`common::OUR_KERNELS`).
 #![cfg(any(feature = "wgpu", feature = "vulkan"))]
 
 use crate::common::{self, Lcg};
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
+use burn_convpool::cube_kernels::{Buffering, ConvSchedule, CubeKernels, OurKernels};
 use burn_convpool::*;
 
 fn wgpu() -> Device {
@@ -123,7 +125,8 @@ fn assert_close(what: &str, actual: &[f32], expected: &[f32]) {
     }
 }
 
-/// Compare wgpu (with autodiff) against Flex, and wgpu's backward against itself.
+/// Compare wgpu (with autodiff) against Flex, and wgpu's backward against itself, with each
+/// of our kernels' settings pinned in turn.
 fn cross<const D: usize, const O: usize>(
     name: &str,
     leaves: &[Leaf<D>],
@@ -132,18 +135,21 @@ fn cross<const D: usize, const O: usize>(
     let seed = name.len() as u64 * 7919;
     let (flex_out, flex_grads) = run(&Device::flex().autodiff(), leaves, &op, seed);
     let gpu = wgpu().autodiff();
-    let (gpu_out, gpu_grads) = run(&gpu, leaves, &op, seed);
-    assert_close(&format!("{name} forward"), &gpu_out, &flex_out);
-    for (i, (g, f)) in gpu_grads.iter().zip(&flex_grads).enumerate() {
-        assert_close(&format!("{name} grad of input {i}"), g, f);
-    }
-    let (_, again) = run(&gpu, leaves, &op, seed);
-    for (i, (a, b)) in again.iter().zip(&gpu_grads).enumerate() {
-        let same = a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(
-            same,
-            "{name}: grad of input {i} differs between two wgpu runs"
-        );
+    for (kernels, ours) in common::OUR_KERNELS {
+        let _pinned = common::pin(CubeKernels::Ours(ours));
+        let (gpu_out, gpu_grads) = run(&gpu, leaves, &op, seed);
+        assert_close(&format!("{name} forward, {kernels}"), &gpu_out, &flex_out);
+        for (i, (g, f)) in gpu_grads.iter().zip(&flex_grads).enumerate() {
+            assert_close(&format!("{name} grad of input {i}, {kernels}"), g, f);
+        }
+        let (_, again) = run(&gpu, leaves, &op, seed);
+        for (i, (a, b)) in again.iter().zip(&gpu_grads).enumerate() {
+            let same = a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "{name}: grad of input {i} differs between two wgpu runs, {kernels}"
+            );
+        }
     }
 }
 
@@ -651,9 +657,16 @@ fn channels_last_max_indices_match_cpu() {
         values_and_indices(out, indices)
     };
     let (cpu_values, cpu_indices) = on(&Device::flex());
-    let (gpu_values, gpu_indices) = on(&wgpu());
-    assert_eq!(gpu_indices, cpu_indices);
-    assert_close("channels-last max values", &gpu_values, &cpu_values);
+    for (kernels, ours) in common::OUR_KERNELS {
+        let _pinned = common::pin(CubeKernels::Ours(ours));
+        let (gpu_values, gpu_indices) = on(&wgpu());
+        assert_eq!(gpu_indices, cpu_indices, "{kernels}");
+        assert_close(
+            &format!("channels-last max values, {kernels}"),
+            &gpu_values,
+            &cpu_values,
+        );
+    }
 }
 
 /// Windows holding a whole contiguous plane run the flat whole-plane kernel, and so do those
@@ -782,10 +795,18 @@ fn whole_plane_max_indices_match_cpu() {
         &cpu_indices[..7],
         &[0, 3, (len - 2) as i64, 0, 700, 0, (len - 1) as i64]
     );
-    for channels_last in [false, true] {
-        let (gpu_values, gpu_indices) = on(&wgpu(), channels_last);
-        assert_eq!(gpu_indices, cpu_indices, "channels-last: {channels_last}");
-        assert_close("global max values", &gpu_values, &cpu_values);
+    for (kernels, ours) in common::OUR_KERNELS {
+        let _pinned = common::pin(CubeKernels::Ours(ours));
+        for channels_last in [false, true] {
+            let (gpu_values, gpu_indices) = on(&wgpu(), channels_last);
+            let what = format!("channels-last: {channels_last}, {kernels}");
+            assert_eq!(gpu_indices, cpu_indices, "{what}");
+            assert_close(
+                &format!("global max values, {what}"),
+                &gpu_values,
+                &cpu_values,
+            );
+        }
     }
 }
 
@@ -864,9 +885,12 @@ fn indices_match_cpu() {
         values_and_indices(out, indices)
     };
     let (cpu_values, cpu_indices) = indices_on(&Device::flex());
-    let (gpu_values, gpu_indices) = indices_on(&wgpu());
-    assert_eq!(gpu_indices, cpu_indices);
-    assert_close("max values", &gpu_values, &cpu_values);
+    for (kernels, ours) in common::OUR_KERNELS {
+        let _pinned = common::pin(CubeKernels::Ours(ours));
+        let (gpu_values, gpu_indices) = indices_on(&wgpu());
+        assert_eq!(gpu_indices, cpu_indices, "{kernels}");
+        assert_close(&format!("max values, {kernels}"), &gpu_values, &cpu_values);
+    }
 }
 
 /// The panic message of `op`, which must fail (a dtype the device does not report).
@@ -879,7 +903,7 @@ fn failure(op: impl FnOnce() -> TensorData + std::panic::UnwindSafe) -> String {
 /// tiles) runs as several launches over consecutive tile ranges and matches Flex everywhere,
 /// the last positions included. On a real GPU only (`vulkan` builds): its 268 MB output is
 /// more than wgpu binds on lavapipe (128 MiB), so CI checks the chunked launches with a lower
-/// per-launch limit instead (`cube::conv`'s unit test).
+/// per-launch limit instead ([`long_m_runs_as_several_launches`]).
 #[cfg(not(feature = "wgpu"))]
 #[test]
 fn conv_over_65535_tiles_matches_cpu() {
@@ -904,7 +928,49 @@ fn conv_over_65535_tiles_matches_cpu() {
     let expected = run(&Device::flex());
     // 16 output channels; the tiled schedule's tiles hold 64 positions.
     assert!(expected.len() / 16 > 65_535 * 64);
+    let _pinned = common::pin(CubeKernels::Ours(OurKernels::default()));
     assert_close("65,535+ tiles forward", &run(&wgpu()), &expected);
+}
+
+/// A forward and input gradient whose `m` takes several tiled launches (3 tiles each, where a
+/// grid would hold 65,535) match Flex, with a bias, every position of the last, partial launch
+/// included, single- and double-buffered.
+#[test]
+fn long_m_runs_as_several_launches() {
+    let values = |n: usize, scale: f32| -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * scale)
+            .collect()
+    };
+    // m = 2 x 17 x 19 = 646 positions: 11 tiles of 64, so 4 launches; 16 and 24 channels.
+    let (x_dims, w_dims) = ([2, 16, 17, 19], [24, 16, 3, 3]);
+    let x = values(x_dims.iter().product(), 0.01);
+    let weight = values(w_dims.iter().product(), 0.02);
+    let bias = values(24, 0.1);
+    let run = |device: &Device| {
+        let x = Tensor::<4>::from_data(TensorData::new(x.clone(), x_dims), device).require_grad();
+        let weight = Tensor::<4>::from_data(TensorData::new(weight.clone(), w_dims), device);
+        let bias = Tensor::<1>::from_data(TensorData::new(bias.clone(), [24]), device);
+        let options = ConvNdOptions::default().with_padding([1, 1]);
+        let out = conv2d(x.clone(), weight, Some(bias), options);
+        let grads = (out.clone() * out.clone()).sum().backward();
+        let x_grad = x.grad(&grads).unwrap();
+        [out.into_data(), x_grad.into_data()].map(|d| d.try_to_vec::<f32>().unwrap())
+    };
+    let expected = run(&Device::flex().autodiff());
+    for buffering in [Buffering::Double, Buffering::Single] {
+        let ours = OurKernels::default()
+            .with_conv(ConvSchedule::Tiled(buffering))
+            .with_max_tiles_per_launch(3);
+        let _pinned = common::pin(CubeKernels::Ours(ours));
+        let actual = run(&wgpu().autodiff());
+        for (what, (actual, expected)) in ["forward", "x grad"]
+            .iter()
+            .zip(actual.iter().zip(&expected))
+        {
+            assert_close(&format!("{what}, {buffering:?}"), actual, expected);
+        }
+    }
 }
 
 /// f64 convs sum in f64: over a long reduction (k = 64 x 9, and 48 x 9 for the input
@@ -940,17 +1006,20 @@ fn f64_conv_sums_in_f64() {
         ]
     };
     let expected = run(&Device::flex().autodiff());
-    let actual = run(&gpu.autodiff());
-    for (what, (actual, expected)) in ["forward", "x grad", "weight grad"]
-        .iter()
-        .zip(actual.iter().zip(&expected))
-    {
-        assert_eq!(actual.len(), expected.len());
-        for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
-            assert!(
-                (a - e).abs() <= 1e-11 * (1.0 + e.abs()),
-                "f64 {what}[{i}]: gpu {a} vs flex {e}"
-            );
+    for (kernels, ours) in common::OUR_KERNELS {
+        let _pinned = common::pin(CubeKernels::Ours(ours));
+        let actual = run(&gpu.clone().autodiff());
+        for (what, (actual, expected)) in ["forward", "x grad", "weight grad"]
+            .iter()
+            .zip(actual.iter().zip(&expected))
+        {
+            assert_eq!(actual.len(), expected.len());
+            for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+                assert!(
+                    (a - e).abs() <= 1e-11 * (1.0 + e.abs()),
+                    "f64 {what}[{i}], {kernels}: gpu {a} vs flex {e}"
+                );
+            }
         }
     }
 }
@@ -991,15 +1060,21 @@ fn f16_pools_sum_in_f32() {
             .into_data()
             .try_to_vec::<f32>()
             .unwrap();
-        let actual = pool(x_on(&gpu))
-            .cast(DType::F32)
-            .into_data()
-            .try_to_vec::<f32>()
-            .unwrap();
-        for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
-            // One f16 step at `e`: 2^(exponent - 10).
-            let step = 2f32.powi(e.abs().log2().floor() as i32 - 10);
-            assert!((a - e).abs() <= step, "f16 {name}[{i}]: gpu {a} vs {e}");
+        for (kernels, ours) in common::OUR_KERNELS {
+            let _pinned = common::pin(CubeKernels::Ours(ours));
+            let actual = pool(x_on(&gpu))
+                .cast(DType::F32)
+                .into_data()
+                .try_to_vec::<f32>()
+                .unwrap();
+            for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
+                // One f16 step at `e`: 2^(exponent - 10).
+                let step = 2f32.powi(e.abs().log2().floor() as i32 - 10);
+                assert!(
+                    (a - e).abs() <= step,
+                    "f16 {name}[{i}], {kernels}: gpu {a} vs {e}"
+                );
+            }
         }
     }
 }
@@ -1134,14 +1209,17 @@ fn half_pools_accumulate_in_f32() {
             [expected],
             "{what} on flex"
         );
-        match pool(x(&gpu)) {
-            Ok(out) => assert_eq!(as_f32(out), [expected], "{what} on wgpu"),
-            // An adapter without f16 (lavapipe has it, as the Mesa CI installs).
-            Err(error) if matches!(error.kind, SpecErrorKind::DeviceDtype { .. }) => {
-                eprintln!("{what}: this adapter has no f16; not checked");
-                return;
+        for (kernels, ours) in common::OUR_KERNELS {
+            let _pinned = common::pin(CubeKernels::Ours(ours));
+            match pool(x(&gpu)) {
+                Ok(out) => assert_eq!(as_f32(out), [expected], "{what} on wgpu, {kernels}"),
+                // An adapter without f16 (lavapipe has it, as the Mesa CI installs).
+                Err(error) if matches!(error.kind, SpecErrorKind::DeviceDtype { .. }) => {
+                    eprintln!("{what}: this adapter has no f16; not checked");
+                    return;
+                }
+                Err(error) => panic!("{what}: {error}"),
             }
-            Err(error) => panic!("{what}: {error}"),
         }
     }
 }

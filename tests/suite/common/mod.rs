@@ -210,6 +210,64 @@ pub fn gpu() -> Device {
     Device::vulkan(Default::default())
 }
 
+/// Our kernels' settings the CubeCL tests pin in turn. Together they run every schedule the
+/// tuner may pick on some device: the tiled GEMM single- and double-buffered, the direct
+/// schedule packed and spread, the untiled schedules on every shape, and the pools packed and
+/// spread (lavapipe's tuner would keep only the packed launches).
+#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+pub const OUR_KERNELS: [(&str, burn_convpool::cube_kernels::OurKernels); 3] = {
+    use burn_convpool::cube_kernels::{Buffering, ConvSchedule, OurKernels, Packing};
+    let default = OurKernels::DEFAULT;
+    [
+        (
+            "ours single-buffered, packed",
+            OurKernels {
+                conv: ConvSchedule::Tiled(Buffering::Single),
+                ..default
+            },
+        ),
+        (
+            "ours double-buffered, spread",
+            OurKernels {
+                packing: Packing::Spread,
+                ..default
+            },
+        ),
+        (
+            "ours untiled",
+            OurKernels {
+                conv: ConvSchedule::Untiled,
+                ..default
+            },
+        ),
+    ]
+};
+
+/// While alive, [`gpu`] runs the kernels it was made with; dropped, the device's default.
+#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+pub struct Pinned {
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
+/// Pin `kernels` on [`gpu`]. Tests that pin take turns, and each reads its results before
+/// its guard drops, so every operation it queued ran with its kernels (Burn executes lazily).
+/// The others run whatever the device holds: every setting computes the same values.
+#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+pub fn pin(kernels: burn_convpool::cube_kernels::CubeKernels) -> Pinned {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let turn = TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    burn_convpool::cube_kernels::set_cube_kernels(&gpu(), kernels);
+    Pinned { _turn: turn }
+}
+
+#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        use burn_convpool::cube_kernels::{CubeKernels, set_cube_kernels};
+        set_cube_kernels(&gpu(), CubeKernels::default());
+    }
+}
+
 /// The devices each golden case runs on: Flex with autodiff, without and with gradient
 /// checkpointing. With the `ndarray` feature, NdArray too; with `wgpu` or `vulkan`, the CubeCL
 /// kernels on [`gpu`] (through Fusion), without and with checkpointing.

@@ -1342,24 +1342,33 @@ fn ndarray_matches_the_reference() {
 }
 
 /// The CubeCL kernels (wgpu: lavapipe in CI; Vulkan on a GPU), with fewer cases: each new
-/// shape compiles kernels.
+/// shape compiles kernels. Each of our kernels' settings runs the cases pinned in turn.
 #[cfg(any(feature = "wgpu", feature = "vulkan"))]
 #[test]
 fn cubecl_kernels_match_the_reference() {
-    #[cfg(feature = "wgpu")]
-    let device = Device::wgpu(Default::default());
-    #[cfg(not(feature = "wgpu"))]
-    let device = Device::vulkan(Default::default());
+    use burn_convpool::cube_kernels::CubeKernels;
+    let device = crate::common::gpu();
     let cases = cases("FUZZ_GPU_CASES", 24);
-    fuzz_conv("conv on cubecl", device.clone().autodiff(), cases);
-    // Batches of 4-9, which the general strategy's one or two never reach.
-    fuzz_conv_cases(
-        "small conv in batches of 4-9 on cubecl",
-        device.clone().autodiff(),
-        cases.div_ceil(4),
-        tiled_case(),
-    );
-    fuzz_pool("pool on cubecl", device.autodiff(), cases);
+    for (kernels, ours) in crate::common::OUR_KERNELS {
+        let _pinned = crate::common::pin(CubeKernels::Ours(ours));
+        fuzz_conv(
+            &format!("conv on cubecl, {kernels}"),
+            device.clone().autodiff(),
+            cases,
+        );
+        // Batches of 4-9, which the general strategy's one or two never reach.
+        fuzz_conv_cases(
+            &format!("small conv in batches of 4-9 on cubecl, {kernels}"),
+            device.clone().autodiff(),
+            cases.div_ceil(4),
+            tiled_case(),
+        );
+        fuzz_pool(
+            &format!("pool on cubecl, {kernels}"),
+            device.clone().autodiff(),
+            cases,
+        );
+    }
 }
 
 /// The cases this suite found, kept as regressions.

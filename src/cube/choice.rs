@@ -1,0 +1,197 @@
+//! Which kernels a CubeCL device runs: tuned per shape (the default), or pinned.
+//!
+//! With the `autotune` feature each convolution pass is timed once per shape bucket and device
+//! between our schedules and Burn's own kernels, and each pool launch between packed and spread
+//! work; the winner is then fixed for the process. Timings differ between processes, so two
+//! processes may pick different kernels, whose sums may round differently. Pin the kernels to
+//! reproduce results bitwise across processes, to debug one kernel, or to compare them:
+//!
+//! ```no_run
+//! # #[cfg(feature = "wgpu")]
+//! # {
+//! use burn::tensor::Device;
+//! use burn_convpool::cube_kernels::{ConvSchedule, CubeKernels, OurKernels, set_cube_kernels};
+//!
+//! let device = Device::wgpu(Default::default());
+//! set_cube_kernels(&device, CubeKernels::Ours(OurKernels::default()));
+//! set_cube_kernels(
+//!     &device,
+//!     CubeKernels::Ours(OurKernels::default().with_conv(ConvSchedule::Untiled)),
+//! );
+//! # }
+//! ```
+//!
+//! The choice is read when an operation executes. Burn queues operations lazily, so set it
+//! before queuing the work it should apply to, and read that work's results (or sync the
+//! device) before changing it again.
+
+use std::sync::RwLock;
+
+use burn::backend::DispatchDevice;
+use burn::tensor::Device;
+use burn_cubecl::CubeDevice;
+
+use super::tensor::MAX_CUBES_PER_DIM;
+
+/// The kernels a CubeCL device runs for convolutions and pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CubeKernels {
+    /// Each convolution pass tuned per shape between [`OurKernels`]' schedules and Burn's own
+    /// kernels, and each pool launch between packed and spread work (the default with the
+    /// `autotune` feature; without it, `Ours(OurKernels::default())`).
+    Tuned,
+    /// Our kernels only, as given.
+    Ours(OurKernels),
+    /// Burn's own convolution kernels wherever they accept the geometry (an input gradient as
+    /// Burn's transposed conv where that takes it), ours elsewhere; pools as with `Tuned`.
+    Burn,
+}
+
+impl Default for CubeKernels {
+    fn default() -> Self {
+        if cfg!(feature = "autotune") {
+            Self::Tuned
+        } else {
+            Self::Ours(OurKernels::default())
+        }
+    }
+}
+
+/// Our kernels' settings: every combination computes the same values (the tiled and untiled
+/// schedules each add the same products in the same order; only global pooling's sums round
+/// differently between packed and spread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OurKernels {
+    /// The schedule of each convolution pass.
+    pub conv: ConvSchedule,
+    /// How pool kernels and the direct convolution schedule share work among units.
+    pub packing: Packing,
+    /// Most row tiles one launch of the tiled convolution covers; more run as several launches.
+    /// The default is what a launch grid holds ([`Self::MAX_TILES_PER_LAUNCH`]); lower it to run
+    /// the chunked launches on small tensors.
+    pub max_tiles_per_launch: usize,
+}
+
+impl OurKernels {
+    /// Most cubes a launch grid holds along one dimension on every runtime (WebGPU's minimum
+    /// limit), the default [`max_tiles_per_launch`](Self::max_tiles_per_launch).
+    pub const MAX_TILES_PER_LAUNCH: usize = MAX_CUBES_PER_DIM;
+
+    /// Tiled double-buffered where the shape suits it, packed, full-sized launches.
+    pub const DEFAULT: Self = Self {
+        conv: ConvSchedule::Tiled(Buffering::Double),
+        packing: Packing::Packed,
+        max_tiles_per_launch: Self::MAX_TILES_PER_LAUNCH,
+    };
+
+    /// With the convolution schedule `conv`.
+    pub fn with_conv(self, conv: ConvSchedule) -> Self {
+        Self { conv, ..self }
+    }
+
+    /// With the packing `packing`.
+    pub fn with_packing(self, packing: Packing) -> Self {
+        Self { packing, ..self }
+    }
+
+    /// With at most `tiles` row tiles per tiled launch (at least 1).
+    pub fn with_max_tiles_per_launch(self, tiles: usize) -> Self {
+        Self {
+            max_tiles_per_launch: tiles.clamp(1, Self::MAX_TILES_PER_LAUNCH),
+            ..self
+        }
+    }
+}
+
+impl Default for OurKernels {
+    /// [`OurKernels::DEFAULT`].
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// How our kernels compute a convolution pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvSchedule {
+    /// The shape's own schedule: a shared-memory tiled GEMM where each tile has enough work,
+    /// the direct schedule where a reduction or channel side is shorter than a tile (depthwise
+    /// and narrow grouped convs), the split schedule for weight gradients with few outputs.
+    Tiled(Buffering),
+    /// The untiled schedules on every shape: direct, or split for weight gradients whose kernel
+    /// rows are too wide to keep in registers.
+    Untiled,
+}
+
+/// How the tiled GEMM overlaps its loads with its products.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buffering {
+    /// Each unit loads the next k step into registers while the current one computes.
+    Double,
+    /// Loads, then computes: fewer registers.
+    Single,
+}
+
+/// How a kernel shares its work among units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packing {
+    /// A run of positions per unit (a whole plane for global pooling), sharing index
+    /// arithmetic and loads.
+    Packed,
+    /// One position per unit (many lanes per plane for global pooling), so neighbouring units
+    /// touch neighbouring addresses.
+    Spread,
+}
+
+impl core::fmt::Display for Packing {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::Packed => "packed",
+            Self::Spread => "spread",
+        })
+    }
+}
+
+/// The devices whose kernels were set, and to what; every other device runs the default.
+static CHOICES: RwLock<Vec<(CubeDevice, CubeKernels)>> = RwLock::new(Vec::new());
+
+/// Run `kernels` on `device` from now on (see the module docs for when it takes effect).
+///
+/// # Panics
+/// When `device` is not a CubeCL device: the CPU backends have one algorithm per shape.
+pub fn set_cube_kernels(device: &Device, kernels: CubeKernels) {
+    let device = cube_device(device).unwrap_or_else(|| {
+        panic!("set_cube_kernels: {device:?} is not a CubeCL device");
+    });
+    let mut choices = CHOICES
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    choices.retain(|(held, _)| *held != device);
+    if kernels != CubeKernels::default() {
+        choices.push((device, kernels));
+    }
+}
+
+/// The kernels `device` runs: what [`set_cube_kernels`] set, else the default. A device that is
+/// not a CubeCL device runs its own CPU code and reports the default.
+pub fn cube_kernels(device: &Device) -> CubeKernels {
+    cube_device(device).map_or_else(CubeKernels::default, |device| kernels_of(&device))
+}
+
+/// The kernels a CubeCL device runs.
+pub(crate) fn kernels_of(device: &CubeDevice) -> CubeKernels {
+    let choices = CHOICES
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    choices
+        .iter()
+        .find(|(held, _)| held == device)
+        .map_or_else(CubeKernels::default, |&(_, kernels)| kernels)
+}
+
+/// The CubeCL device behind a Burn device, autodiff or not.
+fn cube_device(device: &Device) -> Option<CubeDevice> {
+    match device.clone().without_autodiff().as_dispatch() {
+        DispatchDevice::Cube(device) => Some(device.clone()),
+        _ => None,
+    }
+}

@@ -1,0 +1,241 @@
+//! Launchers of the convolution kernels: pick a schedule for each GEMM from its sizes, as
+//! `burn_convpool_kernels::conv` splits them:
+//!
+//! - tiled (`tiled.rs`: 64x64 tiles, 16-deep k steps) for the bulk of the work, `k` split over
+//!   more cubes when there are few tiles (late layers, small batches), each k step loaded
+//!   while the previous one computes (or, single-buffered, after it: fewer registers), a
+//!   strided input gradient one launch per stride phase over the taps that reach it;
+//! - direct (`direct.rs`: a unit per block of outputs) when `n` or `k` is under a tile's depth,
+//!   as in depthwise convs, where a tile would be mostly padding, and where the tuner finds it
+//!   faster ([`untiled_may_win`]);
+//! - the weight gradient's direct and split schedules (`weight.rs`) for weight gradients with
+//!   few outputs, such as depthwise and grouped convs, and for the bias gradient.
+//!
+//! Split results are summed afterwards in split order, so every result is deterministic. The
+//! register blocks were sized on CI's CPU Vulkan driver and are provisional: the GPU report's
+//! rows named in each constant's comment decide them (`benches/REPORT-*.md`), and the tuner
+//! times Burn's kernels and the spread launch beside them on every device.
+
+mod direct;
+mod tiled;
+mod weight;
+
+use burn_convpool_kernels::conv::{self, ConvArgsLaunch, GemmKind};
+use burn_cubecl::tensor::CubeTensor;
+
+use crate::spec::ConvGeometry;
+
+use super::choice::{ConvSchedule, OurKernels};
+use super::tensor::{
+    LaunchError, accumulator_type, address_type, axes, contiguous, elementwise, empty, float_type,
+    zeros,
+};
+
+pub use weight::bias_backward;
+
+/// Below this `n` or `k`, the direct schedule beats a mostly empty tile.
+const DIRECT_BELOW: usize = 16;
+
+/// Widest kernel row the direct weight-gradient schedule keeps in registers; wider rows take the
+/// split schedule; decided by `audio_conv1d_k9` grad_weight (9 taps).
+pub(super) const DIRECT_WEIGHT_KERNEL_W: usize = 11;
+
+/// Widest stride along W at which the direct forward and weight gradient share loaded input
+/// values between neighbouring positions ([`neighbours_share`]).
+const SHARED_ROW_MAX_STRIDE: usize = 2;
+
+/// Weight gradients with at most this many outputs per group use the direct schedule (the
+/// split one for kernels wider than [`DIRECT_WEIGHT_KERNEL_W`]).
+const SPLIT_MAX_OUTPUTS: usize = 1024;
+
+pub(super) fn conv_args(geometry: &ConvGeometry) -> ConvArgsLaunch {
+    ConvArgsLaunch::new(
+        geometry.groups,
+        geometry.in_per_group(),
+        geometry.out_per_group(),
+        axes(geometry.in_size),
+        axes(geometry.out_size),
+        axes(geometry.kernel),
+        axes(geometry.stride),
+        axes(geometry.dilation),
+        axes(geometry.pad_begin),
+    )
+}
+
+/// `(m, n, k)` of one group's GEMM of `kind` (see the table in `burn_convpool_kernels::conv`).
+pub(super) fn gemm_sizes(geometry: &ConvGeometry, kind: GemmKind) -> (usize, usize, usize) {
+    let taps: usize = geometry.kernel.iter().product();
+    match kind {
+        GemmKind::Forward => (
+            geometry.batch * geometry.out_volume(),
+            geometry.out_per_group(),
+            geometry.in_per_group() * taps,
+        ),
+        GemmKind::Data => (
+            geometry.batch * geometry.in_volume(),
+            geometry.in_per_group(),
+            geometry.out_per_group() * taps,
+        ),
+        GemmKind::Weight => (
+            geometry.out_per_group(),
+            geometry.in_per_group() * taps,
+            geometry.batch * geometry.out_volume(),
+        ),
+    }
+}
+
+/// Whether the GEMM of `kind` runs the direct schedule, whose unit computes a block of
+/// channels at up to 64 positions along the last axis of the side it writes.
+fn is_direct(geometry: &ConvGeometry, kind: GemmKind) -> bool {
+    let (_, n, k) = gemm_sizes(geometry, kind);
+    n < DIRECT_BELOW || k < DIRECT_BELOW
+}
+
+/// The last axis of the side a forward (output) or input-gradient (input) GEMM writes.
+pub(super) fn written_w(geometry: &ConvGeometry, kind: GemmKind) -> usize {
+    if kind == GemmKind::Forward {
+        geometry.out_size[2]
+    } else {
+        geometry.in_size[2]
+    }
+}
+
+/// Whether the GEMM of `kind` runs the tiled schedule by default, which [`Buffering`] sets.
+pub fn is_tiled(geometry: &ConvGeometry, kind: GemmKind) -> bool {
+    match kind {
+        GemmKind::Weight => weight_is_tiled(geometry),
+        _ => !is_direct(geometry, kind),
+    }
+}
+
+/// A group's channels along the GEMM's channel side: `n` (output channels of a forward, input
+/// channels of an input gradient) or a weight gradient's `m` (its output channels).
+pub(super) fn channel_side(geometry: &ConvGeometry, kind: GemmKind) -> usize {
+    let (m, n, _) = gemm_sizes(geometry, kind);
+    if kind == GemmKind::Weight { m } else { n }
+}
+
+/// Whether the untiled schedule is worth timing against the tiled default of the GEMM of
+/// `kind`: always for a forward, for an input gradient at unit stride or whose stride phases
+/// meet more than one tap of a comptime row, and for a weight gradient whose kernel row the
+/// direct schedule keeps in registers, where a unit's loads serve several products; otherwise
+/// only where a group's channel side (`n`, or a weight gradient's `m`) is at most one tile,
+/// since wider sides share the tiled kernel's gathers among many columns (the case of
+/// `resnet50_1x1_proj_s2` grad_input).
+pub fn untiled_may_win(geometry: &ConvGeometry, kind: GemmKind) -> bool {
+    let always = match kind {
+        GemmKind::Forward => true,
+        GemmKind::Data => geometry.stride == [1; 3] || direct::row_taps(geometry, kind) > 1,
+        GemmKind::Weight => geometry.kernel[2] <= DIRECT_WEIGHT_KERNEL_W,
+    };
+    is_tiled(geometry, kind) && (always || channel_side(geometry, kind) <= conv::TILE_N)
+}
+
+/// Whether [`Packing::Spread`] changes [`gemm`]'s launch: the direct schedule over rows
+/// longer than one position (the tiled schedule has one launch shape).
+pub fn spreads(geometry: &ConvGeometry, kind: GemmKind) -> bool {
+    is_direct(geometry, kind) && written_w(geometry, kind) > 1
+}
+
+/// Our forward pass (`kind` `Forward`: `lhs` = x, `rhs` = weight) or input gradient (`Data`:
+/// `lhs` = output gradient, `rhs` = weight): `out = lhs (*) rhs [+ bias]`, on the schedule
+/// `ours` picks (spread, a unit of the direct schedule computes one position).
+pub fn gemm(
+    geometry: &ConvGeometry,
+    kind: GemmKind,
+    lhs: CubeTensor,
+    rhs: CubeTensor,
+    bias: Option<CubeTensor>,
+    ours: OurKernels,
+) -> Result<CubeTensor, LaunchError> {
+    float_type(&lhs)?;
+    float_type(&rhs)?;
+    let (lhs, rhs) = (contiguous(lhs), contiguous(rhs));
+    let bias = bias.map(contiguous);
+    let out_dims = if kind == GemmKind::Forward {
+        geometry.out_shape()
+    } else {
+        geometry.in_shape()
+    };
+    let out = empty(&lhs, &out_dims, lhs.dtype);
+    if out.meta.num_elements() == 0 {
+        return Ok(out);
+    }
+    if ours.conv == ConvSchedule::Untiled || is_direct(geometry, kind) {
+        direct::gemm(geometry, kind, lhs, rhs, bias, &out, ours.packing)?;
+    } else {
+        tiled::gemm(geometry, kind, &lhs, &rhs, bias, &out, ours)?;
+    }
+    Ok(out)
+}
+
+/// Our weight gradient: `weight_grad = out_grad (*) x`.
+pub fn weight_gemm(
+    geometry: &ConvGeometry,
+    out_grad: CubeTensor,
+    x: CubeTensor,
+    ours: OurKernels,
+) -> Result<CubeTensor, LaunchError> {
+    float_type(&x)?;
+    float_type(&out_grad)?;
+    let (out_grad, x) = (contiguous(out_grad), contiguous(x));
+    let (_, _, k) = gemm_sizes(geometry, GemmKind::Weight);
+    if k == 0 {
+        return Ok(zeros(&x, &geometry.weight_shape(), x.dtype));
+    }
+    let out = empty(&x, &geometry.weight_shape(), x.dtype);
+    if ours.conv == ConvSchedule::Untiled || !weight_is_tiled(geometry) {
+        if geometry.kernel[2] <= DIRECT_WEIGHT_KERNEL_W {
+            weight::direct(geometry, out_grad, x, &out)?;
+        } else {
+            weight::split(geometry, out_grad, x, &out, false)?;
+        }
+    } else {
+        tiled::weight(geometry, &out_grad, &x, &out, ours)?;
+    }
+    Ok(out)
+}
+
+/// Whether the weight gradient runs the tiled schedule (more outputs per group than the
+/// direct and split schedules take).
+fn weight_is_tiled(geometry: &ConvGeometry) -> bool {
+    let (m, n, _) = gemm_sizes(geometry, GemmKind::Weight);
+    m * n > SPLIT_MAX_OUTPUTS
+}
+
+/// Run `launch` into `out` directly, or into `splits` stacked partial results that are then
+/// summed into `out` in split order (deterministic).
+pub(super) fn with_splits(
+    out: &CubeTensor,
+    splits: usize,
+    launch: impl FnOnce(&CubeTensor) -> Result<(), LaunchError>,
+) -> Result<(), LaunchError> {
+    if splits == 1 {
+        return launch(out);
+    }
+    let dtype = float_type(out)?;
+    let len = out.meta.num_elements();
+    let partials = empty(out, &[splits * len], out.dtype);
+    launch(&partials)?;
+    let (cube_count, cube_dim) = elementwise(out, len);
+    conv::sum_splits::launch(
+        &out.client,
+        cube_count,
+        cube_dim,
+        address_type(&[&partials, out]),
+        partials.clone().into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        splits,
+        [dtype, accumulator_type(dtype)],
+    );
+    Ok(())
+}
+
+/// Whether neighbouring positions along W read some of the same input values, at a stride
+/// small enough to load them as one run: dilation 1, a kernel row wider than the stride, and
+/// a stride of at most [`SHARED_ROW_MAX_STRIDE`] (a 1x1 stride 2 would load values no
+/// position reads).
+pub(super) fn neighbours_share(geometry: &ConvGeometry) -> bool {
+    let [stride, dilation, width] = [geometry.stride[2], geometry.dilation[2], geometry.kernel[2]];
+    dilation == 1 && width > stride && stride <= SHARED_ROW_MAX_STRIDE
+}
