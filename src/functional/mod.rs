@@ -5,8 +5,10 @@ mod device;
 mod lift;
 mod pad;
 mod pool;
+mod pool_fns;
 
 pub use conv::*;
 pub use pool::*;
+pub use pool_fns::*;
 
 pub(crate) use device::check_parameter_memory;

@@ -8,9 +8,10 @@
 
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
+use super::bounds::MAX_SIZE;
 use super::check::{check_divides, check_eq, check_nonempty_from, check_nonzero};
 use super::error::{SpecError, SpecErrorKind as Kind, SpecResult};
-use super::limits::{MAX_SIZE, check_elements, check_padded_len, check_size};
+use super::limits::{check_elements, check_padded_len, check_size};
 use super::window::{
     kernel_extent, lift, out_len, same_padding, transpose_full_len, transpose_out_len,
 };

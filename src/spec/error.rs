@@ -341,7 +341,7 @@ impl fmt::Display for SpecErrorKind {
             TooLarge { what, value } => write!(
                 f,
                 "{what} {value} is above the largest size {}",
-                super::limits::MAX_SIZE
+                super::bounds::MAX_SIZE
             ),
             OutputTooLarge { dims } => write!(
                 f,

@@ -76,6 +76,12 @@ fn pays(geometry: &ConvGeometry) -> bool {
         && grid_elements <= MAX_GRID_ELEMENTS
 }
 
+/// Whether the phase grids compute `geometry`'s passes: a shape they serve and pay on (the
+/// gradients still decline non-finite values, see [`x_backward`] and [`weight_backward`]).
+pub fn fits(geometry: &ConvGeometry) -> bool {
+    plan_for(geometry).is_some()
+}
+
 /// The normalised geometry when this module computes `geometry`'s passes.
 fn plan_for(geometry: &ConvGeometry) -> Option<ConvGeometry> {
     let g = geometry.normalised();

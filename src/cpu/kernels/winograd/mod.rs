@@ -59,6 +59,12 @@ fn pays(geometry: &ConvGeometry) -> bool {
         && (0..3).all(|a| g.kernel[a] != 3 || g.out_size[a] >= MIN_OUT_LEN)
 }
 
+/// Whether Winograd's algorithm computes `geometry`'s passes: a shape it [`serves`] and
+/// [`pays`] on (each pass still declines values outside [`SAFE_MAGNITUDE`]).
+pub fn fits(geometry: &ConvGeometry) -> bool {
+    serves(geometry) && pays(geometry)
+}
+
 /// Whether Winograd's algorithm computes a pass of `geometry` on these two operands: a shape it
 /// [`serves`], and values it may transform: all below [`SAFE_MAGNITUDE`] (and not NaN).
 fn takes<T: Element>(geometry: &ConvGeometry, operands: [&[T]; 2]) -> bool {

@@ -1,0 +1,122 @@
+//! Convolution on the CPU: the three passes of a [`ConvGeometry`] on contiguous NCDHW slices,
+//! each by the algorithm [`algorithm`] picks for its shape. Transposed convolutions reuse them
+//! through the adjoint geometry (see `ConvGeometry::transpose`).
+
+mod lowered;
+#[cfg(test)]
+pub(super) mod tests;
+
+use rayon::prelude::*;
+
+use crate::spec::ConvGeometry;
+
+use super::element::{Element, lane_sum};
+use super::{depthwise, phases, winograd};
+
+/// A pass of a convolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// `out = conv(x, weight) + bias`.
+    Forward,
+    /// The gradient with respect to `x`.
+    Data,
+    /// The gradient with respect to `weight`.
+    Weight,
+}
+
+/// The CPU's algorithms for a convolution pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    /// A vectorised stencil over each channel's plane, no lowering (`depthwise`): depthwise
+    /// forward passes.
+    Depthwise,
+    /// Winograd's F(2, 3) per 3-tap axis (`winograd`): stride-1 3-tap convolutions with enough
+    /// channels and outputs, all three passes.
+    Winograd,
+    /// Stride-1 taps over the input's stride phases, no patch matrix (`phases`): strided
+    /// convolutions whose kernel is a whole number of strides, all three passes.
+    Phases,
+    /// im2col and a GEMM (`lowered`), a 1x1 convolution's input its own patch matrix: every
+    /// other shape, and the fallback where Winograd or the phases decline a value.
+    Lowered,
+}
+
+/// The algorithm for `pass` over `geometry`. Winograd's transforms and the phase grids still
+/// refuse values they cannot carry (values past Winograd's safe magnitude, a non-finite weight
+/// or input that the grids' padding would multiply); those calls take the lowered path.
+pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
+    if pass == Pass::Forward && depthwise::is_depthwise(geometry) {
+        Algorithm::Depthwise
+    } else if winograd::fits(geometry) {
+        Algorithm::Winograd
+    } else if phases::fits(geometry) {
+        Algorithm::Phases
+    } else {
+        Algorithm::Lowered
+    }
+}
+
+/// `out = conv(x, weight) + bias`, shape `geometry.out_shape()`.
+pub fn forward<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    weight: &[T],
+    bias: Option<&[T]>,
+) -> Vec<T> {
+    if geometry.batch == 0 {
+        return Vec::new();
+    }
+    let out = match algorithm(geometry, Pass::Forward) {
+        Algorithm::Depthwise => Some(depthwise::forward(geometry, x, weight, bias)),
+        Algorithm::Winograd => winograd::forward(geometry, x, weight, bias),
+        Algorithm::Phases => phases::forward(geometry, x, weight, bias),
+        Algorithm::Lowered => None,
+    };
+    out.unwrap_or_else(|| lowered::forward(geometry, x, weight, bias))
+}
+
+/// Gradient of `conv` with respect to `x`, shape `geometry.in_shape()`.
+pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
+    if geometry.batch == 0 {
+        return Vec::new();
+    }
+    let x_grad = match algorithm(geometry, Pass::Data) {
+        Algorithm::Winograd => winograd::x_backward(geometry, weight, out_grad),
+        Algorithm::Phases => phases::x_backward(geometry, weight, out_grad),
+        Algorithm::Depthwise | Algorithm::Lowered => None,
+    };
+    x_grad.unwrap_or_else(|| lowered::x_backward(geometry, weight, out_grad))
+}
+
+/// Gradient of `conv` with respect to `weight`, shape `geometry.weight_shape()`.
+///
+/// The batch is cut into one contiguous chunk per thread; each chunk accumulates its own
+/// partial gradient and the partials are summed in chunk order, so the result does not depend
+/// on scheduling.
+pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
+    // An empty batch sums nothing; its scratch would still be sized for each image's output,
+    // which may be any length (a huge padding under a huge stride's one window per image).
+    if geometry.batch == 0 {
+        return vec![T::ZERO; geometry.out_channels * geometry.patch_len()];
+    }
+    let weight_grad = match algorithm(geometry, Pass::Weight) {
+        Algorithm::Winograd => winograd::weight_backward(geometry, x, out_grad),
+        Algorithm::Phases => phases::weight_backward(geometry, x, out_grad),
+        Algorithm::Depthwise | Algorithm::Lowered => None,
+    };
+    weight_grad.unwrap_or_else(|| lowered::weight_backward(geometry, x, out_grad))
+}
+
+/// Gradient of a per-channel bias: `out_grad` summed over batch and space, for a contiguous
+/// `(N, C, volume)` gradient, each plane in vector lanes ([`lane_sum`]).
+pub fn bias_backward<T: Element>(out_grad: &[T], batch: usize, channels: usize) -> Vec<T> {
+    let volume = out_grad.len().checked_div(batch * channels).unwrap_or(0);
+    (0..channels)
+        .into_par_iter()
+        .map(|c| {
+            (0..batch).fold(T::ZERO, |sum, n| {
+                sum + lane_sum(&out_grad[(n * channels + c) * volume..][..volume])
+            })
+        })
+        .collect()
+}

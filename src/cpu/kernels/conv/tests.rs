@@ -1,0 +1,470 @@
+use burn::tensor::ops::ConvOptions;
+
+use super::super::im2col::Lowering;
+use super::super::points;
+use super::lowered::images_per_task;
+use super::*;
+
+/// Deterministic values in [-1, 1).
+pub(in crate::cpu::kernels) fn values(len: usize, seed: u64) -> Vec<f64> {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        })
+        .collect()
+}
+
+/// The convolution straight from its definition, one output at a time.
+pub(in crate::cpu::kernels) fn reference(g: &ConvGeometry, x: &[f64], weight: &[f64]) -> Vec<f64> {
+    let [out_d, out_h, out_w] = g.out_size;
+    let [k_d, k_h, k_w] = g.kernel;
+    let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
+    // The input position kernel tap `k` of output `o` reads along `axis`, if not padding.
+    let at = |o: usize, k: usize, axis: usize| {
+        let pos = (o * g.stride[axis] + k * g.dilation[axis]) as isize - g.pad_begin[axis] as isize;
+        usize::try_from(pos).ok().filter(|&p| p < g.in_size[axis])
+    };
+    let mut out = Vec::new();
+    for n in 0..g.batch {
+        for oc in 0..g.out_channels {
+            for (od, oh, ow) in (0..out_d)
+                .flat_map(|d| (0..out_h).flat_map(move |h| (0..out_w).map(move |w| (d, h, w))))
+            {
+                let mut sum = 0.0;
+                for c in 0..cin_g {
+                    let ic = oc / cout_g * cin_g + c;
+                    for (kd, kh, kw) in (0..k_d)
+                        .flat_map(|d| (0..k_h).flat_map(move |h| (0..k_w).map(move |w| (d, h, w))))
+                    {
+                        let (Some(id), Some(ih), Some(iw)) =
+                            (at(od, kd, 0), at(oh, kh, 1), at(ow, kw, 2))
+                        else {
+                            continue;
+                        };
+                        let [in_d, in_h, in_w] = g.in_size;
+                        let x_at = (((n * g.in_channels + ic) * in_d + id) * in_h + ih) * in_w + iw;
+                        let w_at = (((oc * cin_g + c) * k_d + kd) * k_h + kh) * k_w + kw;
+                        sum += x[x_at] * weight[w_at];
+                    }
+                }
+                out.push(sum);
+            }
+        }
+    }
+    out
+}
+
+/// Both gradients straight from their definitions: every output's gradient scattered back
+/// through every tap that read an input, to that input and to that tap's weight.
+pub(in crate::cpu::kernels) fn reference_grads(
+    g: &ConvGeometry,
+    x: &[f64],
+    weight: &[f64],
+    out_grad: &[f64],
+) -> (Vec<f64>, Vec<f64>) {
+    let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
+    let [in_d, in_h, in_w] = g.in_size;
+    let [k_d, k_h, k_w] = g.kernel;
+    let at = |o: usize, k: usize, axis: usize| {
+        let pos = (o * g.stride[axis] + k * g.dilation[axis]) as isize - g.pad_begin[axis] as isize;
+        usize::try_from(pos).ok().filter(|&p| p < g.in_size[axis])
+    };
+    let mut x_grad = vec![0.0; x.len()];
+    let mut weight_grad = vec![0.0; weight.len()];
+    let mut index = 0;
+    for n in 0..g.batch {
+        for oc in 0..g.out_channels {
+            for [od, oh, ow] in points(g.out_size) {
+                let dy = out_grad[index];
+                index += 1;
+                for c in 0..cin_g {
+                    let ic = oc / cout_g * cin_g + c;
+                    for [kd, kh, kw] in points(g.kernel) {
+                        let (Some(id), Some(ih), Some(iw)) =
+                            (at(od, kd, 0), at(oh, kh, 1), at(ow, kw, 2))
+                        else {
+                            continue;
+                        };
+                        let w_at = (((oc * cin_g + c) * k_d + kd) * k_h + kh) * k_w + kw;
+                        let x_at = (((n * g.in_channels + ic) * in_d + id) * in_h + ih) * in_w + iw;
+                        x_grad[x_at] += weight[w_at] * dy;
+                        weight_grad[w_at] += x[x_at] * dy;
+                    }
+                }
+            }
+        }
+    }
+    (x_grad, weight_grad)
+}
+
+/// A fast path's three passes of `g` in f64 against the definitions, within 1e-10: the
+/// forward pass with a bias (`forward(x, weight, bias)`), `x_backward(weight, out_grad)`
+/// and `weight_backward(x, out_grad)`, on values drawn from `seed` on.
+pub(in crate::cpu::kernels) fn check_passes(
+    g: &ConvGeometry,
+    seed: u64,
+    forward: impl Fn(&[f64], &[f64], &[f64]) -> Vec<f64>,
+    x_backward: impl Fn(&[f64], &[f64]) -> Vec<f64>,
+    weight_backward: impl Fn(&[f64], &[f64]) -> Vec<f64>,
+) {
+    let close = |what: &str, got: &[f64], expected: &[f64]| {
+        assert_eq!(got.len(), expected.len(), "{what}: length");
+        for (i, (a, b)) in got.iter().zip(expected).enumerate() {
+            assert!((a - b).abs() < 1e-10, "{what}[{i}]: {a} vs {b} ({g:?})");
+        }
+    };
+    let x = values(g.in_shape().iter().product(), seed);
+    let weight = values(g.weight_shape().iter().product(), seed + 1);
+    let bias = values(g.out_channels, seed + 2);
+    let out = forward(&x, &weight, &bias);
+    let mut expected = reference(g, &x, &weight);
+    for (i, value) in expected.iter_mut().enumerate() {
+        *value += bias[i / g.out_volume() % g.out_channels];
+    }
+    close("forward", &out, &expected);
+    let out_grad = values(out.len(), seed + 3);
+    let (expected_x_grad, expected_weight_grad) = reference_grads(g, &x, &weight, &out_grad);
+    close(
+        "x_backward",
+        &x_backward(&weight, &out_grad),
+        &expected_x_grad,
+    );
+    close(
+        "weight_backward",
+        &weight_backward(&x, &out_grad),
+        &expected_weight_grad,
+    );
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(a, b)| a * b).sum()
+}
+
+/// Forward against the definition, and both gradients through the adjoint identities
+/// `<conv(x, w), y> = <x, x_grad(w, y)> = <w, w_grad(x, y)>`.
+fn check(x_shape: [usize; 5], out_channels: usize, kernel: [usize; 3], options: ConvOptions<3>) {
+    let weight_shape = [
+        out_channels,
+        x_shape[1] / options.groups,
+        kernel[0],
+        kernel[1],
+        kernel[2],
+    ];
+    let g = ConvGeometry::conv(&x_shape, &weight_shape, &options);
+    let x = values(x_shape.iter().product(), 1);
+    let weight = values(weight_shape.iter().product(), 2);
+    let out = forward(&g, &x, &weight, None);
+    let expected = reference(&g, &x, &weight);
+    assert_eq!(out.len(), expected.len());
+    for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
+        assert!((a - b).abs() < 1e-9, "forward[{i}]: {a} vs {b} ({g:?})");
+    }
+    let y = values(out.len(), 3);
+    let lhs = dot(&out, &y);
+    let x_side = dot(&x, &x_backward(&g, &weight, &y));
+    let weight_side = dot(&weight, &weight_backward(&g, &x, &y));
+    assert!(
+        (lhs - x_side).abs() < 1e-8 * lhs.abs().max(1.0),
+        "x_backward: {lhs} vs {x_side}"
+    );
+    assert!(
+        (lhs - weight_side).abs() < 1e-8 * lhs.abs().max(1.0),
+        "weight_backward: {lhs} vs {weight_side}"
+    );
+}
+
+#[test]
+fn several_tiles_of_2d_rows() {
+    // 144 f64 per column: tiles of 15 rows of 64 (4 full tiles and a remainder); at stride 2,
+    // 29 rows of 32.
+    let geometry_check = |stride| {
+        check(
+            [1, 16, 1, 64, 64],
+            3,
+            [1, 3, 3],
+            ConvOptions::new([1, stride, stride], [0, 1, 1], [1; 3], 1),
+        )
+    };
+    geometry_check(1);
+    geometry_check(2);
+}
+
+#[test]
+fn tiles_that_cross_depth_slices() {
+    // 216 f64 per column and 20-wide rows: tiles of 31 rows straddle the 20-row depth slices.
+    check(
+        [2, 8, 6, 20, 20],
+        4,
+        [3, 3, 3],
+        ConvOptions::new([1; 3], [1; 3], [1; 3], 1),
+    );
+    check(
+        [1, 8, 6, 20, 20],
+        4,
+        [2, 3, 3],
+        ConvOptions::new([1, 2, 1], [0, 2, 1], [1, 1, 2], 2),
+    );
+}
+
+/// "Same" convolutions lowered by tap masks and by shifted blocks of rows, with dilation,
+/// with rows partly and wholly in the padding, with output rows fewer than the input's, and
+/// with single-row and single-column planes.
+#[test]
+fn shifted_plane_lowering() {
+    let same =
+        |padding: [usize; 3], dilation: [usize; 3]| ConvOptions::new([1; 3], padding, dilation, 1);
+    check([2, 3, 1, 7, 9], 4, [1, 3, 3], same([0, 2, 2], [1, 2, 2]));
+    check([1, 2, 1, 3, 6], 3, [1, 5, 5], same([0, 4, 2], [1, 2, 1]));
+    check([1, 2, 1, 9, 5], 2, [1, 5, 3], same([0, 1, 1], [1; 3]));
+    check([2, 2, 3, 4, 4], 2, [3, 3, 3], same([2, 1, 1], [1, 1, 1]));
+    check([1, 3, 1, 1, 8], 2, [1, 1, 3], same([0, 0, 1], [1; 3]));
+    check([1, 3, 1, 6, 1], 2, [1, 3, 1], same([0, 1, 0], [1; 3]));
+    // Planes smaller than the kernel: taps shifted past the whole plane (depthwise too).
+    check([2, 3, 1, 1, 1], 2, [1, 3, 3], same([0, 1, 1], [1; 3]));
+    check([1, 2, 1, 2, 1], 2, [1, 5, 3], same([0, 2, 1], [1; 3]));
+    check(
+        [1, 2, 1, 1, 1],
+        2,
+        [1, 3, 3],
+        ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 2),
+    );
+    // Tap masks over tiles that cut a long 1D signal, and 2D rows mid-row.
+    check([1, 32, 1, 1, 3000], 2, [1, 1, 9], same([0, 0, 4], [1; 3]));
+    check([2, 32, 1, 40, 40], 2, [1, 3, 3], same([0, 1, 1], [1; 3]));
+    // Too large for tap masks: blocks of rows, several row tiles.
+    check([1, 2, 1, 100, 80], 2, [1, 3, 3], same([0, 1, 1], [1; 3]));
+}
+
+/// A tap in the padding reads nothing, even where its shifted position lands on a
+/// neighbouring row's infinite element (a masked multiply would make NaN there).
+#[test]
+fn padding_taps_ignore_the_neighbouring_rows() {
+    // Two input channels of ones, +inf at channel 0's row 0, column 3 (not depthwise: the
+    // patch matrix is built). Weights of ones.
+    let same = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    for (height, width) in [(4, 4), (100, 80)] {
+        // 4x4 lowers by tap masks, 100x80 (too large for masks) by blocks of rows.
+        let g = ConvGeometry::conv(&[1, 2, 1, height, width], &[1, 2, 1, 3, 3], &same);
+        let plane = height * width;
+        let mut x = vec![1.0f64; 2 * plane];
+        x[width - 1] = f64::INFINITY;
+        let out = forward(&g, &x, &[1.0; 18], None);
+        assert_eq!(out[width], 12.0, "{height}x{width}: row 1, column 0");
+        let mut y = vec![1.0f64; plane];
+        y[width - 1] = f64::INFINITY;
+        let x_grad = x_backward(&g, &[1.0; 18], &y);
+        assert_eq!(x_grad[width], 6.0, "{height}x{width}: row 1, column 0");
+        assert_eq!(x_grad[plane + width], 6.0, "{height}x{width}: channel 1");
+    }
+}
+
+/// Small images lowered several to a tile (one GEMM for the tile), with a last tile of
+/// fewer images, groups, strides, a 3D window and a bias.
+#[test]
+fn several_small_images_per_tile() {
+    // Two threads, as on CI: a task then owns half the batch, so tiles hold several images.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    pool.install(several_small_images_per_tile_on_two_threads);
+}
+
+fn several_small_images_per_tile_on_two_threads() {
+    let options = |stride: [usize; 3], padding: [usize; 3], groups| {
+        ConvOptions::new(stride, padding, [1; 3], groups)
+    };
+    check([9, 4, 1, 5, 6], 6, [1, 3, 3], options([1; 3], [0, 1, 1], 2));
+    check(
+        [7, 3, 1, 9, 7],
+        4,
+        [1, 3, 3],
+        options([1, 2, 2], [0, 1, 1], 1),
+    );
+    check([5, 2, 3, 4, 4], 2, [3, 3, 3], options([1; 3], [1; 3], 1));
+    check(
+        [11, 2, 1, 1, 12],
+        3,
+        [1, 1, 5],
+        options([1; 3], [0, 0, 2], 1),
+    );
+
+    let g = ConvGeometry::conv(
+        &[9, 4, 1, 5, 6],
+        &[6, 2, 1, 3, 3],
+        &options([1; 3], [0, 1, 1], 2),
+    );
+    assert_eq!(images_per_task::<f64>(&g), 5);
+    let x = values(9 * 4 * 30, 4);
+    let weight = values(6 * 2 * 9, 5);
+    let bias = values(6, 6);
+    let plain = forward(&g, &x, &weight, None);
+    let biased = forward(&g, &x, &weight, Some(&bias));
+    for (i, (a, b)) in biased.iter().zip(&plain).enumerate() {
+        let expected = b + bias[i / 30 % 6];
+        assert!(
+            (a - expected).abs() < 1e-12,
+            "biased[{i}]: {a} vs {expected}"
+        );
+    }
+}
+
+/// A convolution of `x` `(N, C, D, H, W)` into `out_channels` by `kernel` with `stride`,
+/// `padding`, `dilation` and `groups`.
+type Case = (
+    [usize; 5],
+    usize,
+    [usize; 3],
+    [usize; 3],
+    [usize; 3],
+    [usize; 3],
+    usize,
+);
+
+/// Each case on two threads (as on CI, so a task holds several small images), through the
+/// three passes against the definitions, after `lowers` confirms that its tiles take the
+/// lowering under test.
+fn check_tiled(cases: &[Case], lowers: impl Fn(&Lowering<'_, f64>) -> bool + Sync) {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        for (seed, &(x, out_channels, kernel, stride, padding, dilation, groups)) in
+            (10..).step_by(4).zip(cases)
+        {
+            let [k_d, k_h, k_w] = kernel;
+            let weight = [out_channels, x[1] / groups, k_d, k_h, k_w];
+            let options = ConvOptions::new(stride, padding, dilation, groups);
+            let g = ConvGeometry::conv(&x, &weight, &options);
+            let lowering = Lowering::<f64>::new(&g, images_per_task::<f64>(&g));
+            assert!(lowers(&lowering), "{g:?} takes another lowering");
+            check_passes(
+                &g,
+                seed,
+                |x, w, b| forward(&g, x, w, Some(b)),
+                |w, y| x_backward(&g, w, y),
+                |x, y| weight_backward(&g, x, y),
+            );
+        }
+    });
+}
+
+/// Small "same" volumes lowered from their channels staged side by side
+/// (`Lowering::im2col_images`, `col2im_images`): groups, tiles of unequal sizes, dilation,
+/// 1D and 3D.
+#[test]
+fn same_volumes_staged_side_by_side() {
+    let one = [1; 3];
+    let cases: [Case; 5] = [
+        ([13, 4, 1, 5, 6], 6, [1, 3, 3], one, [0, 1, 1], one, 2),
+        ([9, 3, 1, 4, 4], 5, [1, 3, 3], one, [0, 2, 2], [1, 2, 2], 1),
+        ([10, 2, 1, 1, 7], 3, [1, 1, 5], one, [0, 0, 2], one, 1),
+        ([6, 2, 3, 3, 3], 4, [3, 3, 3], one, one, one, 1),
+        ([7, 3, 1, 4, 4], 4, [1, 3, 3], one, [0, 1, 1], one, 1),
+    ];
+    check_tiled(&cases, |lowering| lowering.staging_len() > 0);
+}
+
+/// Small outputs of other shapes lowered by table (`TapTable`): strided with padding,
+/// dilated without, one-tap strided, 3D, 1D and grouped over tiles of unequal sizes.
+#[test]
+fn small_outputs_lowered_by_table() {
+    let (one, s2) = ([1; 3], [1, 2, 2]);
+    let cases: [Case; 6] = [
+        ([8, 3, 1, 7, 7], 4, [1, 3, 3], s2, [0, 1, 1], one, 1),
+        ([6, 2, 1, 9, 8], 3, [1, 3, 3], one, [0; 3], s2, 1),
+        ([10, 4, 1, 6, 6], 5, one, s2, [0; 3], one, 1),
+        ([4, 2, 4, 5, 5], 3, [2, 3, 3], s2, one, one, 1),
+        ([9, 2, 1, 1, 20], 3, [1, 1, 4], [1, 1, 3], [0, 0, 2], one, 1),
+        ([13, 4, 1, 6, 5], 6, [1, 3, 2], [1, 2, 1], [0, 1, 0], one, 2),
+    ];
+    check_tiled(&cases, |lowering| lowering.by_table());
+}
+
+/// The bias gradient of a large f32 output against its sum in f64: a running f32 sum of
+/// 20736 values in [0, 1) drifts by a few 1e-6 of it; lane sums stay well within 5e-7.
+#[test]
+fn bias_gradient_of_many_values_is_accurate() {
+    let (batch, channels, volume) = (9, 2, 2304);
+    let out_grad: Vec<f32> = values(batch * channels * volume, 7)
+        .iter()
+        .map(|v| (0.5 + 0.5 * v) as f32)
+        .collect();
+    let got = bias_backward(&out_grad, batch, channels);
+    for (c, got) in got.iter().enumerate() {
+        let exact: f64 = (0..batch)
+            .flat_map(|n| &out_grad[(n * channels + c) * volume..][..volume])
+            .map(|&v| v as f64)
+            .sum();
+        let error = (*got as f64 - exact).abs() / exact;
+        assert!(error < 5e-7, "channel {c}: {got} vs {exact} ({error:e})");
+    }
+}
+
+/// The depthwise stencil on rows of 3, 5, 7 and 4 taps, on inputs narrower and wider than
+/// the kernel, and dilated.
+#[test]
+fn depthwise_rows_of_every_width() {
+    for (k_w, pad_w) in [(3, 1), (5, 2), (7, 3), (4, 1), (5, 0)] {
+        for in_w in [3, 9, 17] {
+            if in_w + 2 * pad_w < k_w {
+                continue;
+            }
+            check(
+                [2, 3, 1, 4, in_w],
+                3,
+                [1, 2, k_w],
+                ConvOptions::new([1; 3], [0, 1, pad_w], [1; 3], 3),
+            );
+        }
+    }
+    check(
+        [1, 2, 1, 5, 12],
+        2,
+        [1, 3, 3],
+        ConvOptions::new([1; 3], [0, 1, 2], [1, 1, 2], 2),
+    );
+}
+
+/// Depthwise (the stencil, or tap masks for a "same" plane) and channel multipliers (still
+/// the GEMM) side by side.
+#[test]
+fn depthwise_and_channel_multipliers() {
+    check(
+        [2, 3, 3, 5, 6],
+        3,
+        [3, 3, 3],
+        ConvOptions::new([1; 3], [1, 2, 2], [1, 2, 2], 3),
+    );
+    check(
+        [2, 6, 1, 9, 11],
+        6,
+        [1, 3, 3],
+        ConvOptions::new([1, 1, 1], [0, 1, 1], [1; 3], 6),
+    );
+    check(
+        [1, 3, 1, 9, 11],
+        6,
+        [1, 3, 2],
+        ConvOptions::new([1, 2, 3], [0, 2, 1], [1, 2, 1], 3),
+    );
+    check(
+        [1, 4, 5, 7, 6],
+        4,
+        [3, 2, 3],
+        ConvOptions::new([2, 1, 2], [1, 0, 2], [1, 2, 1], 4),
+    );
+    check(
+        [1, 1, 1, 1, 8],
+        2,
+        [1, 1, 3],
+        ConvOptions::new([1; 3], [0, 0, 5], [1; 3], 1),
+    );
+}

@@ -1,0 +1,85 @@
+use super::*;
+use crate::spec::adaptive_spans3;
+
+/// The global average (one window over the whole plane, summed in lanes) against a plain
+/// sum in f64, for plane counts that fill tasks unevenly and planes shorter and longer than
+/// the lanes; its gradient is the same share everywhere.
+#[test]
+fn global_average_of_every_plane() {
+    for (in_size, planes) in [
+        ([1, 7, 5], 1),
+        ([1, 7, 5], 65),
+        ([2, 3, 2], 200),
+        ([1, 1, 3], 9),
+    ] {
+        let volume: usize = in_size.iter().product();
+        let x: Vec<f32> = (0..planes * volume)
+            .map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 37.0)
+            .collect();
+        let spans = adaptive_spans3(in_size, [1, 1, 1]);
+        assert!(whole_plane(in_size, &spans).is_some());
+        let out = avg_pool(&x, in_size, &spans, tap_count);
+        let expected = x
+            .chunks(volume)
+            .map(|plane| plane.iter().map(|&v| v as f64).sum::<f64>() / volume as f64);
+        for (got, expected) in out.iter().zip(expected) {
+            assert!((*got as f64 - expected).abs() < 1e-5, "{got} vs {expected}");
+        }
+        assert_eq!(out.len(), planes);
+        let grad = avg_pool_backward(&out, in_size, &spans, tap_count);
+        for (plane, share) in grad.chunks(volume).zip(&out) {
+            assert!(plane.iter().all(|v| *v == share / volume as f32));
+        }
+    }
+    // A window short of the plane takes the general walk.
+    let in_size = [1, 4, 4];
+    assert!(whole_plane(in_size, &adaptive_spans3(in_size, [1, 2, 1])).is_none());
+}
+
+/// The vectorized runs (phase-split rows, selects, winning tap numbers) against the scalar
+/// scan of each box, bit for bit, on inputs full of ties, NaN and -inf, for strides 1 to 3
+/// (2 has its own row split), dilation, padding, ceil mode and a 3D window.
+#[test]
+fn vectorized_runs_match_the_box_scan() {
+    use crate::spec::{MaxPoolOptions, window_spans};
+    // (input size, kernel, stride, padding, dilation, ceil mode), one case a line.
+    #[rustfmt::skip]
+    let cases = [
+        ([1, 13, 29], [1, 3, 3], [1, 2, 2], [0, 1, 1], [1, 1, 1], false),
+        ([1, 9, 30], [1, 2, 3], [1, 1, 1], [0, 0, 1], [1, 1, 1], false),
+        ([1, 11, 31], [1, 3, 2], [1, 3, 3], [0, 1, 1], [1, 1, 2], true),
+        ([1, 8, 40], [1, 2, 3], [1, 2, 2], [0, 1, 0], [1, 2, 3], true),
+        ([4, 6, 22], [2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1], false),
+    ];
+    for (in_size, kernel, stride, padding, dilation, ceil_mode) in cases {
+        let options = MaxPoolOptions::new(kernel)
+            .with_stride(stride)
+            .with_padding(padding)
+            .with_dilation(dilation)
+            .with_ceil_mode(ceil_mode);
+        let spans = window_spans(in_size, &options);
+        assert!(regular_run(&spans[2]).is_some(), "{options:?} has no run");
+        let volume: usize = in_size.iter().product();
+        // The last plane all -inf: each box's index is its first tap.
+        let planes = 4;
+        let x: Vec<f32> = (0..planes * volume)
+            .map(|i| match i * 7919 % 23 {
+                _ if i / volume == planes - 1 => f32::NEG_INFINITY,
+                0 => f32::NAN,
+                1 | 2 => f32::NEG_INFINITY,
+                v => (v % 5) as f32,
+            })
+            .collect();
+        let out_volume: usize = spans.iter().map(Vec::len).product();
+        let (out, indices) = max_pool::<f32, i64>(&x, in_size, out_volume, |_| &spans, |v| v);
+        for p in 0..planes {
+            let plane = &x[p * volume..][..volume];
+            for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
+                let (best, index) = max_of_box(plane, in_size, boxed, &|v| v);
+                let at = p * out_volume + o;
+                assert_eq!(out[at].to_bits(), best.to_bits(), "{options:?} value {at}");
+                assert_eq!(indices[at], index as i64, "{options:?} index {at}");
+            });
+        }
+    }
+}
