@@ -12,8 +12,8 @@ use super::{ConvArgs, GemmArgs, GemmKind};
 
 /// The split schedule of the weight gradient: one unit per (element of `C`, range of output
 /// rows), summing its rows in a register, with no divisions in the inner loop; the splits are
-/// summed afterwards by [`sum_splits()`] in a fixed order (deterministic, and no barriers). For
-/// long reductions with few outputs: the weight gradient of depthwise and grouped convs, and
+/// summed afterwards by [`sum_splits()`](crate::conv::sum_splits()) in a fixed order
+/// (deterministic, and no barriers). For long reductions with few outputs: the weight gradient of depthwise and grouped convs, and
 /// (with `ones_rhs`, `B = 1`) the bias gradient. `gemm.k_per_split` is a whole number of
 /// output rows (`out_w` positions each).
 #[cube(launch, address_type = "dynamic")]
@@ -76,7 +76,8 @@ pub fn conv_weight_split<F: Float, A: Float>(
 /// `block_w = 1` the stride and dilation are the run-time ones. Taps in the padding multiply a
 /// zero, as the GEMM's do, so an infinite gradient there gives NaN as in PyTorch; positions
 /// past the row's end are skipped. Partial sums are laid out as the split schedule's, for
-/// [`sum_splits()`]; `gemm.k_per_split` is a whole number of output rows.
+/// [`sum_splits()`](crate::conv::sum_splits()); `gemm.k_per_split` is a whole number of
+/// output rows.
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
 pub fn conv_weight_direct<F: Float, A: Float>(
