@@ -188,8 +188,8 @@ pub(crate) fn kernels_of(device: &CubeDevice) -> CubeKernels {
         .map_or_else(CubeKernels::default, |&(_, kernels)| kernels)
 }
 
-/// The CubeCL device behind a Burn device, autodiff or not.
-fn cube_device(device: &Device) -> Option<CubeDevice> {
+/// The CubeCL device behind a Burn device, autodiff or not; `None` for a CPU device.
+pub(crate) fn cube_device(device: &Device) -> Option<CubeDevice> {
     match device.clone().without_autodiff().as_dispatch() {
         DispatchDevice::Cube(device) => Some(device.clone()),
         _ => None,

@@ -25,6 +25,7 @@ use crate::backend::ConvPoolBackend;
 use crate::conv_routing as routing;
 use crate::spec::{AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions};
 
+pub(crate) use choice::cube_device;
 use passes::CubeConv;
 use tensor::expect;
 

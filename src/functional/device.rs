@@ -182,15 +182,13 @@ pub fn check_device_dtype(op: &'static str, device: &Device, dtype: DType) -> Sp
 /// reports (its launch would otherwise panic inside Fusion); a CPU device's for every type.
 #[cfg(feature = "cube")]
 fn computes_in(device: &Device, dtype: DType) -> bool {
-    use burn::backend::DispatchDevice;
     use burn::backend::cubecl::dtype_to_storage_type;
-    match device.clone().without_autodiff().as_dispatch() {
-        DispatchDevice::Cube(device) => device
+    crate::cube::cube_device(device).is_none_or(|device| {
+        device
             .client()
             .properties()
-            .supports_type(dtype_to_storage_type(dtype)),
-        _ => true,
-    }
+            .supports_type(dtype_to_storage_type(dtype))
+    })
 }
 
 /// Without CubeCL, every device computes in every float dtype the ops accept.
@@ -202,9 +200,7 @@ fn computes_in(_: &Device, _: DType) -> bool {
 /// The largest value the device's kernels hold, where there is one below `usize::MAX`.
 #[cfg(feature = "cube")]
 fn kernel_value_limit(device: &Device) -> Option<usize> {
-    use burn::backend::DispatchDevice;
-    let device = device.clone().without_autodiff();
-    matches!(device.as_dispatch(), DispatchDevice::Cube(_)).then_some(MAX_KERNEL_VALUE)
+    crate::cube::cube_device(device).map(|_| MAX_KERNEL_VALUE)
 }
 
 /// No device without CubeCL has a kernel limit below `usize::MAX`.
