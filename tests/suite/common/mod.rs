@@ -260,6 +260,16 @@ pub fn pin(kernels: burn_convpool::cube_kernels::CubeKernels) -> Pinned {
     Pinned { _turn: turn }
 }
 
+/// Run `check` once per setting of [`OUR_KERNELS`], each pinned on [`gpu`] while it runs;
+/// `check` gets the setting's name for its messages.
+#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+pub fn each_pinned(mut check: impl FnMut(&str)) {
+    for (name, ours) in OUR_KERNELS {
+        let _pinned = pin(burn_convpool::cube_kernels::CubeKernels::Ours(ours));
+        check(name);
+    }
+}
+
 #[cfg(any(feature = "wgpu", feature = "vulkan"))]
 impl Drop for Pinned {
     fn drop(&mut self) {

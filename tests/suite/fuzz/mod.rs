@@ -272,11 +272,9 @@ fn ndarray_matches_the_reference() {
 #[cfg(any(feature = "wgpu", feature = "vulkan"))]
 #[test]
 fn cubecl_kernels_match_the_reference() {
-    use burn_convpool::cube_kernels::CubeKernels;
     let device = crate::common::gpu();
     let cases = cases("FUZZ_GPU_CASES", 24);
-    for (kernels, ours) in crate::common::OUR_KERNELS {
-        let _pinned = crate::common::pin(CubeKernels::Ours(ours));
+    crate::common::each_pinned(|kernels| {
         fuzz_conv(
             &format!("conv on cubecl, {kernels}"),
             device.clone().autodiff(),
@@ -294,5 +292,5 @@ fn cubecl_kernels_match_the_reference() {
             device.clone().autodiff(),
             cases,
         );
-    }
+    });
 }

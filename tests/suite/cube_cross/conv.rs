@@ -1,0 +1,446 @@
+//! Convolutions on the CubeCL kernels against Flex: every pass of every schedule (direct,
+//! tiled, split-k, stride phases, depthwise, wide kernels), 1D, 3D and transposed, chunked
+//! launches, f64 sums and empty batches.
+
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use burn_convpool::cube_kernels::{Buffering, ConvSchedule, CubeKernels, OurKernels};
+use burn_convpool::*;
+
+use super::{Layout, Leaf, assert_close, bias_of, cross, failure, rng, wgpu};
+use crate::common::{self, Lcg};
+
+/// A 2D conv case: its name (which seeds its values), input and weight dims, options, and the
+/// layout of the input the op gets.
+type Conv2dCase = (
+    &'static str,
+    [usize; 4],
+    [usize; 4],
+    ConvNdOptions<2>,
+    Layout,
+);
+
+/// Each case, with a bias, on both devices.
+fn conv2d_cases(cases: Vec<Conv2dCase>) {
+    for (name, x, weight, options, layout) in cases {
+        let mut rng = rng(name);
+        let mut x = Leaf::random(&mut rng, x);
+        if layout == Layout::Permuted {
+            x = x.permuted();
+        }
+        let weight_leaf = Leaf::random(&mut rng, weight);
+        let bias = Leaf::random(&mut rng, [weight[0], 1, 1, 1]);
+        cross(name, &[x, weight_leaf, bias], |t| {
+            conv2d(
+                t[0].clone(),
+                t[1].clone(),
+                Some(bias_of(&t[2])),
+                options.clone(),
+            )
+        });
+    }
+}
+
+/// Few channels: the direct schedules, on odd sizes with padding, stride, dilation and
+/// asymmetric padding.
+#[test]
+fn direct_convs_match_cpu() {
+    let o = ConvNdOptions::<2>::default;
+    conv2d_cases(vec![
+        (
+            "small",
+            [2, 3, 7, 9],
+            [4, 3, 3, 3],
+            o().with_padding([1, 1]),
+            Layout::Contiguous,
+        ),
+        (
+            "strided",
+            [1, 4, 9, 8],
+            [5, 4, 3, 2],
+            o().with_stride([2, 3]).with_dilation([2, 1]),
+            Layout::Permuted,
+        ),
+        (
+            "asym",
+            [1, 2, 6, 7],
+            [3, 2, 3, 3],
+            o().with_padding([(0, 2), (1, 0)]),
+            Layout::Contiguous,
+        ),
+    ]);
+}
+
+/// The tiled GEMM: 16+ channels a side, groups, and long reductions split over k.
+#[test]
+fn tiled_convs_match_cpu() {
+    let o = ConvNdOptions::<2>::default;
+    conv2d_cases(vec![
+        (
+            "tiled",
+            [2, 24, 9, 11],
+            [40, 24, 3, 3],
+            o().with_padding([1, 1]),
+            Layout::Permuted,
+        ),
+        (
+            "grouped",
+            [2, 32, 8, 8],
+            [64, 8, 3, 3],
+            o().with_padding([1, 1]).with_groups(4),
+            Layout::Contiguous,
+        ),
+        // 32 channels per group on every pass's channel side (ResNeXt's later stages): the tiles
+        // narrowed to 32 along it, two groups, with bias.
+        (
+            "grouped_narrow",
+            [2, 64, 6, 7],
+            [64, 32, 3, 3],
+            o().with_padding([1, 1]).with_groups(2),
+            Layout::Permuted,
+        ),
+        (
+            "split_k",
+            [2, 16, 32, 33],
+            [32, 16, 3, 3],
+            o().with_padding(Padding::Same),
+            Layout::Contiguous,
+        ),
+        // A late layer: one tile of positions, long channel x tap reductions, so the forward
+        // (k = 576, with bias) and input gradient (k = 432) split k over several cubes.
+        (
+            "late_layer",
+            [2, 64, 3, 3],
+            [48, 64, 3, 3],
+            o().with_padding([1, 1]),
+            Layout::Permuted,
+        ),
+    ]);
+}
+
+/// Strided convolutions, whose input gradient runs one tiled launch per stride phase.
+#[test]
+fn strided_input_gradients_match_cpu() {
+    let o = ConvNdOptions::<2>::default;
+    conv2d_cases(vec![
+        // Strided input gradients run one tiled launch per stride phase over the taps that reach
+        // it: four phases of 1-2 taps a side; a 1x1 stride 2, whose three other phases no tap
+        // reaches (zeros); phases of uneven reductions (k = 64 x 1 to 64 x 4) split over k; the
+        // same 1x1 with k = 256 split, so the phases without taps write zeros to every split;
+        // stride 3 with dilation 2; and 81 phases, more than run as launches of their own (one
+        // launch over every position, dividing by the stride).
+        (
+            "tiled_strided",
+            [2, 16, 11, 10],
+            [24, 16, 3, 3],
+            o().with_stride([2, 2]).with_padding([1, 1]),
+            Layout::Permuted,
+        ),
+        (
+            "tiled_1x1_s2",
+            [2, 32, 9, 8],
+            [16, 32, 1, 1],
+            o().with_stride([2, 2]),
+            Layout::Contiguous,
+        ),
+        (
+            "tiled_phases_split_k",
+            [2, 48, 5, 5],
+            [64, 48, 3, 3],
+            o().with_stride([2, 2]).with_padding([1, 1]),
+            Layout::Contiguous,
+        ),
+        (
+            "tiled_1x1_s2_split_k",
+            [1, 16, 4, 4],
+            [256, 16, 1, 1],
+            o().with_stride([2, 2]),
+            Layout::Contiguous,
+        ),
+        (
+            "tiled_dilated_s3",
+            [1, 16, 13, 12],
+            [20, 16, 3, 3],
+            o().with_stride([3, 3])
+                .with_dilation([2, 2])
+                .with_padding([2, 1]),
+            Layout::Contiguous,
+        ),
+        (
+            "tiled_81_phases",
+            [1, 16, 12, 12],
+            [16, 16, 3, 3],
+            o().with_stride([9, 9]),
+            Layout::Contiguous,
+        ),
+    ]);
+}
+
+/// Depthwise convolutions and wide kernel rows: the direct schedules of every pass,
+/// the weight gradient's register blocks and its split schedule.
+#[test]
+fn depthwise_and_wide_kernels_match_cpu() {
+    let o = ConvNdOptions::<2>::default;
+    conv2d_cases(vec![
+        // Depthwise (direct schedules in every pass) with a channel multiplier.
+        (
+            "depthwise",
+            [2, 6, 10, 9],
+            [12, 1, 3, 3],
+            o().with_padding([1, 1]).with_groups(6).with_stride([2, 2]),
+            Layout::Permuted,
+        ),
+        // A 9-wide kernel row, which the direct weight-gradient schedule keeps in registers, and
+        // a 13-wide one, wider than it keeps: the split schedule.
+        (
+            "wide_kernel",
+            [2, 2, 5, 20],
+            [3, 2, 1, 9],
+            o().with_padding([0, 4]),
+            Layout::Contiguous,
+        ),
+        (
+            "widest_kernel",
+            [2, 2, 5, 30],
+            [3, 2, 1, 13],
+            o().with_padding([0, 6]),
+            Layout::Contiguous,
+        ),
+        // The direct weight gradient's blocks, partial on every side: 21 output channels (a block
+        // of 16 and one of 5), 13 input channels (blocks of 5 at 3 taps), 2 positions per step
+        // over rows of 7 at stride 2 (neighbours sharing a value), and a dilated row (one
+        // position per step).
+        (
+            "weight_blocks",
+            [2, 13, 6, 14],
+            [21, 13, 3, 3],
+            o().with_stride([1, 2]).with_padding([1, 1]),
+            Layout::Permuted,
+        ),
+        (
+            "weight_blocks_dilated",
+            [1, 13, 5, 11],
+            [21, 13, 2, 3],
+            o().with_dilation([1, 2]).with_padding([0, 2]),
+            Layout::Contiguous,
+        ),
+        // Long reductions: several k-splits (weight and bias gradients).
+        (
+            "depthwise_split",
+            [2, 4, 32, 33],
+            [4, 1, 3, 3],
+            o().with_padding([1, 1]).with_groups(4),
+            Layout::Contiguous,
+        ),
+    ]);
+}
+
+#[test]
+fn conv1d_3d_and_transpose_match_cpu() {
+    let mut rng = rng("conv-others");
+    let x = Leaf::random(&mut rng, [2, 5, 13]);
+    let w = Leaf::random(&mut rng, [6, 5, 4]);
+    cross("conv1d", &[x, w], |t| {
+        conv1d(
+            t[0].clone(),
+            t[1].clone(),
+            None,
+            ConvNdOptions::default().with_stride([2]).with_padding([3]),
+        )
+    });
+    let x = Leaf::random(&mut rng, [1, 3, 5, 6, 7]);
+    let w = Leaf::random(&mut rng, [4, 3, 2, 3, 3]);
+    cross("conv3d", &[x.permuted(), w], |t| {
+        conv3d(
+            t[0].clone(),
+            t[1].clone(),
+            None,
+            ConvNdOptions::default()
+                .with_padding([1, 1, 1])
+                .with_dilation([1, 2, 1]),
+        )
+    });
+    // Eight stride phases of a tiled 3D input gradient.
+    let x = Leaf::random(&mut rng, [1, 16, 5, 6, 7]);
+    let w = Leaf::random(&mut rng, [16, 16, 3, 3, 3]);
+    cross("conv3d_tiled_strided", &[x, w], |t| {
+        conv3d(
+            t[0].clone(),
+            t[1].clone(),
+            None,
+            ConvNdOptions::default()
+                .with_stride([2, 2, 2])
+                .with_padding([1, 0, 1]),
+        )
+    });
+    let x = Leaf::random(&mut rng, [2, 4, 5, 6]);
+    let w = Leaf::random(&mut rng, [4, 3, 3, 3]);
+    let bias = Leaf::random(&mut rng, [6, 1, 1, 1]);
+    cross("conv_transpose2d", &[x, w, bias], |t| {
+        let options = ConvTransposeNdOptions::<2>::default()
+            .with_stride([2, 2])
+            .with_padding([1, 1])
+            .with_padding_out([1, 0])
+            .with_groups(2);
+        conv_transpose2d(t[0].clone(), t[1].clone(), Some(bias_of(&t[2])), options)
+    });
+    // conv_transpose's forward is the input-gradient GEMM: split k (48 x 9) with the bias.
+    let x = Leaf::random(&mut rng, [1, 48, 2, 3]);
+    let w = Leaf::random(&mut rng, [48, 24, 3, 3]);
+    let bias = Leaf::random(&mut rng, [24, 1, 1, 1]);
+    cross("conv_transpose2d_split_k", &[x, w, bias], |t| {
+        let options = ConvTransposeNdOptions::<2>::default().with_padding([1, 1]);
+        conv_transpose2d(t[0].clone(), t[1].clone(), Some(bias_of(&t[2])), options)
+    });
+    let x = Leaf::random(&mut rng, [1, 20, 6, 5]);
+    let w = Leaf::random(&mut rng, [20, 18, 3, 3]);
+    cross("conv_transpose2d_tiled", &[x.permuted(), w], |t| {
+        conv_transpose2d(
+            t[0].clone(),
+            t[1].clone(),
+            None,
+            ConvTransposeNdOptions::<2>::default().with_stride([2, 2]),
+        )
+    });
+}
+
+/// A tiled launch needing more than 65,535 cubes along `m` (4.2M output positions in 64-row
+/// tiles) runs as several launches over consecutive tile ranges and matches Flex everywhere,
+/// the last positions included. On a real GPU only (`vulkan` builds): its 268 MB output is
+/// more than wgpu binds on lavapipe (128 MiB), so CI checks the chunked launches with a lower
+/// per-launch limit instead ([`long_m_runs_as_several_launches`]).
+#[cfg(not(feature = "wgpu"))]
+#[test]
+fn conv_over_65535_tiles_matches_cpu() {
+    let mut rng = rng("huge");
+    let dims = [1, 2, 2050, 2050];
+    let x = rng.values(dims.iter().product());
+    let weight = rng.values(16 * 2 * 9);
+    let run = |device: &Device| {
+        let x = Tensor::<4>::from_data(TensorData::new(x.clone(), dims).convert::<f32>(), device);
+        let weight = Tensor::<4>::from_data(
+            TensorData::new(weight.clone(), [16, 2, 3, 3]).convert::<f32>(),
+            device,
+        );
+        let out = conv2d(
+            x,
+            weight,
+            None,
+            ConvNdOptions::default().with_padding([1, 1]),
+        );
+        out.into_data().try_to_vec::<f32>().unwrap()
+    };
+    let expected = run(&Device::flex());
+    // 16 output channels; the tiled schedule's tiles hold 64 positions.
+    assert!(expected.len() / 16 > 65_535 * 64);
+    let _pinned = common::pin(CubeKernels::Ours(OurKernels::default()));
+    assert_close("65,535+ tiles forward", &run(&wgpu()), &expected);
+}
+
+/// A forward and input gradient whose `m` takes several tiled launches (3 tiles each, where a
+/// grid would hold 65,535) match Flex, with a bias, every position of the last, partial launch
+/// included, single- and double-buffered.
+#[test]
+fn long_m_runs_as_several_launches() {
+    let values = |n: usize, scale: f32| -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * scale)
+            .collect()
+    };
+    // m = 2 x 17 x 19 = 646 positions: 11 tiles of 64, so 4 launches; 16 and 24 channels.
+    let (x_dims, w_dims) = ([2, 16, 17, 19], [24, 16, 3, 3]);
+    let x = values(x_dims.iter().product(), 0.01);
+    let weight = values(w_dims.iter().product(), 0.02);
+    let bias = values(24, 0.1);
+    let run = |device: &Device| {
+        let x = Tensor::<4>::from_data(TensorData::new(x.clone(), x_dims), device).require_grad();
+        let weight = Tensor::<4>::from_data(TensorData::new(weight.clone(), w_dims), device);
+        let bias = Tensor::<1>::from_data(TensorData::new(bias.clone(), [24]), device);
+        let options = ConvNdOptions::default().with_padding([1, 1]);
+        let out = conv2d(x.clone(), weight, Some(bias), options);
+        let grads = (out.clone() * out.clone()).sum().backward();
+        let x_grad = x.grad(&grads).unwrap();
+        [out.into_data(), x_grad.into_data()].map(|d| d.try_to_vec::<f32>().unwrap())
+    };
+    let expected = run(&Device::flex().autodiff());
+    for buffering in [Buffering::Double, Buffering::Single] {
+        let ours = OurKernels::default()
+            .with_conv(ConvSchedule::Tiled(buffering))
+            .with_max_tiles_per_launch(3);
+        let _pinned = common::pin(CubeKernels::Ours(ours));
+        let actual = run(&wgpu().autodiff());
+        for (what, (actual, expected)) in ["forward", "x grad"]
+            .iter()
+            .zip(actual.iter().zip(&expected))
+        {
+            assert_close(&format!("{what}, {buffering:?}"), actual, expected);
+        }
+    }
+}
+
+/// f64 convs sum in f64: over a long reduction (k = 64 x 9, and 48 x 9 for the input
+/// gradient) the forward and both gradients agree with Flex's f64 to 1e-11, where sums in f32
+/// are off by ~1e-6. A device that does not report f64 gives the typed error instead.
+#[test]
+fn f64_conv_sums_in_f64() {
+    let gpu = wgpu();
+    let mut rng = rng("f64");
+    let (x_dims, w_dims) = ([2, 64, 5, 6], [48, 64, 3, 3]);
+    let x = rng.values(x_dims.iter().product());
+    let weight = rng.values(w_dims.iter().product());
+    let options = ConvNdOptions::default().with_padding([1, 1]);
+    if !gpu.supports_dtype(DType::F64) {
+        let message = failure(|| {
+            let x = common::f64_tensor(&x, x_dims, &gpu);
+            let weight = common::f64_tensor(&weight, w_dims, &gpu);
+            conv2d(x, weight, None, options).into_data()
+        });
+        assert!(message.contains("dtype F64 is not supported"), "{message}");
+        return;
+    }
+    let run = |device: &Device| {
+        let x = common::f64_tensor(&x, x_dims, device).require_grad();
+        let weight = common::f64_tensor(&weight, w_dims, device).require_grad();
+        let out = conv2d(x.clone(), weight.clone(), None, options.clone());
+        let r = common::f64_tensor(&Lcg::new(5).values(2 * 48 * 30), [2, 48, 5, 6], device);
+        let grads = (out.clone() * r).sum().backward();
+        [
+            common::f64_values(out),
+            common::f64_values(x.grad(&grads).unwrap()),
+            common::f64_values(weight.grad(&grads).unwrap()),
+        ]
+    };
+    let expected = run(&Device::flex().autodiff());
+    common::each_pinned(|kernels| {
+        let actual = run(&gpu.clone().autodiff());
+        for (what, (actual, expected)) in ["forward", "x grad", "weight grad"]
+            .iter()
+            .zip(actual.iter().zip(&expected))
+        {
+            assert_eq!(actual.len(), expected.len());
+            for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+                assert!(
+                    (a - e).abs() <= 1e-11 * (1.0 + e.abs()),
+                    "f64 {what}[{i}], {kernels}: gpu {a} vs flex {e}"
+                );
+            }
+        }
+    });
+}
+
+/// An empty batch flows through the CubeCL kernels and their backward (empty out, zero weight
+/// gradient), as on the CPU.
+#[test]
+fn empty_batch_runs_on_wgpu() {
+    let device = wgpu().autodiff();
+    let x = Tensor::<4>::zeros([0, 3, 8, 8], &device).require_grad();
+    let weight = Tensor::<4>::ones([4, 3, 3, 3], &device).require_grad();
+    let out = conv2d(x.clone(), weight.clone(), None, ConvNdOptions::default());
+    let pooled = max_pool2d(out.clone(), MaxPoolOptions::new([2, 2]));
+    let averaged = adaptive_avg_pool2d(out, [1, 1]);
+    assert_eq!(pooled.dims(), [0, 4, 3, 3]);
+    let grads = (pooled.sum() + averaged.sum()).backward();
+    assert_eq!(x.grad(&grads).map(|g| g.dims()), Some([0, 3, 8, 8]));
+    let weight_grad = weight.grad(&grads).unwrap();
+    assert_eq!(weight_grad.dims(), [4, 3, 3, 3]);
+    assert!(weight_grad.into_data().iter::<f32>().all(|v| v == 0.0));
+}
