@@ -11,7 +11,7 @@ use burn::backend::ops::ModuleOps;
 use burn::backend::tensor::FloatTensor;
 use burn::tensor::Device;
 use burn::tensor::ops::MaxPoolOptions;
-use burn_convpool::spec::IndexWindows;
+use burn_convpool::spec::WindowRule;
 use burn_convpool::{AvgPoolNdOptions, ConvPoolBackend, LpPoolOptions};
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -80,7 +80,7 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Pool
                 )
                 .x_grad
             };
-            let windows = IndexWindows::Sliding(options.clone());
+            let windows = WindowRule::Sliding(options.clone());
             compare(
                 c,
                 &id("backward"),

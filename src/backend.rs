@@ -14,7 +14,7 @@ use burn::backend::{
 use burn::tensor::IntDType;
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
-use crate::spec::{AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions};
+use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule};
 
 /// Output shapes for the `Fusion` impl, which records each op lazily and must know its
 /// outputs without running it: `spec::shapes` on `Shape`s.
@@ -207,7 +207,7 @@ pub trait ConvPoolBackend: Backend {
         out_grad: FloatTensor<Self>,
         indices: IntTensor<Self>,
         x_size: [usize; 3],
-        windows: IndexWindows,
+        windows: WindowRule,
     ) -> FloatTensor<Self>;
 
     /// Average pooling with `count_include_pad`, ceil mode and `divisor_override`.

@@ -12,7 +12,7 @@ use burn::tensor::IntDType;
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
 use crate::backend::ConvPoolBackend;
-use crate::spec::{AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions};
+use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule};
 use conv::{ConvKind, record};
 use pool::{AdaptiveAvgBackward, AvgBackward, IndexBackward, UnpoolBackward, record_lp};
 
@@ -100,7 +100,7 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
         options: MaxPoolOptions<3>,
         indices_dtype: IntDType,
     ) -> (FloatTensor<Self>, IntTensor<Self>) {
-        let windows = IndexWindows::Sliding(options.clone());
+        let windows = WindowRule::Sliding(options.clone());
         pool::record::<B, C, _, _>(
             IndexBackward,
             x,
@@ -113,7 +113,7 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
         _: FloatTensor<Self>,
         _: IntTensor<Self>,
         _: [usize; 3],
-        _: IndexWindows,
+        _: WindowRule,
     ) -> FloatTensor<Self> {
         no_double_backward("max_pool_backward")
     }
@@ -160,7 +160,7 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
             IndexBackward,
             x,
             |x| B::adaptive_max_pool(x, output_size, indices_dtype),
-            |indices, x_size| (indices.clone(), x_size, IndexWindows::Adaptive),
+            |indices, x_size| (indices.clone(), x_size, WindowRule::Adaptive),
         )
     }
 
@@ -180,7 +180,7 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
                 (
                     indices.clone(),
                     x_size,
-                    IndexWindows::Fractional { kernel_size },
+                    WindowRule::Fractional { kernel_size },
                 )
             },
         )

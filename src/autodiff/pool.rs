@@ -15,7 +15,7 @@ use burn::backend::{
 
 use crate::backend::ConvPoolBackend;
 use crate::spec::spatial;
-use crate::spec::{AvgPoolNdOptions, IndexWindows, LpPoolOptions};
+use crate::spec::{AvgPoolNdOptions, LpPoolOptions, WindowRule};
 
 /// Record a one-input op whose backward state is derived from the forward's extra output.
 pub(crate) fn record<B, C, Bw, R>(
@@ -48,7 +48,7 @@ where
 pub(crate) struct IndexBackward;
 
 impl<B: ConvPoolBackend> Backward<B, 1> for IndexBackward {
-    type State = (IntTensor<B>, [usize; 3], IndexWindows);
+    type State = (IntTensor<B>, [usize; 3], WindowRule);
 
     fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let (indices, x_size, windows) = ops.state;

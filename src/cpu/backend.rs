@@ -109,7 +109,7 @@ macro_rules! impl_cpu_backend {
                 out_grad: Self::FloatTensorPrimitive,
                 indices: Self::IntTensorPrimitive,
                 x_size: [usize; 3],
-                _windows: $crate::spec::IndexWindows,
+                _windows: $crate::spec::WindowRule,
             ) -> Self::FloatTensorPrimitive {
                 $crate::cpu::pool_ops::max_pool_backward::<Self>(out_grad, indices, x_size)
             }

@@ -23,7 +23,7 @@ use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 
 use crate::backend::ConvPoolBackend;
 use crate::conv_routing as routing;
-use crate::spec::{AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions};
+use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule};
 
 pub(crate) use choice::cube_device;
 use passes::CubeConv;
@@ -113,7 +113,7 @@ impl ConvPoolBackend for CubeBackend {
         out_grad: CubeTensor,
         indices: CubeTensor,
         x_size: [usize; 3],
-        windows: IndexWindows,
+        windows: WindowRule,
     ) -> CubeTensor {
         pool_ops::max_pool_backward(out_grad, indices, x_size, windows)
     }

@@ -1,14 +1,17 @@
-//! Launchers of the window kernels (the unrolled sliding one and the span walk) and
-//! max-unpool. Sliding windows are computed in
+//! Launchers of the forward window kernels (whole-plane, the unrolled sliding one and the span
+//! walk, one launcher each after one choice) and max-unpool. Sliding windows are computed in
 //! the kernel by `spec::sliding_spans`'s rule; adaptive windows are span and cover tables
 //! built on the host by `spec`, the same spans the CPU walks, so both backends place every
 //! window identically.
+
+use std::sync::Arc;
 
 use burn::tensor::DType;
 use burn_convpool_kernels::pool::{self as kernels, Placement, PoolArgsLaunch};
 use burn_convpool_kernels::sliding;
 use burn_convpool_kernels::unpool;
 use burn_cubecl::tensor::CubeTensor;
+use cubecl::ir::{AddressType, ElemType};
 use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::{MaxPoolOptions, Spans, shapes, spatial, used_step, window_spans};
@@ -20,11 +23,12 @@ use super::tensor::{
     elementwise, empty, empty_channels_last, entry, float_type, int_type, strided, table,
     vector_lanes,
 };
+use super::whole_plane;
 
 pub use kernels::Reduction;
 
 /// Where the windows come from.
-pub enum Windows {
+pub enum WindowSource {
     /// Sliding windows (max, average and LP pooling), computed in the kernel.
     Sliding(MaxPoolOptions<3>),
     /// Spans per axis (adaptive windows).
@@ -40,7 +44,7 @@ pub enum Windows {
 
 /// The scalars of a pool.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Params {
+pub struct WindowReduction {
     /// The reduction.
     pub reduction: Reduction,
     /// Max over `|x|` (LP pooling with `p = inf`).
@@ -90,10 +94,10 @@ pub(super) fn sliding_fits(in_size: [usize; 3], options: &MaxPoolOptions<3>) -> 
 }
 
 /// `windows` with a sliding window that does not fit the kernels' arithmetic as a table.
-fn placed(windows: Windows, in_size: [usize; 3]) -> Windows {
+fn placed(windows: WindowSource, in_size: [usize; 3]) -> WindowSource {
     match windows {
-        Windows::Sliding(options) if !sliding_fits(in_size, &options) => {
-            Windows::Table(window_spans(in_size, &options))
+        WindowSource::Sliding(options) if !sliding_fits(in_size, &options) => {
+            WindowSource::Table(window_spans(in_size, &options))
         }
         windows => windows,
     }
@@ -123,7 +127,7 @@ pub(super) fn pool_args(
     out_size: [usize; 3],
     kernel: [usize; 3],
     sliding: Option<&MaxPoolOptions<3>>,
-    params: &Params,
+    params: &WindowReduction,
 ) -> PoolArgsLaunch {
     // Fractional pooling's, as the CPU (and PyTorch) compute it: in f32, from the integer
     // sizes (its kernel fits the input; a sliding one may not, and has no alpha).
@@ -220,16 +224,86 @@ fn planes_contiguous(x: &CubeTensor) -> bool {
 /// Largest kernel side the sliding kernel unrolls.
 const SLIDING_KERNEL: usize = 7;
 
+/// The kernel a pool's forward runs.
+enum ForwardKernel {
+    /// One window holds each whole plane (contiguous, or channels-last with its elements `C`
+    /// apart): the flat whole-plane kernel.
+    WholePlane,
+    /// A sliding window of up to [`SLIDING_KERNEL`] taps per axis: the unrolled sliding
+    /// kernel.
+    Sliding(MaxPoolOptions<3>),
+    /// Any other window: the span walk.
+    SpanWalk,
+}
+
+/// The kernel for `windows` (already [`placed`]) over `x`.
+fn forward_kernel(
+    x: &CubeTensor,
+    windows: &WindowSource,
+    out_size: [usize; 3],
+    channels_last: bool,
+) -> ForwardKernel {
+    let in_size = spatial(&dims5(x));
+    let whole_plane = (channels_last || planes_contiguous(x))
+        && match windows {
+            WindowSource::Sliding(options) => {
+                holds_whole_plane(in_size, out_size, Some(options), None)
+            }
+            WindowSource::Table(spans) => holds_whole_plane(in_size, out_size, None, Some(spans)),
+            WindowSource::Fractional { .. } => false,
+        };
+    match windows {
+        _ if whole_plane => ForwardKernel::WholePlane,
+        WindowSource::Sliding(options)
+            if options.kernel_size.iter().all(|&k| k <= SLIDING_KERNEL) =>
+        {
+            ForwardKernel::Sliding(options.clone())
+        }
+        _ => ForwardKernel::SpanWalk,
+    }
+}
+
+/// What each forward kernel binds: the tensors, the scalars and the comptime choices.
+#[derive(Clone)]
+struct ForwardLaunch {
+    x: CubeTensor,
+    /// The span table (a dummy unless the windows are a table).
+    spans: CubeTensor,
+    /// The fractional samples (`x` unless fractional).
+    samples: CubeTensor,
+    /// Read by `LpShare` only (`x` otherwise).
+    out_grad: CubeTensor,
+    out: CubeTensor,
+    /// Written by `Max` only.
+    indices: CubeTensor,
+    /// Builds the kernel's scalars (their launch type is not `Clone`).
+    args: Arc<dyn Fn() -> PoolArgsLaunch + Send + Sync>,
+    params: WindowReduction,
+    placement: Placement,
+    channels_last: bool,
+    /// Channels a unit reads as one vector (channels-last), else 1.
+    lanes: usize,
+    /// Value, index and accumulator types.
+    types: [ElemType; 3],
+    address: AddressType,
+    out_size: [usize; 3],
+}
+
+impl ForwardLaunch {
+    /// Output rows (what tells launches apart for the tuner, with the row length).
+    fn rows(&self) -> usize {
+        self.out.meta.num_elements() / self.out_size[2]
+    }
+}
+
 /// Run the window kernel: values, and indices of `indices_dtype` for `Max` (else a dummy).
-/// `out_grad` is read by `LpShare` only. A window holding a whole contiguous plane runs the
-/// flat whole-plane kernel, a sliding window of up to [`SLIDING_KERNEL`] taps per axis the
-/// unrolled sliding kernel, any other the span walk. A whole channels-last plane runs the
-/// flat kernel too, its elements `C` apart.
+/// `out_grad` is read by `LpShare` only. A channels-last input gives a channels-last output;
+/// [`forward_kernel`] picks the kernel.
 pub fn forward(
     x: CubeTensor,
-    windows: Windows,
+    windows: WindowSource,
     out_size: [usize; 3],
-    params: Params,
+    params: WindowReduction,
     out_grad: Option<CubeTensor>,
     indices_dtype: DType,
 ) -> Result<(CubeTensor, CubeTensor), LaunchError> {
@@ -237,7 +311,7 @@ pub fn forward(
     let x = strided(x);
     let dims = dims5(&x);
     let out_dims = shapes::with_spatial(&dims, out_size);
-    // A channels-last input gives a channels-last output (`LpShare` reads `out_grad` as `out`).
+    // `LpShare` reads `out_grad` as `out`, so its output keeps the planes' layout.
     let channels_last = channels_last(&x) && out_grad.is_none();
     // Channels-last, the sliding kernel reads and writes runs of channels as vectors.
     let lanes = if channels_last { vector_lanes(&x) } else { 1 };
@@ -254,25 +328,20 @@ pub fn forward(
     let index_type = int_type(&indices)?;
     let in_size = spatial(&dims);
     let windows = placed(windows, in_size);
-    let whole_plane = (channels_last || planes_contiguous(&x))
-        && match &windows {
-            Windows::Sliding(options) => holds_whole_plane(in_size, out_size, Some(options), None),
-            Windows::Table(spans) => holds_whole_plane(in_size, out_size, None, Some(spans)),
-            Windows::Fractional { .. } => false,
-        };
-    let mut sliding = None;
-    let (spans, samples, kernel, placement) = match windows {
-        Windows::Sliding(options) => {
-            sliding = Some(options);
-            (table(&x, &[]), x.clone(), params.kernel, Placement::Sliding)
-        }
-        Windows::Table(spans) => (
+    let kernel = forward_kernel(&x, &windows, out_size, channels_last);
+    let sliding = match &windows {
+        WindowSource::Sliding(options) => Some(options.clone()),
+        _ => None,
+    };
+    let (spans, samples, window_kernel, placement) = match windows {
+        WindowSource::Sliding(_) => (table(&x, &[]), x.clone(), params.kernel, Placement::Sliding),
+        WindowSource::Table(spans) => (
             table(&x, &flat_spans(&spans)?),
             x.clone(),
             params.kernel,
             Placement::Table,
         ),
-        Windows::Fractional { samples, kernel } => (
+        WindowSource::Fractional { samples, kernel } => (
             table(&x, &[]),
             contiguous(*samples),
             kernel,
@@ -283,99 +352,138 @@ pub fn forward(
     if out.meta.num_elements() == 0 {
         return Ok((out, indices));
     }
-    let address = address_type(&[&x, &out, &out_grad]);
-    let window = sliding.clone();
-    let args = move || pool_args(dims[1], in_size, out_size, kernel, window.as_ref(), &params);
-    let types = [dtype, index_type, accumulator_type(dtype)];
-    let small =
-        |options: &MaxPoolOptions<3>| options.kernel_size.iter().all(|&k| k <= SLIDING_KERNEL);
-    // What tells launches apart for the tuner: the reduction, the code's comptime values, and
-    // the rows and row length it runs over.
-    let rows = out.meta.num_elements() / out_size[2];
-    let reduction = params.reduction as usize;
-    let spreads = out_size[2] > 1;
-    let (out_ret, indices_ret) = (out.clone(), indices.clone());
-    match sliding.filter(small) {
-        _ if whole_plane => super::whole_plane::run(super::whole_plane::WholePlane {
-            x,
-            spans,
-            out_grad,
-            out,
-            indices,
-            args: std::sync::Arc::new(args),
-            reduction: params.reduction,
-            placement,
-            abs: params.abs,
-            count_include_pad: params.count_include_pad,
-            channels_last,
-            width: lanes,
-            types,
-            elements: in_size.iter().product(),
-        }),
-        Some(options) => {
-            let (taps, stride, dtype) = (options.kernel_size, options.stride, x.dtype);
-            let key = move || {
-                let exact = [
-                    &taps[..],
-                    &stride,
-                    &[reduction, channels_last.into(), lanes],
-                ]
-                .concat();
-                PackingKey::of("pool_sliding", dtype, &exact, &[rows, out_size[2]])
-            };
-            packing::run(&out_ret, key, spreads, move |packing| {
-                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], packing, lanes);
-                sliding::pool_sliding::launch(
-                    &out.client,
-                    cube_count,
-                    cube_dim,
-                    address,
-                    lanes,
-                    x.clone().into_tensor_arg(),
-                    out_grad.clone().into_tensor_arg(),
-                    out.clone().into_tensor_arg(),
-                    indices.clone().into_tensor_arg(),
-                    args(),
-                    taps,
-                    params.reduction,
-                    params.abs,
-                    params.count_include_pad,
-                    block_w,
-                    channels_last,
-                    types,
-                )
-            })
-        }
-        None => {
-            let exact = [reduction, placement as usize, channels_last.into()];
-            let dtype = x.dtype;
-            let key = move || PackingKey::of("pool_forward", dtype, &exact, &[rows, out_size[2]]);
-            packing::run(&out_ret, key, spreads, move |packing| {
-                let (block_w, cube_count, cube_dim) = row_blocks(&out, out_size[2], packing, 1);
-                kernels::pool_forward::launch(
-                    &out.client,
-                    cube_count,
-                    cube_dim,
-                    address,
-                    x.clone().into_tensor_arg(),
-                    spans.clone().into_tensor_arg(),
-                    samples.clone().into_tensor_arg(),
-                    out_grad.clone().into_tensor_arg(),
-                    out.clone().into_tensor_arg(),
-                    indices.clone().into_tensor_arg(),
-                    args(),
-                    params.reduction,
-                    placement,
-                    params.abs,
-                    params.count_include_pad,
-                    block_w,
-                    channels_last,
-                    types,
-                )
-            })
-        }
+    let channels = dims[1];
+    let args = move || {
+        pool_args(
+            channels,
+            in_size,
+            out_size,
+            window_kernel,
+            sliding.as_ref(),
+            &params,
+        )
+    };
+    let launch = ForwardLaunch {
+        address: address_type(&[&x, &out, &out_grad]),
+        x,
+        spans,
+        samples,
+        out_grad,
+        out: out.clone(),
+        indices: indices.clone(),
+        args: Arc::new(args),
+        params,
+        placement,
+        channels_last,
+        lanes,
+        types: [dtype, index_type, accumulator_type(dtype)],
+        out_size,
+    };
+    match kernel {
+        ForwardKernel::WholePlane => launch_whole_plane(launch, in_size),
+        ForwardKernel::Sliding(options) => launch_sliding(launch, options),
+        ForwardKernel::SpanWalk => launch_span_walk(launch),
     }
-    Ok((out_ret, indices_ret))
+    Ok((out, indices))
+}
+
+/// The flat whole-plane kernel over planes of `in_size`.
+fn launch_whole_plane(launch: ForwardLaunch, in_size: [usize; 3]) {
+    whole_plane::run(whole_plane::WholePlane {
+        x: launch.x,
+        spans: launch.spans,
+        out_grad: launch.out_grad,
+        out: launch.out,
+        indices: launch.indices,
+        args: launch.args,
+        reduction: launch.params.reduction,
+        placement: launch.placement,
+        abs: launch.params.abs,
+        count_include_pad: launch.params.count_include_pad,
+        channels_last: launch.channels_last,
+        width: launch.lanes,
+        types: launch.types,
+        elements: in_size.iter().product(),
+    })
+}
+
+/// The unrolled sliding kernel, packed or spread as [`packing`] chooses.
+fn launch_sliding(launch: ForwardLaunch, options: MaxPoolOptions<3>) {
+    let (taps, stride) = (options.kernel_size, options.stride);
+    let out_size = launch.out_size;
+    let exact = [
+        &taps[..],
+        &stride,
+        &[
+            launch.params.reduction as usize,
+            launch.channels_last.into(),
+            launch.lanes,
+        ],
+    ]
+    .concat();
+    let (dtype, rows) = (launch.x.dtype, launch.rows());
+    let key = move || PackingKey::of("pool_sliding", dtype, &exact, &[rows, out_size[2]]);
+    let out = launch.out.clone();
+    packing::run(&out, key, out_size[2] > 1, move |packing| {
+        let l = &launch;
+        let (block_w, cube_count, cube_dim) = row_blocks(&l.out, out_size[2], packing, l.lanes);
+        sliding::pool_sliding::launch(
+            &l.out.client,
+            cube_count,
+            cube_dim,
+            l.address,
+            l.lanes,
+            l.x.clone().into_tensor_arg(),
+            l.out_grad.clone().into_tensor_arg(),
+            l.out.clone().into_tensor_arg(),
+            l.indices.clone().into_tensor_arg(),
+            (l.args)(),
+            taps,
+            l.params.reduction,
+            l.params.abs,
+            l.params.count_include_pad,
+            block_w,
+            l.channels_last,
+            l.types,
+        )
+    })
+}
+
+/// The span walk, packed or spread as [`packing`] chooses.
+fn launch_span_walk(launch: ForwardLaunch) {
+    let out_size = launch.out_size;
+    let exact = [
+        launch.params.reduction as usize,
+        launch.placement as usize,
+        launch.channels_last.into(),
+    ];
+    let (dtype, rows) = (launch.x.dtype, launch.rows());
+    let key = move || PackingKey::of("pool_forward", dtype, &exact, &[rows, out_size[2]]);
+    let out = launch.out.clone();
+    packing::run(&out, key, out_size[2] > 1, move |packing| {
+        let l = &launch;
+        let (block_w, cube_count, cube_dim) = row_blocks(&l.out, out_size[2], packing, 1);
+        kernels::pool_forward::launch(
+            &l.out.client,
+            cube_count,
+            cube_dim,
+            l.address,
+            l.x.clone().into_tensor_arg(),
+            l.spans.clone().into_tensor_arg(),
+            l.samples.clone().into_tensor_arg(),
+            l.out_grad.clone().into_tensor_arg(),
+            l.out.clone().into_tensor_arg(),
+            l.indices.clone().into_tensor_arg(),
+            (l.args)(),
+            l.params.reduction,
+            l.placement,
+            l.params.abs,
+            l.params.count_include_pad,
+            block_w,
+            l.channels_last,
+            l.types,
+        )
+    })
 }
 
 /// Max-unpool: `x` scattered at `indices` into zeros of spatial size `output_size`.

@@ -11,8 +11,8 @@ use crate::spec::{MaxPoolOptions, Spans, shapes, spans_cover, spatial, window_sp
 
 use super::packing::{self, PackingKey};
 use super::pool::{
-    Params, flat_cover, flat_spans, holds_whole_plane, pool_args, row_blocks, sliding_axes,
-    sliding_fits,
+    WindowReduction, flat_cover, flat_spans, holds_whole_plane, pool_args, row_blocks,
+    sliding_axes, sliding_fits,
 };
 use super::tensor::{
     LaunchError, accumulator_type, address_type, channels_last, contiguous, dims5, empty,
@@ -31,11 +31,11 @@ pub struct BackwardInputs {
     /// The forward's output, from which `Lp` takes each window's share in the gather.
     pub output: Option<CubeTensor>,
     /// The windows.
-    pub windows: BackwardWindows,
+    pub windows: CoveringWindows,
 }
 
 /// Where the backward finds the windows that may hold each input position.
-pub enum BackwardWindows {
+pub enum CoveringWindows {
     /// Sliding windows, computed in the kernel.
     Sliding(MaxPoolOptions<3>),
     /// Tables: per axis and input position, the outputs that may cover it, and the spans that
@@ -85,7 +85,7 @@ struct Placed {
 /// kernel's coverage test assumes it), else span and cover tables.
 fn place(
     grad: &CubeTensor,
-    windows: BackwardWindows,
+    windows: CoveringWindows,
     x_size: [usize; 3],
     out_size: [usize; 3],
     reduction: Reduction,
@@ -94,9 +94,9 @@ fn place(
         sliding_fits(x_size, options) && (reduction == Reduction::Max || options.dilation == [1; 3])
     };
     let windows = match windows {
-        BackwardWindows::Sliding(options) if !computable(&options) => {
+        CoveringWindows::Sliding(options) if !computable(&options) => {
             let spans = window_spans(x_size, &options);
-            BackwardWindows::Table {
+            CoveringWindows::Table {
                 cover: spans_cover(x_size, &spans),
                 // `Max` reads indices, not spans.
                 spans: (reduction != Reduction::Max).then_some(spans),
@@ -105,14 +105,14 @@ fn place(
         windows => windows,
     };
     Ok(match windows {
-        BackwardWindows::Sliding(options) => Placed {
+        CoveringWindows::Sliding(options) => Placed {
             spans: table(grad, &[]),
             cover: table(grad, &[]),
             whole_plane: holds_whole_plane(x_size, out_size, Some(&options), None),
             sliding: Some(options),
             placement: Placement::Sliding,
         },
-        BackwardWindows::Table { spans, cover } => Placed {
+        CoveringWindows::Table { spans, cover } => Placed {
             spans: table(
                 grad,
                 &spans
@@ -133,7 +133,7 @@ fn place(
 pub fn backward(
     inputs: BackwardInputs,
     x_size: [usize; 3],
-    params: Params,
+    params: WindowReduction,
     sign: bool,
 ) -> Result<CubeTensor, LaunchError> {
     let dtype = float_type(&inputs.grad)?;

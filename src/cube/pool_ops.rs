@@ -6,45 +6,45 @@ use burn::tensor::{DType, IntDType};
 use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::{
-    AvgPoolNdOptions, IndexWindows, LpPoolOptions, MaxPoolOptions, adaptive_spans3, avg_window,
+    AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule, adaptive_spans3, avg_window,
     spans_cover, spatial, window_out_size,
 };
 
-use super::pool::{self, Params, Reduction, Windows};
-use super::pool_backward::{BackwardInputs, BackwardWindows, backward};
+use super::pool::{self, Reduction, WindowReduction, WindowSource};
+use super::pool_backward::{BackwardInputs, CoveringWindows, backward};
 use super::tensor::{dims5, expect};
 
-fn max_params() -> Params {
-    Params {
+fn max_params() -> WindowReduction {
+    WindowReduction {
         reduction: Reduction::Max,
-        ..Params::default()
+        ..WindowReduction::default()
     }
 }
 
-fn avg_params(options: &AvgPoolNdOptions<3>) -> Params {
-    Params {
+fn avg_params(options: &AvgPoolNdOptions<3>) -> WindowReduction {
+    WindowReduction {
         reduction: Reduction::Avg,
         count_include_pad: options.count_include_pad,
         divisor_override: options.divisor_override.unwrap_or(0),
-        ..Params::default()
+        ..WindowReduction::default()
     }
 }
 
 /// Adaptive average: the divisor is the taps inside the input.
-fn adaptive_avg_params() -> Params {
-    Params {
+fn adaptive_avg_params() -> WindowReduction {
+    WindowReduction {
         reduction: Reduction::Avg,
-        ..Params::default()
+        ..WindowReduction::default()
     }
 }
 
-fn lp_params(options: &LpPoolOptions<3>, reduction: Reduction) -> Params {
-    Params {
+fn lp_params(options: &LpPoolOptions<3>, reduction: Reduction) -> WindowReduction {
+    WindowReduction {
         reduction,
         abs: options.norm_type.is_infinite(),
         norm: options.norm_type,
         kernel: options.kernel_size,
-        ..Params::default()
+        ..WindowReduction::default()
     }
 }
 
@@ -52,9 +52,9 @@ fn lp_params(options: &LpPoolOptions<3>, reduction: Reduction) -> Params {
 fn max_pool(
     op: &str,
     x: CubeTensor,
-    windows: Windows,
+    windows: WindowSource,
     out_size: [usize; 3],
-    params: Params,
+    params: WindowReduction,
     indices_dtype: DType,
 ) -> (CubeTensor, CubeTensor) {
     let device = x.device.clone();
@@ -69,9 +69,9 @@ fn max_pool(
 fn value_pool(
     op: &str,
     x: CubeTensor,
-    windows: Windows,
+    windows: WindowSource,
     out_size: [usize; 3],
-    params: Params,
+    params: WindowReduction,
 ) -> CubeTensor {
     let device = x.device.clone();
     let result = pool::forward(x, windows, out_size, params, None, DType::I32);
@@ -84,8 +84,8 @@ fn average_backward(
     op: &str,
     out_grad: CubeTensor,
     x_size: [usize; 3],
-    windows: BackwardWindows,
-    params: Params,
+    windows: CoveringWindows,
+    params: WindowReduction,
 ) -> CubeTensor {
     let device = out_grad.device.clone();
     let inputs = BackwardInputs {
@@ -100,14 +100,10 @@ fn average_backward(
 
 /// The backward windows of index windows: sliding ones are computed in the kernel, adaptive
 /// and fractional ones come as covers (the indices say which output took each input).
-fn index_windows(
-    windows: IndexWindows,
-    x_size: [usize; 3],
-    out_size: [usize; 3],
-) -> BackwardWindows {
+fn index_windows(windows: WindowRule, x_size: [usize; 3], out_size: [usize; 3]) -> CoveringWindows {
     match windows {
-        IndexWindows::Sliding(options) => BackwardWindows::Sliding(options),
-        windows => BackwardWindows::Table {
+        WindowRule::Sliding(options) => CoveringWindows::Sliding(options),
+        windows => CoveringWindows::Table {
             spans: None,
             cover: windows.cover(x_size, out_size),
         },
@@ -120,7 +116,7 @@ pub(super) fn max_pool_with_indices(
     indices_dtype: IntDType,
 ) -> (CubeTensor, CubeTensor) {
     let out_size = window_out_size(spatial(&dims5(&x)), &options);
-    let windows = Windows::Sliding(options);
+    let windows = WindowSource::Sliding(options);
     max_pool(
         "max_pool",
         x,
@@ -135,7 +131,7 @@ pub(super) fn max_pool_backward(
     out_grad: CubeTensor,
     indices: CubeTensor,
     x_size: [usize; 3],
-    windows: IndexWindows,
+    windows: WindowRule,
 ) -> CubeTensor {
     let device = out_grad.device.clone();
     let windows = index_windows(windows, x_size, spatial(&dims5(&out_grad)));
@@ -154,7 +150,13 @@ pub(super) fn avg_pool(x: CubeTensor, options: AvgPoolNdOptions<3>) -> CubeTenso
     let window = avg_window(&options);
     let out_size = window_out_size(spatial(&dims5(&x)), &window);
     let params = avg_params(&options);
-    value_pool("avg_pool", x, Windows::Sliding(window), out_size, params)
+    value_pool(
+        "avg_pool",
+        x,
+        WindowSource::Sliding(window),
+        out_size,
+        params,
+    )
 }
 
 pub(super) fn avg_pool_backward(
@@ -166,7 +168,7 @@ pub(super) fn avg_pool_backward(
         "avg_pool_backward",
         out_grad,
         x_size,
-        BackwardWindows::Sliding(avg_window(&options)),
+        CoveringWindows::Sliding(avg_window(&options)),
         avg_params(&options),
     )
 }
@@ -177,7 +179,7 @@ pub(super) fn adaptive_avg_pool(x: CubeTensor, output_size: [usize; 3]) -> CubeT
     value_pool(
         "adaptive_avg_pool",
         x,
-        Windows::Table(spans),
+        WindowSource::Table(spans),
         output_size,
         params,
     )
@@ -185,7 +187,7 @@ pub(super) fn adaptive_avg_pool(x: CubeTensor, output_size: [usize; 3]) -> CubeT
 
 pub(super) fn adaptive_avg_pool_backward(out_grad: CubeTensor, x_size: [usize; 3]) -> CubeTensor {
     let spans = adaptive_spans3(x_size, spatial(&dims5(&out_grad)));
-    let windows = BackwardWindows::Table {
+    let windows = CoveringWindows::Table {
         cover: spans_cover(x_size, &spans),
         spans: Some(spans),
     };
@@ -203,7 +205,7 @@ pub(super) fn adaptive_max_pool(
     output_size: [usize; 3],
     indices_dtype: IntDType,
 ) -> (CubeTensor, CubeTensor) {
-    let windows = Windows::Table(adaptive_spans3(spatial(&dims5(&x)), output_size));
+    let windows = WindowSource::Table(adaptive_spans3(spatial(&dims5(&x)), output_size));
     let dtype = indices_dtype.into();
     max_pool(
         "adaptive_max_pool",
@@ -222,7 +224,7 @@ pub(super) fn fractional_max_pool(
     output_size: [usize; 3],
     indices_dtype: IntDType,
 ) -> (CubeTensor, CubeTensor) {
-    let windows = Windows::Fractional {
+    let windows = WindowSource::Fractional {
         samples: Box::new(samples),
         kernel: kernel_size,
     };
@@ -242,11 +244,17 @@ pub(super) fn lp_pool(x: CubeTensor, options: LpPoolOptions<3>) -> CubeTensor {
     let out_size = window_out_size(spatial(&dims5(&x)), &window);
     if options.norm_type.is_infinite() {
         let params = lp_params(&options, Reduction::Max);
-        let windows = Windows::Sliding(window);
+        let windows = WindowSource::Sliding(window);
         return max_pool("lp_pool", x, windows, out_size, params, DType::I32).0;
     }
     let params = lp_params(&options, Reduction::Lp);
-    value_pool("lp_pool", x, Windows::Sliding(window), out_size, params)
+    value_pool(
+        "lp_pool",
+        x,
+        WindowSource::Sliding(window),
+        out_size,
+        params,
+    )
 }
 
 pub(super) fn lp_pool_backward(
@@ -259,13 +267,13 @@ pub(super) fn lp_pool_backward(
     let window = options.window();
     let in_size = spatial(&dims5(&x));
     let out_size = window_out_size(in_size, &window);
-    let sliding = || Windows::Sliding(window.clone());
+    let sliding = || WindowSource::Sliding(window.clone());
     let lp_inputs = |grad, output| BackwardInputs {
         grad,
         indices: None,
         x: Some(x.clone()),
         output,
-        windows: BackwardWindows::Sliding(window.clone()),
+        windows: CoveringWindows::Sliding(window.clone()),
     };
     let result = if options.norm_type.is_infinite() {
         // The gradient goes to the arg-max of |x|, times sign(x).

@@ -151,7 +151,7 @@ pub fn fractional_spans(
 /// a gather-form gradient needs to visit, for each input element, only the outputs whose
 /// windows may hold it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum IndexWindows {
+pub enum WindowRule {
     /// Sliding windows (max pooling, and LP pooling with `p = inf`).
     Sliding(MaxPoolOptions<3>),
     /// Adaptive windows.
@@ -163,7 +163,11 @@ pub enum IndexWindows {
     },
 }
 
-impl IndexWindows {
+/// The former name of [`WindowRule`].
+#[deprecated(note = "renamed `WindowRule`")]
+pub type IndexWindows = WindowRule;
+
+impl WindowRule {
     /// Per axis and input position, the outputs `lo..hi` whose windows may hold it.
     pub fn cover(&self, in_size: [usize; 3], out_size: [usize; 3]) -> [Vec<(usize, usize)>; 3] {
         match self {
