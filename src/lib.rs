@@ -82,6 +82,7 @@ pub(crate) mod functional;
 pub mod spec;
 
 pub use backend::ConvPoolBackend;
+pub use cpu::choice as cpu_kernels;
 #[cfg(feature = "cube")]
 pub use cube::choice as cube_kernels;
 pub use functional::*;

@@ -4,6 +4,7 @@
 //! `flex.rs` and `ndarray.rs` are the two backends' adapters.
 
 mod backend;
+pub mod choice;
 pub(crate) mod conv_ops;
 #[cfg(feature = "flex")]
 mod flex;

@@ -5,6 +5,7 @@
 mod common;
 mod conv_errors;
 mod conv_gradcheck;
+mod cpu_algorithms;
 #[cfg(any(feature = "wgpu", feature = "vulkan"))]
 mod cube_cross;
 mod dtypes;

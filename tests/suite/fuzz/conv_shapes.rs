@@ -1,23 +1,40 @@
 //! Convolution strategies shaped for one CPU path each (Winograd, the stride phases, tiles of
-//! several images), which the general strategy's few channels and small batches never reach.
+//! several images), which the general strategy's few channels and small batches never reach,
+//! and each CPU algorithm pinned on the shapes it serves.
+
+use std::ops::RangeInclusive;
 
 use burn::tensor::Device;
+use burn_convpool::cpu_kernels::{Algorithm, with_conv_algorithm};
 use proptest::prelude::*;
 
 use super::cases;
 use super::conv::{ConvCase, fuzz_conv_cases};
 use super::reference::Mode;
 
-/// 3-tap stride-1 convolutions (and their transposes) wide enough for the CPU's Winograd path
-/// (64+ channels per group, 8+ outputs per 3-tap axis), which the general strategy's few
-/// channels never reach.
-fn winograd_case() -> impl Strategy<Value = ConvCase> {
+/// Channels per group wide enough for the CPU to pick Winograd (64+ a side).
+const WINOGRAD_CHANNELS: Channels = (64..=70, 64..=70);
+
+/// Channels per group wide enough for the CPU to pick the phase grids (input channels times
+/// phases 64+, output channels 16+).
+const PHASE_CHANNELS: Channels = (32..=36, 16..=20);
+
+/// A few channels per group, where the CPU picks neither unless pinned.
+const FEW_CHANNELS: Channels = (1..=6, 1..=6);
+
+/// Input channels per group, and output channels per group.
+type Channels = (RangeInclusive<usize>, RangeInclusive<usize>);
+
+/// 3-tap stride-1 convolutions (and their transposes) long enough for the CPU's Winograd path
+/// (8+ outputs per 3-tap axis) with `channels` per group: at [`WINOGRAD_CHANNELS`], shapes the
+/// general strategy's few channels never reach.
+fn winograd_case(channels: Channels) -> impl Strategy<Value = ConvCase> {
     (
         (
             1usize..=3,
             1usize..=2,
-            64usize..=70,
-            64usize..=70,
+            channels.0,
+            channels.1,
             any::<bool>(),
         ),
         (
@@ -63,22 +80,22 @@ fn winograd_sized_convs_match_the_reference() {
         "winograd-sized conv on flex",
         Device::flex().autodiff(),
         cases("FUZZ_CASES", 1024).div_ceil(64),
-        winograd_case(),
+        winograd_case(WINOGRAD_CHANNELS),
     );
 }
 
 /// Strided convolutions (and their transposes) whose kernel is a whole number of strides on
-/// every axis, sized for the CPU's phase-grid path (input channels per group times phases 64+,
-/// output channels per group 16+, and outputs long enough on multi-tap axes), which the
-/// general strategy's few channels and small planes never reach. In 3D only the last axis
-/// has several taps, so the f64 reference stays small.
-fn phase_case() -> impl Strategy<Value = ConvCase> {
+/// every axis, with outputs long enough on multi-tap axes for the CPU's phase-grid path and
+/// `channels` per group: at [`PHASE_CHANNELS`], shapes the general strategy's few channels and
+/// small planes never reach. In 3D only the last axis has several taps, so the f64 reference
+/// stays small.
+fn phase_case(channels: Channels) -> impl Strategy<Value = ConvCase> {
     (
         (
             1usize..=3,
             1usize..=2,
-            32usize..=36,
-            16usize..=20,
+            channels.0,
+            channels.1,
             any::<bool>(),
         ),
         (
@@ -150,7 +167,7 @@ fn phase_sized_convs_match_the_reference() {
         "phase-sized strided conv on flex",
         Device::flex().autodiff(),
         cases("FUZZ_CASES", 1024).div_ceil(64),
-        phase_case(),
+        phase_case(PHASE_CHANNELS),
     );
 }
 
@@ -284,4 +301,29 @@ fn tiled_small_convs_match_the_reference() {
         cases("FUZZ_CASES", 1024).div_ceil(16),
         tiled_case(),
     );
+}
+
+/// Winograd and the phase grids pinned on shapes they serve but are not picked for (a few
+/// channels). The im2col GEMM runs the general strategy's shapes, and a depthwise forward
+/// always runs the depthwise stencil.
+#[test]
+fn pinned_cpu_algorithms_match_the_reference() {
+    let device = Device::flex().autodiff();
+    let few = cases("FUZZ_CASES", 1024).div_ceil(8);
+    with_conv_algorithm(Algorithm::Winograd, || {
+        fuzz_conv_cases(
+            "winograd pinned, few channels, on flex",
+            device.clone(),
+            few,
+            winograd_case(FEW_CHANNELS),
+        )
+    });
+    with_conv_algorithm(Algorithm::Phases, || {
+        fuzz_conv_cases(
+            "phase grids pinned, few channels, on flex",
+            device.clone(),
+            few,
+            phase_case(FEW_CHANNELS),
+        )
+    });
 }

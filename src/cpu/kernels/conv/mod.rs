@@ -12,6 +12,8 @@ use crate::spec::ConvGeometry;
 
 use super::element::{Element, lane_sum};
 use super::{depthwise, phases, winograd};
+pub use crate::cpu::choice::Algorithm;
+use crate::cpu::choice::pinned;
 
 /// A pass of a convolution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,35 +26,28 @@ pub enum Pass {
     Weight,
 }
 
-/// The CPU's algorithms for a convolution pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Algorithm {
-    /// A vectorised stencil over each channel's plane, no lowering (`depthwise`): depthwise
-    /// forward passes.
-    Depthwise,
-    /// Winograd's F(2, 3) per 3-tap axis (`winograd`): stride-1 3-tap convolutions with enough
-    /// channels and outputs, all three passes.
-    Winograd,
-    /// Stride-1 taps over the input's stride phases, no patch matrix (`phases`): strided
-    /// convolutions whose kernel is a whole number of strides, all three passes.
-    Phases,
-    /// im2col and a GEMM (`lowered`), a 1x1 convolution's input its own patch matrix: every
-    /// other shape, and the fallback where Winograd or the phases decline a value.
-    Lowered,
+/// Whether `algorithm` computes `pass` over `geometry`, fast or not.
+fn serves(algorithm: Algorithm, geometry: &ConvGeometry, pass: Pass) -> bool {
+    match algorithm {
+        Algorithm::Depthwise => pass == Pass::Forward && depthwise::is_depthwise(geometry),
+        Algorithm::Winograd => winograd::serves(geometry),
+        Algorithm::Phases => phases::serves(geometry),
+        Algorithm::Lowered => true,
+    }
 }
 
-/// The algorithm for `pass` over `geometry`. Winograd's transforms and the phase grids still
-/// refuse values they cannot carry (values past Winograd's safe magnitude, a non-finite weight
-/// or input that the grids' padding would multiply); those calls take the lowered path.
+/// The algorithm for `pass` over `geometry`: the one [`pinned`] on this thread where it serves
+/// the shape, else the fastest that serves it (Winograd and the phase grids only where they
+/// pay). Winograd's transforms and the phase grids' gradients still refuse values they cannot
+/// carry (past Winograd's safe magnitude, a non-finite operand the grids' padding would
+/// multiply); those calls take the lowered path.
 pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
-    if pass == Pass::Forward && depthwise::is_depthwise(geometry) {
-        Algorithm::Depthwise
-    } else if winograd::fits(geometry) {
-        Algorithm::Winograd
-    } else if phases::fits(geometry) {
-        Algorithm::Phases
-    } else {
-        Algorithm::Lowered
+    match pinned() {
+        Some(algorithm) if serves(algorithm, geometry, pass) => algorithm,
+        _ if serves(Algorithm::Depthwise, geometry, pass) => Algorithm::Depthwise,
+        _ if winograd::fits(geometry) => Algorithm::Winograd,
+        _ if phases::fits(geometry) => Algorithm::Phases,
+        _ => Algorithm::Lowered,
     }
 }
 
@@ -69,7 +64,7 @@ pub fn forward<T: Element>(
     let out = match algorithm(geometry, Pass::Forward) {
         Algorithm::Depthwise => Some(depthwise::forward(geometry, x, weight, bias)),
         Algorithm::Winograd => winograd::forward(geometry, x, weight, bias),
-        Algorithm::Phases => phases::forward(geometry, x, weight, bias),
+        Algorithm::Phases => Some(phases::forward(geometry, x, weight, bias)),
         Algorithm::Lowered => None,
     };
     out.unwrap_or_else(|| lowered::forward(geometry, x, weight, bias))

@@ -468,3 +468,47 @@ fn depthwise_and_channel_multipliers() {
         ConvOptions::new([1; 3], [0, 0, 5], [1; 3], 1),
     );
 }
+
+/// A pinned algorithm runs every pass it serves, also where the default would not pick it
+/// (Winograd and the phase grids on 4 channels), computing what the definition does; a pass
+/// it does not serve keeps the default; the pin ends with its closure.
+#[test]
+fn pinned_algorithms_run_where_they_serve() {
+    use crate::cpu::choice::with_conv_algorithm;
+    let x_shape = [2, 4, 1, 9, 10];
+    let (same, strided) = (
+        ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1),
+        ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1),
+    );
+    let geometry = |kernel: [usize; 3], options: &ConvOptions<3>| {
+        ConvGeometry::conv(&x_shape, &[6, 4, kernel[0], kernel[1], kernel[2]], options)
+    };
+    let (g3, g4) = (geometry([1, 3, 3], &same), geometry([1, 4, 4], &strided));
+    let passes = [Pass::Forward, Pass::Data, Pass::Weight];
+    for pass in passes {
+        assert_eq!(algorithm(&g3, pass), Algorithm::Lowered);
+        assert_eq!(algorithm(&g4, pass), Algorithm::Lowered);
+    }
+    with_conv_algorithm(Algorithm::Winograd, || {
+        for pass in passes {
+            assert_eq!(algorithm(&g3, pass), Algorithm::Winograd);
+            assert_eq!(algorithm(&g4, pass), Algorithm::Lowered);
+        }
+        check(x_shape, 6, [1, 3, 3], same.clone());
+    });
+    with_conv_algorithm(Algorithm::Phases, || {
+        for pass in passes {
+            assert_eq!(algorithm(&g3, pass), Algorithm::Lowered);
+            assert_eq!(algorithm(&g4, pass), Algorithm::Phases);
+        }
+        check(x_shape, 6, [1, 4, 4], strided.clone());
+    });
+    with_conv_algorithm(Algorithm::Depthwise, || {
+        let depthwise = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 4);
+        let g = ConvGeometry::conv(&x_shape, &[4, 1, 1, 3, 3], &depthwise);
+        assert_eq!(algorithm(&g, Pass::Forward), Algorithm::Depthwise);
+        assert_eq!(algorithm(&g, Pass::Data), Algorithm::Lowered);
+        assert_eq!(algorithm(&g3, Pass::Forward), Algorithm::Lowered);
+    });
+    assert_eq!(algorithm(&g3, Pass::Forward), Algorithm::Lowered);
+}

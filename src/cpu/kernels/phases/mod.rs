@@ -43,9 +43,16 @@ const MAX_WASTE: f64 = 1.15;
 /// through cache-sized tiles, so a larger image (a big volume) takes that path instead.
 const MAX_GRID_ELEMENTS: usize = 8 << 20;
 
+/// Whether the phase grids compute `geometry`: a shape they serve whose grids stay within
+/// [`MAX_GRID_ELEMENTS`], fast or not (what a pinned algorithm runs on).
+pub fn serves(geometry: &ConvGeometry) -> bool {
+    let g = geometry.normalised();
+    serves_normalised(&g) && grid_elements(&g) <= MAX_GRID_ELEMENTS
+}
+
 /// Whether the phase grids compute `geometry` (normalised): dilation 1, every kernel axis a
 /// whole number of strides, some stride above 1, and nothing empty.
-fn serves(geometry: &ConvGeometry) -> bool {
+fn serves_normalised(geometry: &ConvGeometry) -> bool {
     let g = geometry;
     let axes_fit = (0..3).all(|a| g.dilation[a] == 1 && g.kernel[a].is_multiple_of(g.stride[a]));
     axes_fit
@@ -67,13 +74,17 @@ fn pays(geometry: &ConvGeometry) -> bool {
     let waste: f64 = (0..3)
         .map(|a| grid[a] as f64 / g.out_size[a] as f64)
         .product();
-    let grid_elements =
-        (g.in_per_group() * phases + g.out_per_group()).saturating_mul(grid.iter().product());
     g.in_per_group() * phases >= MIN_DEPTH
         && g.out_per_group() >= MIN_OUT_CHANNELS
         && taps.iter().product::<usize>() > 1
         && waste <= MAX_WASTE
-        && grid_elements <= MAX_GRID_ELEMENTS
+        && grid_elements(g) <= MAX_GRID_ELEMENTS
+}
+
+/// Elements of one image's grids, input side and output side of a group (saturating).
+fn grid_elements(g: &ConvGeometry) -> usize {
+    let phases: usize = g.stride.iter().product();
+    (g.in_per_group() * phases + g.out_per_group()).saturating_mul(plan::grid(g).iter().product())
 }
 
 /// Whether the phase grids compute `geometry`'s passes: a shape they serve and pay on (the
@@ -85,18 +96,17 @@ pub fn fits(geometry: &ConvGeometry) -> bool {
 /// The normalised geometry when this module computes `geometry`'s passes.
 fn plan_for(geometry: &ConvGeometry) -> Option<ConvGeometry> {
     let g = geometry.normalised();
-    (serves(&g) && pays(&g)).then_some(g)
+    (serves_normalised(&g) && pays(&g)).then_some(g)
 }
 
-/// `conv(x, weight) + bias` on the phase grids where they serve and pay, or `None`.
+/// `conv(x, weight) + bias` on the phase grids, for a shape they [`serves`].
 pub fn forward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     weight: &[T],
     bias: Option<&[T]>,
-) -> Option<Vec<T>> {
-    let g = plan_for(geometry)?;
-    Some(run_forward(&g, x, weight, bias))
+) -> Vec<T> {
+    run_forward(&geometry.normalised(), x, weight, bias)
 }
 
 /// The forward pass. Padding reaches the weights only as the im2col path's zeros do, and a
@@ -149,14 +159,14 @@ fn run_forward<T: Element>(g: &ConvGeometry, x: &[T], weight: &[T], bias: Option
     out
 }
 
-/// The gradient of `conv` with respect to `x` on the phase grids where they serve and pay,
-/// or `None` (also when a weight is not finite: padding rows multiply every weight).
+/// The gradient of `conv` with respect to `x` on the phase grids, for a shape they [`serves`],
+/// or `None` when a weight is not finite (padding rows multiply every weight).
 pub fn x_backward<T: Element>(
     geometry: &ConvGeometry,
     weight: &[T],
     out_grad: &[T],
 ) -> Option<Vec<T>> {
-    let g = plan_for(geometry)?;
+    let g = geometry.normalised();
     all_within(weight, f64::INFINITY).then(|| run_x_backward(&g, weight, out_grad))
 }
 
@@ -220,15 +230,15 @@ fn run_x_backward<T: Element>(g: &ConvGeometry, weight: &[T], out_grad: &[T]) ->
     x_grad
 }
 
-/// The gradient of `conv` with respect to `weight` on the phase grids where they serve and
-/// pay, or `None` (also when an input is not finite: dropped columns multiply the inputs
+/// The gradient of `conv` with respect to `weight` on the phase grids, for a shape they
+/// [`serves`], or `None` when an input is not finite (dropped columns multiply the inputs
 /// beside the output by zero).
 pub fn weight_backward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     out_grad: &[T],
 ) -> Option<Vec<T>> {
-    let g = plan_for(geometry)?;
+    let g = geometry.normalised();
     all_within(x, f64::INFINITY).then(|| run_weight_backward(&g, x, out_grad))
 }
 

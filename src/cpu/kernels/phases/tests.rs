@@ -168,7 +168,7 @@ fn non_finite_operands_take_the_im2col_path() {
     // infinite input reaches the outputs whose windows hold it, as infinities, and no other.
     let mut inf_x = x.clone();
     inf_x[9] = f64::INFINITY;
-    let out = forward(&g, &inf_x, &weight, None).expect("the forward pass admits any value");
+    let out = forward(&g, &inf_x, &weight, None);
     let expected = reference(&g, &inf_x, &weight);
     for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
         let same = (a.is_infinite() && a == b) || (a - b).abs() < 1e-10;

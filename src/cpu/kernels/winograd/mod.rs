@@ -39,7 +39,7 @@ const SAFE_MAGNITUDE: f64 = 1e30;
 /// Whether Winograd's algorithm computes `geometry`: stride and dilation 1, every kernel axis
 /// 1 or 3 taps with padding that leaves each output a full window's reach
 /// (`pad <= taps - 1`, which the input gradient needs), and at least one 3-tap axis.
-fn serves(geometry: &ConvGeometry) -> bool {
+pub fn serves(geometry: &ConvGeometry) -> bool {
     let g = geometry.normalised();
     let axes_fit = (0..3).all(|a| {
         g.stride[a] == 1
@@ -74,22 +74,9 @@ fn takes<T: Element>(geometry: &ConvGeometry, operands: [&[T]; 2]) -> bool {
             .all(|values| all_within(values, SAFE_MAGNITUDE))
 }
 
-/// `conv(x, weight) + bias` by Winograd's algorithm where it [`pays`], or `None`: the shape is
-/// not one it serves or pays on, or a value is outside [`SAFE_MAGNITUDE`].
+/// `conv(x, weight) + bias` by Winograd's algorithm, for a shape it [`serves`], or `None`
+/// where a value is outside [`SAFE_MAGNITUDE`].
 pub fn forward<T: Element>(
-    geometry: &ConvGeometry,
-    x: &[T],
-    weight: &[T],
-    bias: Option<&[T]>,
-) -> Option<Vec<T>> {
-    if !pays(geometry) {
-        return None;
-    }
-    forward_where_served(geometry, x, weight, bias)
-}
-
-/// [`forward`] for any shape it [`serves`].
-fn forward_where_served<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     weight: &[T],
@@ -180,21 +167,9 @@ fn adjoint(geometry: &ConvGeometry) -> ConvGeometry {
     }
 }
 
-/// The gradient of `conv` with respect to `x` by Winograd's algorithm where it [`pays`], or
-/// `None` as for [`forward`].
+/// The gradient of `conv` with respect to `x` by Winograd's algorithm, or `None` as for
+/// [`forward`].
 pub fn x_backward<T: Element>(
-    geometry: &ConvGeometry,
-    weight: &[T],
-    out_grad: &[T],
-) -> Option<Vec<T>> {
-    if !pays(geometry) {
-        return None;
-    }
-    x_backward_where_served(geometry, weight, out_grad)
-}
-
-/// [`x_backward`] for any shape it [`serves`].
-fn x_backward_where_served<T: Element>(
     geometry: &ConvGeometry,
     weight: &[T],
     out_grad: &[T],
@@ -212,23 +187,10 @@ fn x_backward_where_served<T: Element>(
     ))
 }
 
-/// The gradient of `conv` with respect to `weight` by Winograd's algorithm where it [`pays`],
-/// or `None` as for [`forward`]: each point's product of transformed output gradients and
-/// transformed inputs, summed over tiles by the GEMM, taken back by the filter transform's
-/// adjoint.
+/// The gradient of `conv` with respect to `weight` by Winograd's algorithm, or `None` as for
+/// [`forward`]: each point's product of transformed output gradients and transformed inputs,
+/// summed over tiles by the GEMM, taken back by the filter transform's adjoint.
 pub fn weight_backward<T: Element>(
-    geometry: &ConvGeometry,
-    x: &[T],
-    out_grad: &[T],
-) -> Option<Vec<T>> {
-    if !pays(geometry) {
-        return None;
-    }
-    weight_backward_where_served(geometry, x, out_grad)
-}
-
-/// [`weight_backward`] for any shape it [`serves`].
-fn weight_backward_where_served<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     out_grad: &[T],

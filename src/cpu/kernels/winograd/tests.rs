@@ -21,9 +21,9 @@ fn check(g: &ConvGeometry) {
     check_passes(
         g,
         11,
-        |x, weight, bias| forward_where_served(g, x, weight, Some(bias)).expect("finite inputs"),
-        |weight, out_grad| x_backward_where_served(g, weight, out_grad).expect("finite inputs"),
-        |x, out_grad| weight_backward_where_served(g, x, out_grad).expect("finite inputs"),
+        |x, weight, bias| forward(g, x, weight, Some(bias)).expect("finite inputs"),
+        |weight, out_grad| x_backward(g, weight, out_grad).expect("finite inputs"),
+        |x, out_grad| weight_backward(g, x, out_grad).expect("finite inputs"),
     );
 }
 
@@ -103,21 +103,21 @@ fn non_finite_and_huge_values_take_the_direct_path() {
     let g = geometry([1, 8, 1, 6, 6], 8, [1, 3, 3], [0, 1, 1], 1);
     let x = vec![0.5f32; g.in_shape().iter().product()];
     let weight = vec![0.25f32; g.weight_shape().iter().product()];
-    assert!(forward_where_served(&g, &x, &weight, None).is_some());
+    assert!(forward(&g, &x, &weight, None).is_some());
     for hostile in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e35] {
         let mut bad = x.clone();
         bad[17] = hostile;
         assert!(
-            forward_where_served(&g, &bad, &weight, None).is_none(),
+            forward(&g, &bad, &weight, None).is_none(),
             "x holding {hostile}"
         );
         let mut bad = weight.clone();
         bad[3] = hostile;
         assert!(
-            forward_where_served(&g, &x, &bad, None).is_none(),
+            forward(&g, &x, &bad, None).is_none(),
             "weight holding {hostile}"
         );
-        assert!(x_backward_where_served(&g, &bad, &x[..g.out_shape().iter().product()]).is_none());
+        assert!(x_backward(&g, &bad, &x[..g.out_shape().iter().product()]).is_none());
     }
 }
 
@@ -138,7 +138,7 @@ fn f32_error_against_f64_on_large_layers() {
         let x = narrow(values(g.in_shape().iter().product(), 21));
         let weight = narrow(values(g.weight_shape().iter().product(), 22));
         let expected = reference(&g, &widen(&x), &widen(&weight));
-        let out = forward_where_served(&g, &x, &weight, None).expect("finite inputs");
+        let out = forward(&g, &x, &weight, None).expect("finite inputs");
         let worst = out
             .iter()
             .zip(&expected)

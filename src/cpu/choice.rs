@@ -1,0 +1,67 @@
+//! Which algorithm the CPU backends (Flex, NdArray) run a convolution pass with. By default
+//! each pass takes the fastest algorithm that serves its shape; [`with_conv_algorithm`] pins
+//! one for the code it runs, to reproduce a result bit for bit across shapes or to check one
+//! algorithm on shapes it would not be picked for.
+//!
+//! ```
+//! use burn::tensor::{Device, Tensor};
+//! use burn_convpool::cpu_kernels::{Algorithm, with_conv_algorithm};
+//! use burn_convpool::{ConvNdOptions, conv2d};
+//!
+//! let device = Device::flex();
+//! let x = Tensor::<4>::ones([1, 64, 16, 16], &device);
+//! let weight = Tensor::<4>::ones([64, 64, 3, 3], &device);
+//! let options = ConvNdOptions::<2>::default().with_padding([1, 1]);
+//! // Every pass the im2col GEMM: the order of sums of any other 3x3 convolution.
+//! let out = with_conv_algorithm(Algorithm::Lowered, || {
+//!     conv2d(x.clone(), weight.clone(), None, options.clone())
+//! });
+//! assert_eq!(out.dims(), [1, 64, 16, 16]);
+//! ```
+
+use std::cell::Cell;
+
+/// The CPU's algorithms for a convolution pass (Flex and NdArray). Each is exact to f32
+/// roundoff; they differ in speed and in the order of their sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// A vectorised stencil over each channel's plane, no lowering: the forward pass of a
+    /// depthwise convolution (one input and one output channel per group).
+    Depthwise,
+    /// Winograd's F(2, 3) per 3-tap axis: stride-1, undilated convolutions whose kernel axes
+    /// have 1 or 3 taps (at least one 3), all three passes.
+    Winograd,
+    /// Stride-1 taps over the input's stride phases, no patch matrix: strided, undilated
+    /// convolutions whose kernel is a whole number of strides on every axis, all three passes.
+    Phases,
+    /// im2col and a GEMM, a 1x1 convolution's input its own patch matrix: every shape.
+    Lowered,
+}
+
+thread_local! {
+    static PINNED: Cell<Option<Algorithm>> = const { Cell::new(None) };
+}
+
+/// Run `f` with `algorithm` computing every CPU convolution pass it serves, on this thread
+/// (where Flex and NdArray compute each op, and autodiff its backward); the other passes take
+/// the default choice. The previous choice returns when `f` does, or panics. Tensors are
+/// computed when their op is called on these backends, so every op `f` calls runs pinned.
+///
+/// What each algorithm serves is on [`Algorithm`]'s variants: a pinned one runs wherever it
+/// serves the shape, also where it is slower than the default.
+pub fn with_conv_algorithm<R>(algorithm: Algorithm, f: impl FnOnce() -> R) -> R {
+    /// Puts the previous choice back when dropped.
+    struct Restore(Option<Algorithm>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PINNED.set(self.0);
+        }
+    }
+    let _restore = Restore(PINNED.replace(Some(algorithm)));
+    f()
+}
+
+/// The algorithm [`with_conv_algorithm`] pinned on this thread, if any.
+pub(crate) fn pinned() -> Option<Algorithm> {
+    PINNED.get()
+}
