@@ -81,7 +81,7 @@ fn mixed_and_unsupported_dtypes_are_typed_errors() {
 /// runtime does not report the type (lavapipe: BF16), is a typed error: never a panic inside
 /// Fusion's device thread, where no `try_` could catch it. The tensors are uploaded in their
 /// dtype (a cast would run Burn's own kernel for it first).
-#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 #[test]
 fn cubecl_dtypes_compute_or_are_typed_errors() {
     use burn::tensor::{Int, TensorData};

@@ -6,7 +6,7 @@ mod common;
 mod conv_errors;
 mod conv_gradcheck;
 mod cpu_algorithms;
-#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 mod cube_cross;
 mod dtypes;
 mod fixtures;

@@ -206,7 +206,7 @@ fn fractional_samples_in_the_unit_interval() {
     let options = FractionalMaxPoolOptions::new([2, 2], FractionalOutput::Size([3, 3]));
     for device in [
         Device::flex(),
-        #[cfg(any(feature = "wgpu", feature = "vulkan"))]
+        #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
         crate::common::gpu(),
     ] {
         let x = Tensor::<4>::ones([2, 2, 8, 8], &device);

@@ -183,8 +183,8 @@ fn lp_pool_of_infinities_follows_pytorch() {
     #[cfg(feature = "ndarray")]
     #[allow(deprecated)]
     devices.push(Device::ndarray());
-    #[cfg(feature = "wgpu")]
-    devices.push(Device::wgpu(Default::default()));
+    #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+    devices.push(crate::common::gpu());
     for device in devices {
         let device = device.autodiff();
         for (p, values, out, grad) in cases {

@@ -200,13 +200,22 @@ pub fn values<const D: usize>(tensor: Tensor<D>) -> (Vec<f64>, Vec<usize>) {
     (data.try_to_vec::<f64>().expect("f64 data"), dims)
 }
 
-/// The CubeCL device of the GPU tests: wgpu (WGSL; lavapipe in CI), or, in a build with
-/// `vulkan` and not `wgpu`, Vulkan (SPIR-V, which only runs on a real GPU).
-#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+/// The CubeCL device of the GPU tests: wgpu (WGSL; lavapipe in CI); in a build without
+/// `wgpu`, CUDA (CUDA C++ through NVRTC), else Vulkan (SPIR-V), which run only on a GPU.
+#[cfg(feature = "wgpu")]
 pub fn gpu() -> Device {
-    #[cfg(feature = "wgpu")]
-    return Device::wgpu(Default::default());
-    #[cfg(not(feature = "wgpu"))]
+    Device::wgpu(Default::default())
+}
+
+/// The CubeCL device of the GPU tests (see the `wgpu` build's).
+#[cfg(all(feature = "cuda", not(feature = "wgpu")))]
+pub fn gpu() -> Device {
+    Device::cuda(0)
+}
+
+/// The CubeCL device of the GPU tests (see the `wgpu` build's).
+#[cfg(all(feature = "vulkan", not(any(feature = "wgpu", feature = "cuda"))))]
+pub fn gpu() -> Device {
     Device::vulkan(Default::default())
 }
 
@@ -214,7 +223,7 @@ pub fn gpu() -> Device {
 /// tuner may pick on some device: the tiled GEMM single- and double-buffered, the direct
 /// schedule packed and spread, the untiled schedules on every shape, and the pools packed and
 /// spread (lavapipe's tuner would keep only the packed launches).
-#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 pub const OUR_KERNELS: [(&str, burn_convpool::cube_kernels::OurKernels); 3] = {
     use burn_convpool::cube_kernels::{Buffering, ConvSchedule, OurKernels, Packing};
     let default = OurKernels::DEFAULT;
@@ -244,7 +253,7 @@ pub const OUR_KERNELS: [(&str, burn_convpool::cube_kernels::OurKernels); 3] = {
 };
 
 /// While alive, [`gpu`] runs the kernels it was made with; dropped, the device's default.
-#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 pub struct Pinned {
     _turn: std::sync::MutexGuard<'static, ()>,
 }
@@ -252,7 +261,7 @@ pub struct Pinned {
 /// Pin `kernels` on [`gpu`]. Tests that pin take turns, and each reads its results before
 /// its guard drops, so every operation it queued ran with its kernels (Burn executes lazily).
 /// The others run whatever the device holds: every setting computes the same values.
-#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 pub fn pin(kernels: burn_convpool::cube_kernels::CubeKernels) -> Pinned {
     static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let turn = TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -262,7 +271,7 @@ pub fn pin(kernels: burn_convpool::cube_kernels::CubeKernels) -> Pinned {
 
 /// Run `check` once per setting of [`OUR_KERNELS`], each pinned on [`gpu`] while it runs;
 /// `check` gets the setting's name for its messages.
-#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 pub fn each_pinned(mut check: impl FnMut(&str)) {
     for (name, ours) in OUR_KERNELS {
         let _pinned = pin(burn_convpool::cube_kernels::CubeKernels::Ours(ours));
@@ -270,7 +279,7 @@ pub fn each_pinned(mut check: impl FnMut(&str)) {
     }
 }
 
-#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 impl Drop for Pinned {
     fn drop(&mut self) {
         use burn_convpool::cube_kernels::{CubeKernels, set_cube_kernels};
@@ -279,8 +288,8 @@ impl Drop for Pinned {
 }
 
 /// The devices each golden case runs on: Flex with autodiff, without and with gradient
-/// checkpointing. With the `ndarray` feature, NdArray too; with `wgpu` or `vulkan`, the CubeCL
-/// kernels on [`gpu`] (through Fusion), without and with checkpointing.
+/// checkpointing. With the `ndarray` feature, NdArray too; with `wgpu`, `vulkan` or `cuda`,
+/// the CubeCL kernels on [`gpu`] (through Fusion), without and with checkpointing.
 #[allow(deprecated)]
 pub fn autodiff_devices() -> Vec<(&'static str, Device)> {
     #[allow(unused_mut)]
@@ -293,7 +302,7 @@ pub fn autodiff_devices() -> Vec<(&'static str, Device)> {
     ];
     #[cfg(feature = "ndarray")]
     devices.push(("ndarray+autodiff", Device::ndarray().autodiff()));
-    #[cfg(any(feature = "wgpu", feature = "vulkan"))]
+    #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
     devices.extend([
         ("cube+autodiff", gpu().autodiff()),
         (

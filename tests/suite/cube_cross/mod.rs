@@ -1,5 +1,5 @@
 //! The CubeCL kernels against the CPU code, on the wgpu device (a CPU Vulkan driver in CI) or,
-//! built with `vulkan` alone, on a real GPU:
+//! built with `cuda` or `vulkan` alone, on a real GPU:
 //! random inputs with odd sizes, permuted (non-contiguous) inputs and every option; forward
 //! values, indices and every gradient must agree, and two backward runs must be bitwise equal,
 //! with each of our kernels' settings pinned in turn (`common::OUR_KERNELS`).
@@ -8,7 +8,7 @@
 //! contiguous and permuted inputs, indices), `layouts.rs` (channels-last inputs and
 //! whole-plane windows), `limits.rs` (half precision, 32-bit limits and index dtypes); here
 //! the harness that runs an op on both devices and compares.
-#![cfg(any(feature = "wgpu", feature = "vulkan"))]
+#![cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 
 mod conv;
 mod layouts;

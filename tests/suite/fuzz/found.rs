@@ -261,6 +261,6 @@ fn cases_found_by_fuzzing_stay_fixed() {
     #[cfg(feature = "ndarray")]
     #[allow(deprecated)]
     check_found(&Device::ndarray().autodiff());
-    #[cfg(feature = "wgpu")]
-    check_found(&Device::wgpu(Default::default()).autodiff());
+    #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+    check_found(&crate::common::gpu().autodiff());
 }

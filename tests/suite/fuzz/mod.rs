@@ -11,7 +11,7 @@
 //!
 //! `FUZZ_CASES` sets the cases per property on Flex (1024 by default, a quarter on NdArray;
 //! thousands for a longer run, e.g. `FUZZ_CASES=20000 cargo test --release --test suite fuzz::`);
-//! in a build with `wgpu` or `vulkan`, `FUZZ_GPU_CASES` the cases on the CubeCL kernels (24 by
+//! in a build with a CubeCL runtime, `FUZZ_GPU_CASES` the cases on the CubeCL kernels (24 by
 //! default: lavapipe compiles a kernel for each new shape). `FUZZ_TRACE=1` prints each case
 //! before it runs. The cases are random per run unless `PROPTEST_RNG_SEED` fixes them (CI does).
 //!
@@ -93,14 +93,14 @@ fn fuzz<S: Strategy>(
 /// CubeCL device compiles its kernels per dtype, which lavapipe is slow at). Seed 0, the
 /// found cases' and where shrinking ends, stays F32.
 fn case_dtype(seed: u64, device: &Device) -> DType {
-    #[cfg(any(feature = "wgpu", feature = "vulkan"))]
+    #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
     if matches!(
         device.clone().without_autodiff().as_dispatch(),
         burn::backend::DispatchDevice::Cube(_)
     ) {
         return DType::F32;
     }
-    #[cfg(not(any(feature = "wgpu", feature = "vulkan")))]
+    #[cfg(not(any(feature = "wgpu", feature = "vulkan", feature = "cuda")))]
     let _ = device;
     if seed.is_multiple_of(4) && seed != 0 {
         DType::F64
@@ -269,7 +269,7 @@ fn ndarray_matches_the_reference() {
 
 /// The CubeCL kernels (wgpu: lavapipe in CI; Vulkan on a GPU), with fewer cases: each new
 /// shape compiles kernels. Each of our kernels' settings runs the cases pinned in turn.
-#[cfg(any(feature = "wgpu", feature = "vulkan"))]
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 #[test]
 fn cubecl_kernels_match_the_reference() {
     let device = crate::common::gpu();
