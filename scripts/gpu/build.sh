@@ -1,21 +1,46 @@
 #!/usr/bin/env bash
 # Build, here, what a lent GPU machine runs: that machine reaches no package registry, so the
-# binaries travel, and the device tool carries at most 64 MiB a call. Release builds with
-# `--features vulkan` (Burn's `cuda` cannot build without internet), stripped and packed
-# with xz (the suite is ~100 MB stripped, 16 MB packed), one folder per step of
-# `bash scripts/gpu/run.sh` (carry the one the step needs):
+# binaries travel, and the device tool carries at most 64 MiB a call. Release builds for one
+# CubeCL runtime, `vulkan` or `cuda`, stripped and packed with xz (the suite is ~100 MB
+# stripped, 16 MB packed), one folder per step of `bash scripts/gpu/run.sh` (carry the one
+# the step needs):
 #
-#   target/gpu/tests/suite                          the integration tests
-#   target/gpu/benches/{conv,pool,report}           the benches and the report writer
-#   target/gpu/example/resnet                       the ResNet example
+#   target/gpu/<runtime>/tests/suite                the integration tests
+#   target/gpu/<runtime>/benches/{conv,pool,report} the benches and the report writer
+#   target/gpu/<runtime>/example/resnet             the ResNet example
 #
 # Each folder also holds `manifest_dir`, the checkout's path here: the binaries read
 # fixtures, data and the report's files below it, and run.sh links it to the checkout there.
 #
-#   bash scripts/gpu/build.sh          # all of them (~20 minutes per step cold on 2 cores)
-#   bash scripts/gpu/build.sh tests    # or: benches, example
+#   bash scripts/gpu/build.sh               # vulkan, every step (~20 minutes a step cold on 2 cores)
+#   bash scripts/gpu/build.sh cuda          # cuda, every step
+#   bash scripts/gpu/build.sh cuda tests    # one step: tests, benches or example
+#
+# `cuda` builds against cubecl-cuda patched to drop its LLVM compiler (scripts/gpu/cuda/: the
+# unpatched crate downloads LLVM at build time), with CUDA 13.0's bindings, the driver and
+# NVRTC of the GPU machines; it loads libcuda and libnvrtc at run time, so no CUDA toolkit is
+# needed here. Cargo.lock is restored afterwards (the override rewrites its cubecl-cuda entry).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+
+runtime=${1:-vulkan}
+what=${2:-all}
+case "$runtime" in
+vulkan | cuda) ;;
+*)
+    echo "usage: build.sh [vulkan|cuda] [all|tests|benches|example]" >&2
+    exit 2
+    ;;
+esac
+
+config=()
+if [ "$runtime" = cuda ]; then
+    patched=$(bash scripts/gpu/cuda/patched-cubecl-cuda.sh "$PWD/target/gpu/patched")
+    config=(--config "patch.crates-io.cubecl-cuda.path=\"$patched\"")
+    export CUDARC_CUDA_VERSION=13000
+    cp Cargo.lock target/gpu/Cargo.lock.kept
+    trap 'cp target/gpu/Cargo.lock.kept Cargo.lock' EXIT
+fi
 
 # The executables a cargo command built, as "name path" lines.
 executables() {
@@ -27,13 +52,14 @@ for line in sys.stdin:
         print(message["target"]["name"], message["executable"])'
 }
 
-# Build into target/gpu/$1 with the cargo command that follows.
+# Build into target/gpu/$runtime/$1 with the cargo command that follows.
 build() {
-    local out=target/gpu/$1
+    local out=target/gpu/$runtime/$1
     shift
     rm -rf "$out"
     mkdir -p "$out"
-    cargo "$@" --features vulkan --message-format=json-render-diagnostics | executables |
+    cargo "$@" "${config[@]}" --features "$runtime" --message-format=json-render-diagnostics |
+        executables |
         while read -r name path; do
             cp "$path" "$out/$name"
             strip "$out/$name"
@@ -43,7 +69,6 @@ build() {
     ls -l "$out"
 }
 
-what=${1:-all}
 if [ "$what" = all ] || [ "$what" = tests ]; then
     build tests test --release --no-run --test suite
 fi
@@ -53,4 +78,4 @@ fi
 if [ "$what" = all ] || [ "$what" = example ]; then
     build example build --release --example resnet
 fi
-du -sh target/gpu/*
+du -sh target/gpu/"$runtime"/*

@@ -1,29 +1,44 @@
 #!/usr/bin/env bash
-# Run, on a lent GPU machine, what `bash scripts/gpu/build.sh` built (carry the step's folder,
-# target/gpu/tests, benches or example, and the Vulkan loader's packages in .gl/, as the device
-# tool's README shows). Logs and results go to $OUT (default gpu-out/). Each step fits one
-# 10-minute call:
+# Run, on a lent GPU machine, what `bash scripts/gpu/build.sh <runtime>` built (carry the
+# step's folder, target/gpu/<runtime>/tests, benches or example, and for vulkan the loader's
+# packages in .gl/, as the device tool's README shows). Logs and results go to $OUT (default
+# gpu-out/). Each step fits one 10-minute call:
 #
-#   bash scripts/gpu/run.sh tests     # golden cases, cube_cross (autotune at its default
-#                                     # level, and pinned to our kernels), then fuzz
-#   bash scripts/gpu/run.sh bench     # every catalogue case, ours vs built-in vs PyTorch
-#                                     # (CUDA), and the report: REPORT-gpu.md and .png in $OUT;
-#                                     # then pools and direct convs pinned spread
+#   bash scripts/gpu/run.sh vulkan tests  # golden cases, cube_cross (autotune at its default
+#                                         # level, and pinned to our kernels), then fuzz
+#   bash scripts/gpu/run.sh cuda sanitize # the golden cases and cube_cross under
+#                                         # compute-sanitizer's memcheck (cuda only)
+#   bash scripts/gpu/run.sh cuda bench    # every catalogue case, ours vs built-in vs PyTorch
+#                                         # (CUDA), and the report: REPORT-gpu-<runtime>.md and
+#                                         # .png in $OUT; then pools and direct convs pinned
+#                                         # spread
+#   bash scripts/gpu/run.sh cuda resnet   # the example: ours, builtin, and the PyTorch twin
 #
-# The tuner's choices go to $OUT/autotune.log.
-#   bash scripts/gpu/run.sh resnet    # the example: ours, builtin, and the PyTorch twin
-#
-# PYTHON names a Python with torch (default python3).
+# The tuner's choices go to $OUT/autotune.log; on cuda each kernel's PTX goes to $OUT/ptx/ (check
+# registers and spills with `ptxas -arch=sm_90a -v`). PYTHON names a Python with torch (default
+# python3); CUDA_PATH the CUDA toolkit whose headers NVRTC compiles against (default
+# /usr/local/cuda).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-gpu-out}
 python=${PYTHON:-python3}
+runtime=${1:-}
+step_name=${2:-}
 mkdir -p "$out"
-case "${1:-}" in
-tests) bin=target/gpu/tests ;;
-bench) bin=target/gpu/benches ;;
-resnet) bin=target/gpu/example ;;
+case "$step_name" in
+tests | sanitize) bin=target/gpu/$runtime/tests ;;
+bench) bin=target/gpu/$runtime/benches ;;
+resnet) bin=target/gpu/$runtime/example ;;
+*)
+    echo "usage: run.sh vulkan|cuda tests|sanitize|bench|resnet" >&2
+    exit 2
+    ;;
 esac
+if [ "$runtime" = cuda ]; then
+    export CUDA_PATH=${CUDA_PATH:-/usr/local/cuda}
+    export CUBECL_CUDA_DUMP_PTX=$PWD/$out/ptx
+    mkdir -p "$CUBECL_CUDA_DUMP_PTX"
+fi
 
 # Unpack the binaries (python's lzma: the machine may lack xz).
 for packed in "$bin"/*.xz; do
@@ -59,13 +74,19 @@ step() {
 # working directory.
 printf '[autotune.logger]\nfile = "%s"\nlevel = "minimal"\n' "$PWD/$out/autotune.log" >cubecl.toml
 
-case "${1:-}" in
+case "$step_name" in
 tests)
     step "golden cases (tuned) and cube_cross (each of our kernels' settings pinned in turn)"
-    "$bin/suite" fixtures:: cube_cross:: 2>&1 | tee "$out/tests.log" | tail -5
+    "$bin/suite" fixtures:: cube_cross:: 2>&1 | tee "$out/tests-$runtime.log" | tail -5
     step "fuzz"
     FUZZ_GPU_CASES=${FUZZ_GPU_CASES:-400} "$bin/suite" fuzz:: 2>&1 |
-        tee "$out/tests-fuzz.log" | tail -5
+        tee "$out/tests-fuzz-$runtime.log" | tail -5
+    ;;
+sanitize)
+    step "golden cases and cube_cross under compute-sanitizer memcheck"
+    sanitizer=$(command -v compute-sanitizer || echo "$CUDA_PATH/bin/compute-sanitizer")
+    "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/suite" fixtures:: cube_cross:: 2>&1 |
+        tee "$out/sanitize-$runtime.log" | tail -8
     ;;
 bench)
     since=$(date +%s)
@@ -74,27 +95,27 @@ bench)
     export BENCH_PROFILE=full CARGO_TARGET_DIR=$PWD/target
     for bench in conv pool; do
         step "$bench"
-        "$bin/$bench" --bench --warm-up-time 0.5 --measurement-time 1 '/vulkan/' 2>&1 |
-            tee "$out/bench-$bench.log" | grep -c 'time:'
+        "$bin/$bench" --bench --warm-up-time 0.5 --measurement-time 1 "/$runtime/" 2>&1 |
+            tee "$out/bench-$bench-$runtime.log" | grep -c 'time:'
     done
     step report
-    REPORT_NAME=REPORT-gpu REPORT_SINCE=$since "$bin/report" 2>&1 | tail -3
-    cp benches/REPORT-gpu.md benches/report-gpu.png "$out/"
+    REPORT_NAME=REPORT-gpu-$runtime REPORT_SINCE=$since "$bin/report" 2>&1 | tail -3
+    cp "benches/REPORT-gpu-$runtime.md" "benches/report-gpu-$runtime.png" "$out/"
     # After the report, which these runs' results would overwrite: the pools and the direct
     # conv schedule (grouped, depthwise) with every launch spread, against the tuned choice.
     step "spread launches, pinned"
     export BENCH_KERNELS=spread
-    "$bin/pool" --bench --warm-up-time 0.5 --measurement-time 1 '/vulkan/.*/ours' 2>&1 |
-        tee "$out/bench-pool-spread.log" | grep -c 'time:'
+    "$bin/pool" --bench --warm-up-time 0.5 --measurement-time 1 "/$runtime/.*/ours" 2>&1 |
+        tee "$out/bench-pool-spread-$runtime.log" | grep -c 'time:'
     "$bin/conv" --bench --warm-up-time 0.5 --measurement-time 1 \
-        '/vulkan/(mobilenet|resnext).*(forward|grad_input)/ours' 2>&1 |
-        tee "$out/bench-conv-spread.log" | grep -c 'time:'
+        "/$runtime/(mobilenet|resnext).*(forward|grad_input)/ours" 2>&1 |
+        tee "$out/bench-conv-spread-$runtime.log" | grep -c 'time:'
     ;;
 resnet)
     for ops in ours builtin; do
         step "resnet --ops $ops"
-        "$bin/resnet" --device vulkan --dataset mnist10k --epochs 2 --ops "$ops" 2>&1 |
-            tee "$out/resnet-$ops.log" | tail -4
+        "$bin/resnet" --device "$runtime" --dataset mnist10k --epochs 2 --ops "$ops" 2>&1 |
+            tee "$out/resnet-$ops-$runtime.log" | tail -4
     done
     step "PyTorch twin"
     PYTHONUNBUFFERED=1 "$python" examples/resnet/pytorch_twin.py --dataset mnist10k --epochs 2 \
