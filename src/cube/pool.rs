@@ -240,10 +240,10 @@ enum ForwardKernel {
 fn forward_kernel(
     x: &CubeTensor,
     windows: &WindowSource,
+    in_size: [usize; 3],
     out_size: [usize; 3],
     channels_last: bool,
 ) -> ForwardKernel {
-    let in_size = spatial(&dims5(x));
     let whole_plane = (channels_last || planes_contiguous(x))
         && match windows {
             WindowSource::Sliding(options) => {
@@ -264,7 +264,6 @@ fn forward_kernel(
 }
 
 /// What each forward kernel binds: the tensors, the scalars and the comptime choices.
-#[derive(Clone)]
 struct ForwardLaunch {
     x: CubeTensor,
     /// The span table (a dummy unless the windows are a table).
@@ -328,7 +327,7 @@ pub fn forward(
     let index_type = int_type(&indices)?;
     let in_size = spatial(&dims);
     let windows = placed(windows, in_size);
-    let kernel = forward_kernel(&x, &windows, out_size, channels_last);
+    let kernel = forward_kernel(&x, &windows, in_size, out_size, channels_last);
     let sliding = match &windows {
         WindowSource::Sliding(options) => Some(options.clone()),
         _ => None,

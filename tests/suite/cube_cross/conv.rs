@@ -23,10 +23,7 @@ type Conv2dCase = (
 fn conv2d_cases(cases: Vec<Conv2dCase>) {
     for (name, x, weight, options, layout) in cases {
         let mut rng = rng(name);
-        let mut x = Leaf::random(&mut rng, x);
-        if layout == Layout::Permuted {
-            x = x.permuted();
-        }
+        let x = Leaf::random(&mut rng, x).laid_out(layout);
         let weight_leaf = Leaf::random(&mut rng, weight);
         let bias = Leaf::random(&mut rng, [weight[0], 1, 1, 1]);
         cross(name, &[x, weight_leaf, bias], |t| {

@@ -149,12 +149,7 @@ fn channels_last_max_indices_match_cpu() {
 fn whole_plane_pools_match_cpu() {
     let whole = |name: &str, dims: [usize; 4], layout: Layout, op: fn(Tensor<4>) -> Tensor<4>| {
         let mut rng = rng(name);
-        let leaf = Leaf::random(&mut rng, dims);
-        let leaf = match layout {
-            Layout::Contiguous => leaf,
-            Layout::Permuted => leaf.permuted(),
-            Layout::ChannelsLast => leaf.channels_last(),
-        };
+        let leaf = Leaf::random(&mut rng, dims).laid_out(layout);
         cross(name, &[leaf], |t| op(t[0].clone()));
     };
     whole("whole_avg", [2, 3, 9, 7], Layout::Contiguous, |x| {

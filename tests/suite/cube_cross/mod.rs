@@ -64,6 +64,12 @@ impl<const D: usize> Leaf<D> {
         self
     }
 
+    /// This leaf with its values laid out as `layout`.
+    fn laid_out(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
     /// The tracked leaf and the (maybe permuted) view of it the op gets.
     fn on(&self, device: &Device) -> (Tensor<D>, Tensor<D>) {
         let mut dims = self.dims;

@@ -47,7 +47,7 @@ const MAX_GRID_ELEMENTS: usize = 8 << 20;
 /// [`MAX_GRID_ELEMENTS`], fast or not (what a pinned algorithm runs on).
 pub fn serves(geometry: &ConvGeometry) -> bool {
     let g = geometry.normalised();
-    serves_normalised(&g) && grid_elements(&g) <= MAX_GRID_ELEMENTS
+    serves_normalised(&g) && grid_elements(&g, plan::grid(&g)) <= MAX_GRID_ELEMENTS
 }
 
 /// Whether the phase grids compute `geometry` (normalised): dilation 1, every kernel axis a
@@ -78,25 +78,21 @@ fn pays(geometry: &ConvGeometry) -> bool {
         && g.out_per_group() >= MIN_OUT_CHANNELS
         && taps.iter().product::<usize>() > 1
         && waste <= MAX_WASTE
-        && grid_elements(g) <= MAX_GRID_ELEMENTS
+        && grid_elements(g, grid) <= MAX_GRID_ELEMENTS
 }
 
-/// Elements of one image's grids, input side and output side of a group (saturating).
-fn grid_elements(g: &ConvGeometry) -> usize {
+/// Elements of one image's `grid`s (`plan::grid`), input side and output side of a group
+/// (saturating).
+fn grid_elements(g: &ConvGeometry, grid: [usize; 3]) -> usize {
     let phases: usize = g.stride.iter().product();
-    (g.in_per_group() * phases + g.out_per_group()).saturating_mul(plan::grid(g).iter().product())
+    (g.in_per_group() * phases + g.out_per_group()).saturating_mul(grid.iter().product())
 }
 
 /// Whether the phase grids compute `geometry`'s passes: a shape they serve and pay on (the
 /// gradients still decline non-finite values, see [`x_backward`] and [`weight_backward`]).
 pub fn fits(geometry: &ConvGeometry) -> bool {
-    plan_for(geometry).is_some()
-}
-
-/// The normalised geometry when this module computes `geometry`'s passes.
-fn plan_for(geometry: &ConvGeometry) -> Option<ConvGeometry> {
     let g = geometry.normalised();
-    (serves_normalised(&g) && pays(&g)).then_some(g)
+    serves_normalised(&g) && pays(&g)
 }
 
 /// `conv(x, weight) + bias` on the phase grids, for a shape they [`serves`].
