@@ -1,11 +1,15 @@
 #![cfg_attr(feature = "ndarray", allow(deprecated))]
 //! The backend extension: one primitive per forward pass and per gradient.
 //!
-//! Every primitive is rank-erased: tensors are rank 5 (`N, C, D, H, W`) and options rank 3, with
-//! 1d and 2d lifted by leading unit axes in `functional`. That keeps the signatures
-//! non-generic, as the macro's `Fusion` support requires, and gives each backend one
-//! implementation per op instead of three. Shapes are validated before a primitive is called;
-//! primitives trust them.
+//! Every primitive is rank-erased: tensors are `(N, C, *spatial)` with 1 to 3 spatial axes (rank
+//! 3 to 5), every tensor operand of a call at the same rank (bias and fractional samples
+//! aside), and options rank 3, 1d and 2d lifted by leading unit entries. Each backend lifts
+//! the tensors to rank 5 (`N, C, D, H, W`) itself, as views, and returns results at its
+//! operands' rank: lifting in `functional` would queue two reshapes per call under `Fusion`,
+//! and dropping the axes again copies any tensor that is not contiguous (Burn's convolutions
+//! leave channels-last ones). That keeps the signatures non-generic, as the macro's `Fusion`
+//! support requires, and gives each backend one implementation per op instead of three.
+//! Shapes are validated before a primitive is called; primitives trust them.
 
 use burn::backend::{
     Backend, backend_extension,
@@ -25,22 +29,31 @@ pub(crate) mod fusion_shapes {
         ops::{ConvOptions, ConvTransposeOptions},
     };
 
-    use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, shapes};
+    use crate::spec::{
+        AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, lifted_dims, lowered_dims, shapes,
+    };
 
-    fn shape(dims: [usize; 5]) -> Shape {
-        Shape::from(dims.to_vec())
+    /// A rank-5 result at the rank of `like`, the operand whose rank it takes.
+    fn at_rank_of(dims: [usize; 5], like: &Shape) -> Shape {
+        Shape::from(lowered_dims(dims, like.num_dims()))
     }
 
     pub fn conv(x: &Shape, weight: &Shape, options: &ConvOptions<3>) -> Shape {
-        shape(shapes::conv(x, weight, options))
+        let dims = shapes::conv(&lifted_dims(x), &lifted_dims(weight), options);
+        at_rank_of(dims, x)
     }
 
     pub fn conv_x(weight: &Shape, out_grad: &Shape, x_size: &[usize; 3], groups: usize) -> Shape {
-        shape(shapes::conv_x(weight, out_grad, *x_size, groups))
+        let (weight5, out_grad5) = (lifted_dims(weight), lifted_dims(out_grad));
+        at_rank_of(
+            shapes::conv_x(&weight5, &out_grad5, *x_size, groups),
+            out_grad,
+        )
     }
 
     pub fn conv_weight(x: &Shape, out_grad: &Shape, kernel: &[usize; 3], groups: usize) -> Shape {
-        shape(shapes::conv_weight(x, out_grad, *kernel, groups))
+        let (x5, out_grad5) = (lifted_dims(x), lifted_dims(out_grad));
+        at_rank_of(shapes::conv_weight(&x5, &out_grad5, *kernel, groups), x)
     }
 
     pub fn bias(out_grad: &Shape) -> Shape {
@@ -48,11 +61,16 @@ pub(crate) mod fusion_shapes {
     }
 
     pub fn conv_transpose(x: &Shape, weight: &Shape, options: &ConvTransposeOptions<3>) -> Shape {
-        shape(shapes::conv_transpose(x, weight, options))
+        let dims = shapes::conv_transpose(&lifted_dims(x), &lifted_dims(weight), options);
+        at_rank_of(dims, x)
     }
 
     pub fn conv_transpose_x(weight: &Shape, out_grad: &Shape, x_size: &[usize; 3]) -> Shape {
-        shape(shapes::conv_transpose_x(weight, out_grad, *x_size))
+        let (weight5, out_grad5) = (lifted_dims(weight), lifted_dims(out_grad));
+        at_rank_of(
+            shapes::conv_transpose_x(&weight5, &out_grad5, *x_size),
+            out_grad,
+        )
     }
 
     pub fn conv_transpose_weight(
@@ -61,23 +79,27 @@ pub(crate) mod fusion_shapes {
         kernel: &[usize; 3],
         groups: usize,
     ) -> Shape {
-        shape(shapes::conv_transpose_weight(x, out_grad, *kernel, groups))
+        let (x5, out_grad5) = (lifted_dims(x), lifted_dims(out_grad));
+        at_rank_of(
+            shapes::conv_transpose_weight(&x5, &out_grad5, *kernel, groups),
+            x,
+        )
     }
 
     pub fn with_spatial(x: &Shape, size: &[usize; 3]) -> Shape {
-        shape(shapes::with_spatial(x, *size))
+        at_rank_of(shapes::with_spatial(&lifted_dims(x), *size), x)
     }
 
     pub fn window_pool(x: &Shape, options: &MaxPoolOptions<3>) -> Shape {
-        shape(shapes::window_pool(x, options))
+        at_rank_of(shapes::window_pool(&lifted_dims(x), options), x)
     }
 
     pub fn avg_pool(x: &Shape, options: &AvgPoolNdOptions<3>) -> Shape {
-        shape(shapes::avg_pool(x, options))
+        at_rank_of(shapes::avg_pool(&lifted_dims(x), options), x)
     }
 
     pub fn lp_pool(x: &Shape, options: &LpPoolOptions<3>) -> Shape {
-        shape(shapes::lp_pool(x, options))
+        at_rank_of(shapes::lp_pool(&lifted_dims(x), options), x)
     }
 
     /// Values and indices of an index-producing pool with output dims `out`.
@@ -102,7 +124,8 @@ pub(crate) mod fusion_shapes {
 ///
 /// # Contract
 /// The primitives validate nothing: their caller guarantees shapes, options, dtypes and sizes
-/// that the functional API's checks accept (`spec::check_*`), with 1d and 2d lifted to rank 5.
+/// that the functional API's checks accept (`spec::check_*`), every tensor operand at one
+/// rank from 3 to 5 (see the module docs).
 /// Given anything else a primitive may return a tensor of the wrong shape or values, or
 /// panic. Call the functions at the crate root (or their `try_` twins, which return a
 /// [`SpecError`](crate::SpecError)) or the [`nn`](crate::nn) modules instead.

@@ -85,6 +85,8 @@ pub use backend::ConvPoolBackend;
 pub use cpu::choice as cpu_kernels;
 #[cfg(feature = "cube")]
 pub use cube::choice as cube_kernels;
+#[cfg(feature = "cube")]
+pub use cube::launches as cube_launches;
 pub use functional::*;
 pub use spec::{
     AvgPoolNdOptions, ConvNdOptions, ConvTransposeNdOptions, FractionalMaxPoolOptions,

@@ -16,6 +16,28 @@ pub struct Axes<T: LaunchArg + CubeType<ExpandType: Clone>> {
 /// in `#[cube]` code name this alias: the macro reads a turbofish as generic parameters.)
 pub type Index3 = Axes<usize>;
 
+/// Strides, in elements, of an activation tensor `(N, C, D, H, W)`. The convolution kernels
+/// read and write every layout through them: contiguous NCDHW, channels-last NDHWC (the
+/// memory behind the NCDHW views Burn's convolutions return), and other permuted or broadcast
+/// views, with no copy.
+#[derive(CubeLaunch, CubeType, Clone)]
+#[expand(derive(Clone))]
+pub struct Layout {
+    pub batch: usize,
+    pub channel: usize,
+    pub at: Index3,
+}
+
+/// Where `(batch, channel, at)` lies in a tensor laid out as `layout`.
+#[cube]
+pub fn offset(layout: &Layout, batch: usize, channel: usize, at: &Index3) -> usize {
+    batch * layout.batch
+        + channel * layout.channel
+        + at.d * layout.at.d
+        + at.h * layout.at.h
+        + at.w * layout.at.w
+}
+
 /// Elements of a volume of size `size`.
 #[cube]
 pub fn volume(size: &Index3) -> usize {

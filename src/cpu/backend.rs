@@ -1,6 +1,39 @@
-//! `impl_cpu_backend!`: the `ConvPoolBackend` impl of a CPU backend, every method forwarding to
-//! the [`HostTensors`](super::host::HostTensors) adapters (`conv_ops.rs` through
-//! `conv_routing`, `pool_ops.rs`).
+//! `impl_cpu_backend!`: the `ConvPoolBackend` impl of a CPU backend, every method lifting its
+//! operands to rank 5 and forwarding to the [`HostTensors`](super::host::HostTensors) adapters
+//! (`conv_ops.rs` through `conv_routing`, `pool_ops.rs`), its results reshaped back to their
+//! operands' rank (the host adapters write contiguous tensors, so both reshapes are metadata).
+
+use burn::backend::{
+    Backend, TensorMetadata,
+    tensor::{FloatTensor, IntTensor},
+};
+use burn::tensor::Shape;
+
+use crate::spec::{lifted_dims, lowered_dims};
+
+/// A float operand `(N, C, *spatial)` lifted to rank 5.
+pub(crate) fn lift<B: Backend>(tensor: FloatTensor<B>) -> FloatTensor<B> {
+    let dims = lifted_dims(&tensor.shape());
+    B::float_reshape(tensor, Shape::from(dims.to_vec()))
+}
+
+/// An index operand lifted to rank 5.
+pub(crate) fn lift_int<B: Backend>(tensor: IntTensor<B>) -> IntTensor<B> {
+    let dims = lifted_dims(&tensor.shape());
+    B::int_reshape(tensor, Shape::from(dims.to_vec()))
+}
+
+/// A rank-5 float result back at `rank`.
+pub(crate) fn lower<B: Backend>(tensor: FloatTensor<B>, rank: usize) -> FloatTensor<B> {
+    let dims = lowered_dims(lifted_dims(&tensor.shape()), rank);
+    B::float_reshape(tensor, Shape::from(dims))
+}
+
+/// A rank-5 index result back at `rank`.
+pub(crate) fn lower_int<B: Backend>(tensor: IntTensor<B>, rank: usize) -> IntTensor<B> {
+    let dims = lowered_dims(lifted_dims(&tensor.shape()), rank);
+    B::int_reshape(tensor, Shape::from(dims))
+}
 
 /// Implement `ConvPoolBackend` for a CPU backend that implements [`HostTensors`](super::host::HostTensors).
 macro_rules! impl_cpu_backend {
@@ -11,9 +44,14 @@ macro_rules! impl_cpu_backend {
                 weight: Self::FloatTensorPrimitive,
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv::<$crate::cpu::conv_ops::HostConv<Self>>(
-                    x, weight, None, &options,
-                )
+                let rank = x.shape().num_dims();
+                let out = $crate::conv_routing::conv::<$crate::cpu::conv_ops::HostConv<Self>>(
+                    lift::<Self>(x),
+                    lift::<Self>(weight),
+                    None,
+                    &options,
+                );
+                lower::<Self>(out, rank)
             }
             fn conv_with_bias(
                 x: Self::FloatTensorPrimitive,
@@ -21,12 +59,14 @@ macro_rules! impl_cpu_backend {
                 bias: Self::FloatTensorPrimitive,
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv::<$crate::cpu::conv_ops::HostConv<Self>>(
-                    x,
-                    weight,
+                let rank = x.shape().num_dims();
+                let out = $crate::conv_routing::conv::<$crate::cpu::conv_ops::HostConv<Self>>(
+                    lift::<Self>(x),
+                    lift::<Self>(weight),
                     Some(bias),
                     &options,
-                )
+                );
+                lower::<Self>(out, rank)
             }
             fn conv_x_backward(
                 weight: Self::FloatTensorPrimitive,
@@ -34,9 +74,15 @@ macro_rules! impl_cpu_backend {
                 x_size: [usize; 3],
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_x_backward::<$crate::cpu::conv_ops::HostConv<Self>>(
-                    weight, out_grad, x_size, &options,
-                )
+                let rank = out_grad.shape().num_dims();
+                let out =
+                    $crate::conv_routing::conv_x_backward::<$crate::cpu::conv_ops::HostConv<Self>>(
+                        lift::<Self>(weight),
+                        lift::<Self>(out_grad),
+                        x_size,
+                        &options,
+                    );
+                lower::<Self>(out, rank)
             }
             fn conv_weight_backward(
                 x: Self::FloatTensorPrimitive,
@@ -44,26 +90,32 @@ macro_rules! impl_cpu_backend {
                 kernel_size: [usize; 3],
                 options: ConvOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_weight_backward::<$crate::cpu::conv_ops::HostConv<Self>>(
-                    x,
-                    out_grad,
+                let rank = x.shape().num_dims();
+                let out = $crate::conv_routing::conv_weight_backward::<
+                    $crate::cpu::conv_ops::HostConv<Self>,
+                >(
+                    lift::<Self>(x),
+                    lift::<Self>(out_grad),
                     kernel_size,
                     &options,
-                )
+                );
+                lower::<Self>(out, rank)
             }
             fn conv_bias_backward(
                 out_grad: Self::FloatTensorPrimitive,
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::conv_ops::conv_bias_backward::<Self>(out_grad)
+                $crate::cpu::conv_ops::conv_bias_backward::<Self>(lift::<Self>(out_grad))
             }
             fn conv_transpose(
                 x: Self::FloatTensorPrimitive,
                 weight: Self::FloatTensorPrimitive,
                 options: ConvTransposeOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_transpose::<$crate::cpu::conv_ops::HostConv<Self>>(
-                    x, weight, None, &options,
-                )
+                let rank = x.shape().num_dims();
+                let out = $crate::conv_routing::conv_transpose::<
+                    $crate::cpu::conv_ops::HostConv<Self>,
+                >(lift::<Self>(x), lift::<Self>(weight), None, &options);
+                lower::<Self>(out, rank)
             }
             fn conv_transpose_with_bias(
                 x: Self::FloatTensorPrimitive,
@@ -71,12 +123,11 @@ macro_rules! impl_cpu_backend {
                 bias: Self::FloatTensorPrimitive,
                 options: ConvTransposeOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_transpose::<$crate::cpu::conv_ops::HostConv<Self>>(
-                    x,
-                    weight,
-                    Some(bias),
-                    &options,
-                )
+                let rank = x.shape().num_dims();
+                let out = $crate::conv_routing::conv_transpose::<
+                    $crate::cpu::conv_ops::HostConv<Self>,
+                >(lift::<Self>(x), lift::<Self>(weight), Some(bias), &options);
+                lower::<Self>(out, rank)
             }
             fn conv_transpose_x_backward(
                 weight: Self::FloatTensorPrimitive,
@@ -84,9 +135,16 @@ macro_rules! impl_cpu_backend {
                 x_size: [usize; 3],
                 options: ConvTransposeOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_transpose_x_backward::<
+                let rank = out_grad.shape().num_dims();
+                let out = $crate::conv_routing::conv_transpose_x_backward::<
                     $crate::cpu::conv_ops::HostConv<Self>,
-                >(weight, out_grad, x_size, &options)
+                >(
+                    lift::<Self>(weight),
+                    lift::<Self>(out_grad),
+                    x_size,
+                    &options,
+                );
+                lower::<Self>(out, rank)
             }
             fn conv_transpose_weight_backward(
                 x: Self::FloatTensorPrimitive,
@@ -94,16 +152,29 @@ macro_rules! impl_cpu_backend {
                 kernel_size: [usize; 3],
                 options: ConvTransposeOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::conv_routing::conv_transpose_weight_backward::<
+                let rank = x.shape().num_dims();
+                let out = $crate::conv_routing::conv_transpose_weight_backward::<
                     $crate::cpu::conv_ops::HostConv<Self>,
-                >(x, out_grad, kernel_size, &options)
+                >(
+                    lift::<Self>(x),
+                    lift::<Self>(out_grad),
+                    kernel_size,
+                    &options,
+                );
+                lower::<Self>(out, rank)
             }
             fn max_pool_with_indices(
                 x: Self::FloatTensorPrimitive,
                 options: $crate::spec::MaxPoolOptions<3>,
                 indices_dtype: burn::tensor::IntDType,
             ) -> (Self::FloatTensorPrimitive, Self::IntTensorPrimitive) {
-                $crate::cpu::pool_ops::max_pool_with_indices::<Self>(x, &options, indices_dtype)
+                let rank = x.shape().num_dims();
+                let (out, indices) = $crate::cpu::pool_ops::max_pool_with_indices::<Self>(
+                    lift::<Self>(x),
+                    &options,
+                    indices_dtype,
+                );
+                (lower::<Self>(out, rank), lower_int::<Self>(indices, rank))
             }
             fn max_pool_backward(
                 out_grad: Self::FloatTensorPrimitive,
@@ -111,39 +182,67 @@ macro_rules! impl_cpu_backend {
                 x_size: [usize; 3],
                 _windows: $crate::spec::WindowRule,
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::pool_ops::max_pool_backward::<Self>(out_grad, indices, x_size)
+                let rank = out_grad.shape().num_dims();
+                let out = $crate::cpu::pool_ops::max_pool_backward::<Self>(
+                    lift::<Self>(out_grad),
+                    lift_int::<Self>(indices),
+                    x_size,
+                );
+                lower::<Self>(out, rank)
             }
             fn avg_pool(
                 x: Self::FloatTensorPrimitive,
                 options: $crate::spec::AvgPoolNdOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::pool_ops::avg_pool::<Self>(x, &options)
+                let rank = x.shape().num_dims();
+                let out = $crate::cpu::pool_ops::avg_pool::<Self>(lift::<Self>(x), &options);
+                lower::<Self>(out, rank)
             }
             fn avg_pool_backward(
                 out_grad: Self::FloatTensorPrimitive,
                 x_size: [usize; 3],
                 options: $crate::spec::AvgPoolNdOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::pool_ops::avg_pool_backward::<Self>(out_grad, x_size, &options)
+                let rank = out_grad.shape().num_dims();
+                let out = $crate::cpu::pool_ops::avg_pool_backward::<Self>(
+                    lift::<Self>(out_grad),
+                    x_size,
+                    &options,
+                );
+                lower::<Self>(out, rank)
             }
             fn adaptive_avg_pool(
                 x: Self::FloatTensorPrimitive,
                 output_size: [usize; 3],
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::pool_ops::adaptive_avg_pool::<Self>(x, output_size)
+                let rank = x.shape().num_dims();
+                let out =
+                    $crate::cpu::pool_ops::adaptive_avg_pool::<Self>(lift::<Self>(x), output_size);
+                lower::<Self>(out, rank)
             }
             fn adaptive_avg_pool_backward(
                 out_grad: Self::FloatTensorPrimitive,
                 x_size: [usize; 3],
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::pool_ops::adaptive_avg_pool_backward::<Self>(out_grad, x_size)
+                let rank = out_grad.shape().num_dims();
+                let out = $crate::cpu::pool_ops::adaptive_avg_pool_backward::<Self>(
+                    lift::<Self>(out_grad),
+                    x_size,
+                );
+                lower::<Self>(out, rank)
             }
             fn adaptive_max_pool(
                 x: Self::FloatTensorPrimitive,
                 output_size: [usize; 3],
                 indices_dtype: burn::tensor::IntDType,
             ) -> (Self::FloatTensorPrimitive, Self::IntTensorPrimitive) {
-                $crate::cpu::pool_ops::adaptive_max_pool::<Self>(x, output_size, indices_dtype)
+                let rank = x.shape().num_dims();
+                let (out, indices) = $crate::cpu::pool_ops::adaptive_max_pool::<Self>(
+                    lift::<Self>(x),
+                    output_size,
+                    indices_dtype,
+                );
+                (lower::<Self>(out, rank), lower_int::<Self>(indices, rank))
             }
             fn fractional_max_pool(
                 x: Self::FloatTensorPrimitive,
@@ -152,19 +251,24 @@ macro_rules! impl_cpu_backend {
                 output_size: [usize; 3],
                 indices_dtype: burn::tensor::IntDType,
             ) -> (Self::FloatTensorPrimitive, Self::IntTensorPrimitive) {
-                $crate::cpu::pool_ops::fractional_max_pool::<Self>(
-                    x,
+                let rank = x.shape().num_dims();
+                // `samples` is `(N, C, 3)` at every rank.
+                let (out, indices) = $crate::cpu::pool_ops::fractional_max_pool::<Self>(
+                    lift::<Self>(x),
                     samples,
                     kernel_size,
                     output_size,
                     indices_dtype,
-                )
+                );
+                (lower::<Self>(out, rank), lower_int::<Self>(indices, rank))
             }
             fn lp_pool(
                 x: Self::FloatTensorPrimitive,
                 options: $crate::spec::LpPoolOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::pool_ops::lp_pool::<Self>(x, &options)
+                let rank = x.shape().num_dims();
+                let out = $crate::cpu::pool_ops::lp_pool::<Self>(lift::<Self>(x), &options);
+                lower::<Self>(out, rank)
             }
             fn lp_pool_backward(
                 x: Self::FloatTensorPrimitive,
@@ -172,20 +276,38 @@ macro_rules! impl_cpu_backend {
                 out_grad: Self::FloatTensorPrimitive,
                 options: $crate::spec::LpPoolOptions<3>,
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::pool_ops::lp_pool_backward::<Self>(x, output, out_grad, &options)
+                let rank = x.shape().num_dims();
+                let out = $crate::cpu::pool_ops::lp_pool_backward::<Self>(
+                    lift::<Self>(x),
+                    lift::<Self>(output),
+                    lift::<Self>(out_grad),
+                    &options,
+                );
+                lower::<Self>(out, rank)
             }
             fn max_unpool(
                 x: Self::FloatTensorPrimitive,
                 indices: Self::IntTensorPrimitive,
                 output_size: [usize; 3],
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::pool_ops::max_unpool::<Self>(x, indices, output_size)
+                let rank = x.shape().num_dims();
+                let out = $crate::cpu::pool_ops::max_unpool::<Self>(
+                    lift::<Self>(x),
+                    lift_int::<Self>(indices),
+                    output_size,
+                );
+                lower::<Self>(out, rank)
             }
             fn max_unpool_backward(
                 out_grad: Self::FloatTensorPrimitive,
                 indices: Self::IntTensorPrimitive,
             ) -> Self::FloatTensorPrimitive {
-                $crate::cpu::pool_ops::max_unpool_backward::<Self>(out_grad, indices)
+                let rank = indices.shape().num_dims();
+                let out = $crate::cpu::pool_ops::max_unpool_backward::<Self>(
+                    lift::<Self>(out_grad),
+                    lift_int::<Self>(indices),
+                );
+                lower::<Self>(out, rank)
             }
         }
     };

@@ -12,7 +12,7 @@ use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn::tensor::{DType, TensorData};
 use burn_ndarray::NdArrayTensor;
 
-use super::backend::impl_cpu_backend;
+use super::backend::{impl_cpu_backend, lift, lift_int, lower, lower_int};
 use super::host::{
     HostTensors, IntValues, data_from_values, data_values, int_data_from_values, int_data_values,
 };

@@ -5,6 +5,9 @@
 //! Burn takes NCHW tensors of the geometry's true spatial rank and `(begin, end)` padding, so
 //! each call drops the unit axes of the rank-5 lift and states the end padding the sizes imply.
 //! A geometry Burn cannot express declines with a reason (the tuner then skips the candidate).
+//! Each result comes back in the layout our kernels write ([`in_layout`]: channels-last when
+//! the operand it is computed from is), so any copy Burn's kernel needs for it is part of the
+//! time the tuner measures (Burn's transposed conv has no channels-last kernel).
 
 use burn::tensor::Shape;
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
@@ -17,16 +20,20 @@ use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::{ConvGeometry, kernel_extent, out_len};
 
+use super::launches::{Launch, note};
+use super::tensor::{channels_last, in_layout, with_unit_axes, without_unit_axes};
+
 /// `$op::<N>($args.., options, strategy)` at the geometry's spatial rank `N`, lifted back to
-/// rank 5; Burn's error as a string.
+/// rank 5 (a view); Burn's error as a string.
 macro_rules! at_rank {
     ($rank:expr, $geometry:expr, $op:ident($($arg:expr),*)) => {{
+        note(Launch::Burn(stringify!($op)));
         let out = match $rank {
             1 => $op::<1>($($arg),*, options($geometry)?, strategy()),
             2 => $op::<2>($($arg),*, options($geometry)?, strategy()),
             _ => $op::<3>($($arg),*, options($geometry)?, strategy()),
         };
-        out.map(lift).map_err(|err| format!("{err:?}"))
+        out.map(with_unit_axes).map_err(|err| format!("{err:?}"))
     }};
 }
 
@@ -38,9 +45,10 @@ pub fn forward(
     bias: Option<CubeTensor>,
 ) -> Result<CubeTensor, String> {
     let rank = spatial_rank(geometry);
+    let layout = channels_last(&x);
     let x = lower(x, rank);
     let weight = lower(weight, rank);
-    at_rank!(rank, geometry, conv_forward(x, weight, bias))
+    at_rank!(rank, geometry, conv_forward(x, weight, bias)).map(|out| in_layout(out, layout))
 }
 
 /// The input-side gradient `[+ bias]` with Burn's kernels.
@@ -58,6 +66,7 @@ pub fn data(
         ));
     }
     let in_shape = Shape::from(lowered(&geometry.in_shape(), rank));
+    let layout = channels_last(&out_grad);
     let weight = lower(weight, rank);
     let out_grad = lower(out_grad, rank);
     let out = at_rank!(
@@ -65,14 +74,15 @@ pub fn data(
         geometry,
         conv_data_backward(out_grad, weight, in_shape)
     )?;
-    Ok(match bias {
+    let out = match bias {
         // Broadcast over batch and positions.
         Some(bias) => {
             let channels = bias.meta.shape()[0];
             numeric::add(out, reshape(bias, Shape::from(vec![1, channels, 1, 1, 1])))
         }
         None => out,
-    })
+    };
+    Ok(in_layout(out, layout))
 }
 
 /// The input-side gradient `[+ bias]` as Burn's `conv_transpose2d` of the output gradient (the
@@ -89,8 +99,10 @@ pub fn transposed(
         return Err("Burn's transposed conv here is 2D".into());
     }
     let options = transpose_options(geometry)?;
+    let layout = channels_last(&out_grad);
     let weight = lower(weight, 2);
     let out_grad = lower(out_grad, 2);
+    note(Launch::Burn("conv_transpose2d"));
     conv_transpose2d(
         out_grad,
         weight,
@@ -98,7 +110,7 @@ pub fn transposed(
         options,
         ConvTranspose2dStrategy::default(),
     )
-    .map(lift)
+    .map(|out| in_layout(with_unit_axes(out), layout))
     .map_err(|err| format!("{err:?}"))
 }
 
@@ -189,18 +201,9 @@ fn lowered(dims: &[usize], rank: usize) -> Vec<usize> {
     out
 }
 
+/// A rank-5 operand as Burn's kernels take it, `rank` spatial axes: a view, whatever its layout.
 fn lower(tensor: CubeTensor, rank: usize) -> CubeTensor {
-    let dims = lowered(tensor.meta.shape(), rank);
-    reshape(tensor, Shape::from(dims))
-}
-
-/// Back to rank 5, unit axes in front of the spatial ones.
-fn lift(tensor: CubeTensor) -> CubeTensor {
-    let shape = tensor.meta.shape();
-    let mut dims = vec![shape[0], shape[1], 1, 1, 1];
-    let spatial = &shape[2..];
-    dims[5 - spatial.len()..].copy_from_slice(spatial);
-    reshape(tensor, Shape::from(dims))
+    without_unit_axes(tensor, rank)
 }
 
 /// Along axis `a`, the padded input the geometry's windows span, from the first one's start

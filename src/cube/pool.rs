@@ -17,6 +17,7 @@ use cubecl::{CubeCount, CubeDim};
 use crate::spec::{MaxPoolOptions, Spans, shapes, spatial, used_step, window_spans};
 
 use super::choice::Packing;
+use super::launches::{Launch, note};
 use super::packing::{self, PackingKey};
 use super::tensor::{
     LaunchError, accumulator_type, address_type, axes, channels_last, contiguous, dims5,
@@ -426,6 +427,7 @@ fn launch_sliding(launch: ForwardLaunch, options: MaxPoolOptions<3>) {
     packing::run(&out, key, out_size[2] > 1, move |packing| {
         let l = &launch;
         let (block_w, cube_count, cube_dim) = row_blocks(&l.out, out_size[2], packing, l.lanes);
+        note(Launch::Kernel("pool_sliding"));
         sliding::pool_sliding::launch(
             &l.out.client,
             cube_count,
@@ -462,6 +464,7 @@ fn launch_span_walk(launch: ForwardLaunch) {
     packing::run(&out, key, out_size[2] > 1, move |packing| {
         let l = &launch;
         let (block_w, cube_count, cube_dim) = row_blocks(&l.out, out_size[2], packing, 1);
+        note(Launch::Kernel("pool_forward"));
         kernels::pool_forward::launch(
             &l.out.client,
             cube_count,
@@ -498,6 +501,7 @@ pub fn max_unpool(
     let out = empty(&x, &shapes::with_spatial(&dims, output_size), x.dtype);
     let client = out.client.clone();
     let (cube_count, cube_dim) = elementwise(&out, out.meta.num_elements());
+    note(Launch::Kernel("fill_zero"));
     unpool::fill_zero::launch(
         &client,
         cube_count,
@@ -509,6 +513,7 @@ pub fn max_unpool(
     let units = x.meta.num_elements();
     if units > 0 {
         let (cube_count, cube_dim) = elementwise(&x, units);
+        note(Launch::Kernel("max_unpool_scatter"));
         unpool::max_unpool_scatter::launch(
             &client,
             cube_count,
@@ -538,6 +543,7 @@ pub fn max_unpool_backward(
     let units = x_grad.meta.num_elements();
     if units > 0 {
         let (cube_count, cube_dim) = elementwise(&x_grad, units);
+        note(Launch::Kernel("max_unpool_gather"));
         unpool::max_unpool_gather::launch(
             &x_grad.client.clone(),
             cube_count,

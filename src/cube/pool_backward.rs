@@ -9,6 +9,7 @@ use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::{MaxPoolOptions, Spans, shapes, spans_cover, spatial, window_spans};
 
+use super::launches::{Launch, note};
 use super::packing::{self, PackingKey};
 use super::pool::{
     WindowReduction, flat_cover, flat_spans, holds_whole_plane, pool_args, row_blocks,
@@ -204,6 +205,7 @@ pub fn backward(
         let unrolled = sliding
             .as_ref()
             .map_or([0; 3], |options| unrolled_cover(options, out_size, block_w));
+        note(Launch::Kernel("pool_backward"));
         pool_backward::pool_backward::launch(
             &x_grad.client,
             cube_count,

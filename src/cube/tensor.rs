@@ -19,6 +19,8 @@ use std::sync::Mutex;
 
 use crate::spec::MAX_KERNEL_VALUE;
 
+use super::launches::{Launch, note};
+
 /// Why a kernel could not be launched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LaunchError {
@@ -87,8 +89,17 @@ pub fn dims5(tensor: &CubeTensor) -> [usize; 5] {
     core::array::from_fn(|i| shape[i])
 }
 
+/// Strides of a rank-5 tensor.
+pub fn strides5(tensor: &CubeTensor) -> [usize; 5] {
+    let strides = tensor.meta.strides();
+    core::array::from_fn(|i| strides[i])
+}
+
 /// The tensor with contiguous row-major strides (copied only when needed).
 pub fn contiguous(tensor: CubeTensor) -> CubeTensor {
+    if !tensor.is_contiguous() {
+        note(Launch::LayoutCopy);
+    }
     into_contiguous(tensor)
 }
 
@@ -146,6 +157,42 @@ pub fn vector_lanes(tensor: &CubeTensor) -> usize {
                 && offset.is_multiple_of(lanes * elem_size)
         })
         .unwrap_or(1)
+}
+
+/// `(N, C, *spatial)` with unit axes inserted before the spatial ones up to rank 5: a view of
+/// the same memory (each new axis strided as if it were one more level of the next one).
+pub fn with_unit_axes(tensor: CubeTensor) -> CubeTensor {
+    let mut tensor = strided(tensor);
+    while tensor.meta.num_dims() < 5 {
+        let (size, stride) = (tensor.meta.shape()[2], tensor.meta.strides()[2]);
+        tensor.meta.insert(2, 1, size * stride);
+    }
+    tensor
+}
+
+/// A rank-5 `(N, C, D, H, W)` tensor with its leading spatial axes dropped down to `spatial`
+/// of them, all of which must be unit axes: a view of the same memory, where Burn's reshape
+/// copies any tensor that is not contiguous.
+pub fn without_unit_axes(tensor: CubeTensor, spatial: usize) -> CubeTensor {
+    let mut tensor = strided(tensor);
+    while tensor.meta.num_dims() > 2 + spatial {
+        let (size, _) = tensor.meta.remove(2);
+        debug_assert_eq!(size, 1, "only unit axes are dropped");
+    }
+    tensor
+}
+
+/// A rank-5 activation channels-last in memory or contiguous, as `channels_last` asks (copied
+/// only when it is not already).
+pub fn in_layout(tensor: CubeTensor, channels_last: bool) -> CubeTensor {
+    match (channels_last, self::channels_last(&tensor)) {
+        (true, true) => tensor,
+        (true, false) => {
+            let ndhwc = contiguous(permute(tensor, &[0, 2, 3, 4, 1]));
+            permute(ndhwc, &[0, 4, 1, 2, 3])
+        }
+        (false, _) => contiguous(tensor),
+    }
 }
 
 /// A new rank-5 `(N, C, D, H, W)` tensor on `like`'s device, channels-last in memory.

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::spec::ConvGeometry;
 
 use super::choice::{Buffering, ConvSchedule, CubeKernels, OurKernels, Packing, kernels_of};
-use super::tensor::{LaunchError, float_type};
+use super::tensor::{LaunchError, channels_last, float_type};
 use super::{builtin, conv};
 
 /// Which pass of a convolution.
@@ -58,14 +58,22 @@ pub struct ConvPassKey {
     in_size: [usize; 3],
     out_size: [usize; 3],
     has_bias: bool,
+    /// Whether the activations arrive channels-last: each layout is timed on its own, since
+    /// a kernel's speed, and the copies a candidate makes to return our layout, depend on it.
+    channels_last: bool,
 }
 
 impl ConvPassKey {
-    fn of(pass: Pass, geometry: &ConvGeometry, dtype: DType, has_bias: bool) -> Self {
+    fn of(
+        pass: Pass,
+        geometry: &ConvGeometry,
+        (a, b): (&CubeTensor, &CubeTensor),
+        has_bias: bool,
+    ) -> Self {
         let bucket = |size: usize| anchor(size, None, None, None);
         Self {
             pass,
-            dtype,
+            dtype: a.dtype,
             groups: geometry.groups,
             // Channels per group are bucketed like sizes; one channel (depthwise) stays a
             // bucket of its own.
@@ -79,7 +87,17 @@ impl ConvPassKey {
             in_size: geometry.in_size.map(bucket),
             out_size: geometry.out_size.map(bucket),
             has_bias,
+            channels_last: channels_last(activation(pass, a, b)),
         }
+    }
+}
+
+/// The activation a pass reads in its own layout: `x` of a forward (`a`), the output gradient
+/// of an input gradient (`b`) and of a weight gradient (`b`, beside `x`).
+fn activation<'a>(pass: Pass, a: &'a CubeTensor, b: &'a CubeTensor) -> &'a CubeTensor {
+    match pass {
+        Pass::Forward => a,
+        Pass::Data | Pass::Weight => b,
     }
 }
 
@@ -197,8 +215,8 @@ static WEIGHT_TUNER: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("weight"
 type Set = TunableSet<ConvPassKey, Inputs, CubeTensor, Candidate>;
 
 fn candidates(pass: Pass) -> Set {
-    let key = move |(geometry, a, _, bias): &Inputs| {
-        ConvPassKey::of(pass, geometry, a.dtype, bias.is_some())
+    let key = move |(geometry, a, b, bias): &Inputs| {
+        ConvPassKey::of(pass, geometry, (a, b), bias.is_some())
     };
     OURS.map(Candidate::Ours)
         .into_iter()

@@ -9,6 +9,7 @@ use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise, ir::ElemType};
 use std::sync::Arc;
 
 use super::choice::Packing;
+use super::launches::{Launch, note};
 use super::packing::{self, PackingKey};
 use super::tensor::address_type;
 
@@ -99,6 +100,7 @@ fn run_with(launch: WholePlane, lanes: usize) {
     let units = (launch.out.meta.num_elements() / launch.width * lanes).max(1);
     let cube_count: CubeCount = calculate_cube_count_elemwise(&launch.out.client, units, cube_dim);
     let address = address_type(&[&launch.x, &launch.out, &launch.out_grad]);
+    note(Launch::Kernel("pool_whole_plane"));
     pool_whole_plane::launch(
         &launch.out.client.clone(),
         cube_count,

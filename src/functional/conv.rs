@@ -1,5 +1,5 @@
-//! `conv{1,2,3}d` and `conv_transpose{1,2,3}d` over `burn::Tensor`: validate, lift to rank 3,
-//! call the backend, drop the unit axes again.
+//! `conv{1,2,3}d` and `conv_transpose{1,2,3}d` over `burn::Tensor`: validate at rank 3 (options
+//! and sizes lifted), call the backend at the caller's rank (`lift.rs`).
 
 use burn::backend::Dispatch;
 use burn::tensor::Tensor;
@@ -7,14 +7,14 @@ use burn::tensor::Tensor;
 use crate::backend::ConvPoolBackend;
 use crate::spec::{
     ConvGeometry, ConvNdOptions, ConvTransposeNdOptions, PaddingMode, SpecResult, check_conv,
-    check_conv_transpose, check_float_dtype, check_input_rank, check_same_dtype, shapes,
+    check_conv_transpose, check_float_dtype, check_input_rank, check_same_dtype, lifted_dims,
+    shapes,
 };
 
 use super::device::{
     check_device_dtype, check_kernel_values, check_output_memory, check_padded_input_memory,
 };
-use super::lift::{lift_input, lift_weight};
-use super::pad::pad_spatial;
+use super::lift::lift_input;
 
 /// The input in a float dtype the ops compute in, and the weight and bias in the same one.
 fn check_dtypes<const D: usize, const W: usize>(
@@ -47,20 +47,20 @@ pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
     let weight_dims = weight.dims();
     let bias_len = bias.as_ref().map(|bias| bias.dims()[0]);
     let mut lifted = check_conv(op, &shape.dims, &weight_dims, bias_len, &options)?;
-    let weight = lift_weight::<N, W>(weight);
-    let out_dims = shapes::conv(&x.dims(), &weight.dims(), &lifted);
+    let weight_dims = lifted_dims(&weight_dims);
+    let out_dims = shapes::conv(&x.dims(), &weight_dims, &lifted);
     check_output_memory(op, &x, &shape, out_dims, None)?;
     let x = match options.padding_mode {
         PaddingMode::Zeros => x,
         mode => {
             check_padded_input_memory(op, &x, &shape, lifted.padding, mode.name())?;
-            pad_spatial(x, core::mem::take(&mut lifted.padding), mode)
+            x.pad(core::mem::take(&mut lifted.padding), mode)
         }
     };
     let options = lifted;
-    let geometry = ConvGeometry::conv(&x.dims(), &weight.dims(), &options);
-    check_kernel_values(op, &x, geometry.normalised().named_values())?;
-    let weight = weight.into_dispatch();
+    let geometry = ConvGeometry::conv(&x.dims(), &weight_dims, &options);
+    check_kernel_values(op, &x.device(), geometry.normalised().named_values())?;
+    let weight = shape.operand(weight);
     let out = match bias {
         None => <Dispatch as ConvPoolBackend>::conv(x.into_dispatch(), weight, options),
         Some(bias) => <Dispatch as ConvPoolBackend>::conv_with_bias(
@@ -70,7 +70,7 @@ pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
             options,
         ),
     };
-    Ok(shape.restore(Tensor::from_dispatch(out)))
+    Ok(shape.restore(out))
 }
 
 pub(crate) fn try_conv_transpose<const N: usize, const D: usize, const W: usize>(
@@ -86,12 +86,12 @@ pub(crate) fn try_conv_transpose<const N: usize, const D: usize, const W: usize>
     let weight_dims = weight.dims();
     let bias_len = bias.as_ref().map(|bias| bias.dims()[0]);
     let options = check_conv_transpose(op, &shape.dims, &weight_dims, bias_len, &options)?;
-    let weight = lift_weight::<N, W>(weight);
-    let out_dims = shapes::conv_transpose(&x.dims(), &weight.dims(), &options);
+    let weight_dims = lifted_dims(&weight_dims);
+    let out_dims = shapes::conv_transpose(&x.dims(), &weight_dims, &options);
     check_output_memory(op, &x, &shape, out_dims, None)?;
-    let geometry = ConvGeometry::transpose(&x.dims(), &weight.dims(), &options);
-    check_kernel_values(op, &x, geometry.normalised().named_values())?;
-    let weight = weight.into_dispatch();
+    let geometry = ConvGeometry::transpose(&x.dims(), &weight_dims, &options);
+    check_kernel_values(op, &x.device(), geometry.normalised().named_values())?;
+    let weight = shape.operand(weight);
     let out = match bias {
         None => <Dispatch as ConvPoolBackend>::conv_transpose(x.into_dispatch(), weight, options),
         Some(bias) => <Dispatch as ConvPoolBackend>::conv_transpose_with_bias(
@@ -101,7 +101,7 @@ pub(crate) fn try_conv_transpose<const N: usize, const D: usize, const W: usize>
             options,
         ),
     };
-    Ok(shape.restore(Tensor::from_dispatch(out)))
+    Ok(shape.restore(out))
 }
 
 macro_rules! conv_op {

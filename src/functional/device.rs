@@ -15,9 +15,9 @@
 //! [`SpecErrorKind::DeviceLimit`] on a CubeCL device; the launch would otherwise panic inside
 //! Fusion, where no `try_` can catch it.
 
-use burn::tensor::{DType, Device, IntDType, Tensor};
+use burn::tensor::{DType, Device, IntDType};
 
-use super::lift::InputShape;
+use super::lift::{Input, InputShape};
 use super::pad::padded_dims;
 use crate::spec::{MAX_KERNEL_VALUE, SpecError, SpecErrorKind, SpecResult, check_elements};
 
@@ -35,7 +35,7 @@ const PROBE_BYTES: usize = 1 << 30;
 /// The error names the dims at the caller's rank.
 pub fn check_output_memory<const D: usize>(
     op: &'static str,
-    x: &Tensor<5>,
+    x: &Input<D>,
     shape: &InputShape<D>,
     dims: [usize; 5],
     index_dtype: Option<IntDType>,
@@ -85,7 +85,7 @@ pub fn check_parameter_memory(
 /// huge padding under a huge stride leaves a small output but a padded copy past memory.
 pub fn check_padded_input_memory<const D: usize>(
     op: &'static str,
-    x: &Tensor<5>,
+    x: &Input<D>,
     shape: &InputShape<D>,
     padding: [(usize, usize); 3],
     mode: &'static str,
@@ -140,11 +140,11 @@ fn host_can_reserve(bytes: usize) -> bool {
     bytes < PROBE_BYTES || Vec::<u8>::new().try_reserve_exact(bytes).is_ok()
 }
 
-/// Check that the device of `x` can hold every one of `values` (named sizes and parameters of
-/// the call) in its kernels' arithmetic: on a CubeCL device, at most 32 bits.
+/// Check that `device` can hold every one of `values` (named sizes and parameters of the call)
+/// in its kernels' arithmetic: on a CubeCL device, at most 32 bits.
 pub fn check_kernel_values(
     op: &'static str,
-    x: &Tensor<5>,
+    device: &Device,
     values: impl IntoIterator<Item = (&'static str, usize)>,
 ) -> SpecResult<()> {
     let Some((what, value)) = values.into_iter().max_by_key(|&(_, value)| value) else {
@@ -154,7 +154,7 @@ pub fn check_kernel_values(
     if value <= MAX_KERNEL_VALUE {
         return Ok(());
     }
-    match kernel_value_limit(&x.device()) {
+    match kernel_value_limit(device) {
         Some(limit) if value > limit => Err(SpecError::new(
             op,
             SpecErrorKind::DeviceLimit { what, value, limit },

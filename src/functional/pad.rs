@@ -6,22 +6,33 @@ use burn::tensor::Tensor;
 
 use crate::spec::PaddingMode;
 
-/// Pad the spatial axes of `(N, C, D, H, W)` with `(begin, end)` per axis. The sizes were
-/// validated for `mode` (see `spec::check_conv`). The conv ops never call it with `Zeros`
-/// (their kernels pad with zeros for free), but it pads with zeros too.
+use super::lift::reshape_exact;
+
+/// Pad the spatial axes of `(N, C, *spatial)` (rank 3 to 5) with `(begin, end)` per axis, as
+/// lifted to rank 5 (the lift's unit axes take no padding). The sizes were validated for
+/// `mode` (see `spec::check_conv`). The conv ops never call it with `Zeros` (their kernels
+/// pad with zeros for free), but it pads with zeros too.
 ///
 /// An empty input pads to an empty tensor of the padded shape at once: building its borders
 /// costs time in the padding, not in the (zero) elements, and a backend's `repeat_dim` loops
 /// over the count (NdArray's hung on a replicate padding of 2^40 around an empty batch).
-pub fn pad_spatial(x: Tensor<5>, padding: [(usize, usize); 3], mode: PaddingMode) -> Tensor<5> {
+pub fn pad_spatial<const R: usize>(
+    x: Tensor<R>,
+    padding: [(usize, usize); 3],
+    mode: PaddingMode,
+) -> Tensor<R> {
+    let padding = &padding[5 - R..];
     if x.shape().num_elements() == 0 {
-        let dims = padded_dims(x.dims(), padding);
-        return x.reshape(dims);
+        let mut dims = x.dims();
+        for (len, &(begin, end)) in dims[2..].iter_mut().zip(padding) {
+            *len = len.saturating_add(begin).saturating_add(end);
+        }
+        return reshape_exact(x, dims);
     }
     padding
-        .into_iter()
+        .iter()
         .enumerate()
-        .fold(x, |x, (axis, (begin, end))| {
+        .fold(x, |x, (axis, &(begin, end))| {
             pad_axis(x, 2 + axis, begin, end, mode)
         })
 }
@@ -35,7 +46,13 @@ pub fn padded_dims(mut dims: [usize; 5], padding: [(usize, usize); 3]) -> [usize
     dims
 }
 
-fn pad_axis(x: Tensor<5>, axis: usize, begin: usize, end: usize, mode: PaddingMode) -> Tensor<5> {
+fn pad_axis<const R: usize>(
+    x: Tensor<R>,
+    axis: usize,
+    begin: usize,
+    end: usize,
+    mode: PaddingMode,
+) -> Tensor<R> {
     let len = x.dims()[axis];
     let part = |start: usize, count: usize| x.clone().narrow(axis, start, count);
     // The `count` values that go before (`front`) or after the input.
@@ -57,6 +74,6 @@ fn pad_axis(x: Tensor<5>, axis: usize, begin: usize, end: usize, mode: PaddingMo
     if before.is_none() && after.is_none() {
         return x;
     }
-    let pieces: Vec<Tensor<5>> = before.into_iter().chain([x.clone()]).chain(after).collect();
+    let pieces: Vec<Tensor<R>> = before.into_iter().chain([x.clone()]).chain(after).collect();
     Tensor::cat(pieces, axis)
 }

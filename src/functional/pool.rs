@@ -1,5 +1,6 @@
-//! Pooling over `burn::Tensor`: validate with `spec`, lift to rank 3, call the backend, drop
-//! the unit axes. One rank-generic function per op; `pool_fns.rs` wraps each per rank.
+//! Pooling over `burn::Tensor`: validate with `spec` at rank 3 (options and sizes lifted), call
+//! the backend at the caller's rank (`lift.rs`). One rank-generic function per op;
+//! `pool_fns.rs` wraps each per rank.
 
 use burn::backend::Dispatch;
 use burn::tensor::{Distribution, Int, IntDType, Tensor};
@@ -13,7 +14,7 @@ use crate::spec::{
 };
 
 use super::device::{check_device_dtype, check_kernel_values, check_output_memory};
-use super::lift::{InputShape, lift_input, reshape_exact_int, with_batch};
+use super::lift::{Input, InputShape, lift_input, with_batch};
 
 /// An adaptive pool's output size; `None` keeps that input dim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -36,7 +37,7 @@ impl<const N: usize> From<[Option<usize>; N]> for AdaptiveSize<N> {
 /// sizes, which bound every window table entry, and `params`.
 fn check_pool_device<const D: usize>(
     op: &'static str,
-    x: &Tensor<5>,
+    x: &Input<D>,
     shape: &InputShape<D>,
     out_dims: [usize; 5],
     index_dtype: Option<IntDType>,
@@ -45,7 +46,11 @@ fn check_pool_device<const D: usize>(
     check_output_memory(op, x, shape, out_dims, index_dtype)?;
     let sizes = spatial(&x.dims()).map(|size| ("input size", size));
     let out_sizes = spatial(&out_dims).map(|size| ("output size", size));
-    check_kernel_values(op, x, sizes.into_iter().chain(out_sizes).chain(params))
+    check_kernel_values(
+        op,
+        &x.device(),
+        sizes.into_iter().chain(out_sizes).chain(params),
+    )
 }
 
 /// A sliding window's parameters (as the backends build it: `avg_window`, `LpPoolOptions::window`),
@@ -72,7 +77,7 @@ fn window_params(out_dims: &[usize], window: &MaxPoolOptions<3>) -> Vec<(&'stati
 fn lift_pool_input<const N: usize, const D: usize>(
     op: &'static str,
     x: Tensor<D>,
-) -> SpecResult<(Tensor<5>, InputShape<D>)> {
+) -> SpecResult<(Input<D>, InputShape<D>)> {
     let batched = check_input_rank(op, N, D)?;
     check_float_dtype(op, x.dtype())?;
     // Before any of Burn's kernels run in this dtype (fractional samples, their range check).
@@ -86,7 +91,7 @@ fn lift_pool_input<const N: usize, const D: usize>(
 fn lift_indexed_pool_input<const N: usize, const D: usize>(
     op: &'static str,
     x: Tensor<D>,
-) -> SpecResult<(Tensor<5>, InputShape<D>, IntDType)> {
+) -> SpecResult<(Input<D>, InputShape<D>, IntDType)> {
     let dtype = x.device().settings().int_dtype;
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     check_index_dtype(op, shape.dims[2..].iter().product(), dtype.into())?;
@@ -105,10 +110,7 @@ pub(super) fn try_max_pool_with_indices<const N: usize, const D: usize>(
     check_pool_device(op, &x, &shape, out_dims, Some(dtype), params)?;
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::max_pool_with_indices(x.into_dispatch(), options, dtype);
-    Ok((
-        shape.restore(Tensor::from_dispatch(out)),
-        shape.restore_int(Tensor::from_dispatch(indices)),
-    ))
+    Ok((shape.restore(out), shape.restore_int(indices)))
 }
 
 pub(super) fn try_max_pool<const N: usize, const D: usize>(
@@ -131,7 +133,7 @@ pub(super) fn try_avg_pool<const N: usize, const D: usize>(
     params.push(("divisor_override", options.divisor_override.unwrap_or(0)));
     check_pool_device(op, &x, &shape, out_dims, None, params)?;
     let out = <Dispatch as ConvPoolBackend>::avg_pool(x.into_dispatch(), options);
-    Ok(shape.restore(Tensor::from_dispatch(out)))
+    Ok(shape.restore(out))
 }
 
 pub(super) fn try_lp_pool<const N: usize, const D: usize>(
@@ -146,14 +148,18 @@ pub(super) fn try_lp_pool<const N: usize, const D: usize>(
     params.push(("kernel volume", options.kernel_size.iter().product()));
     check_pool_device(op, &x, &shape, out_dims, None, params)?;
     let out = <Dispatch as ConvPoolBackend>::lp_pool(x.into_dispatch(), options);
-    Ok(shape.restore(Tensor::from_dispatch(out)))
+    Ok(shape.restore(out))
 }
 
 /// An empty batch's adaptive pool: no element to compute, and no window table to build (an
 /// adaptive output may be any size, so its table may not fit in memory), but still the input
 /// reshaped, so autodiff gives the input its (empty) gradient as PyTorch does.
-fn empty_batch(x: Tensor<5>, out_dims: [usize; 5]) -> Tensor<5> {
-    x.reshape(out_dims)
+fn empty_batch<const D: usize>(
+    x: Input<D>,
+    shape: &InputShape<D>,
+    out_dims: [usize; 5],
+) -> Tensor<D> {
+    x.reshaped(shape.restored_dims(out_dims))
 }
 
 pub(super) fn try_adaptive_avg_pool<const N: usize, const D: usize>(
@@ -166,10 +172,10 @@ pub(super) fn try_adaptive_avg_pool<const N: usize, const D: usize>(
     let out_dims = shapes::with_spatial(&x.dims(), output_size);
     check_pool_device(op, &x, &shape, out_dims, None, Vec::new())?;
     if out_dims[0] == 0 {
-        return Ok(shape.restore(empty_batch(x, out_dims)));
+        return Ok(empty_batch(x, &shape, out_dims));
     }
     let out = <Dispatch as ConvPoolBackend>::adaptive_avg_pool(x.into_dispatch(), output_size);
-    Ok(shape.restore(Tensor::from_dispatch(out)))
+    Ok(shape.restore(out))
 }
 
 pub(super) fn try_adaptive_max_pool_with_indices<const N: usize, const D: usize>(
@@ -182,18 +188,12 @@ pub(super) fn try_adaptive_max_pool_with_indices<const N: usize, const D: usize>
     let out_dims = shapes::with_spatial(&x.dims(), output_size);
     check_pool_device(op, &x, &shape, out_dims, Some(dtype), Vec::new())?;
     if out_dims[0] == 0 {
-        let indices = Tensor::<5, Int>::zeros(out_dims, &x.device());
-        return Ok((
-            shape.restore(empty_batch(x, out_dims)),
-            shape.restore_int(indices),
-        ));
+        let indices = Tensor::<D, Int>::zeros(shape.restored_dims(out_dims), &x.device());
+        return Ok((empty_batch(x, &shape, out_dims), indices));
     }
     let (out, indices) =
         <Dispatch as ConvPoolBackend>::adaptive_max_pool(x.into_dispatch(), output_size, dtype);
-    Ok((
-        shape.restore(Tensor::from_dispatch(out)),
-        shape.restore_int(Tensor::from_dispatch(indices)),
-    ))
+    Ok((shape.restore(out), shape.restore_int(indices)))
 }
 
 pub(super) fn try_adaptive_max_pool<const N: usize, const D: usize>(
@@ -261,24 +261,17 @@ pub(super) fn try_fractional_max_pool_with_indices<const N: usize, const D: usiz
     let params = kernel.map(|size| ("kernel size", size)).to_vec();
     check_pool_device(op, &x, &shape, out_dims, Some(dtype), params)?;
     let (n, c) = (shape.dims[0], shape.dims[1]);
+    let samples = samples
+        .map(|samples| check_given_samples(op, samples, x.dtype(), [n, c, N]))
+        .transpose()?;
+    if n == 0 {
+        // Nothing to pool and no samples to draw or reorder (Burn's `cat` of empty CubeCL
+        // tensors overflows in its overlap check).
+        let indices = Tensor::<D, Int>::zeros(shape.restored_dims(out_dims), &x.device());
+        return Ok((empty_batch(x, &shape, out_dims), indices));
+    }
     let samples = match samples {
-        Some(samples) => {
-            // PyTorch: "Expect _random_samples to have the same dtype as input".
-            check_same_dtype(op, "samples", x.dtype(), samples.dtype())?;
-            let expected = vec![n, c, N];
-            if samples.dims().to_vec() != expected {
-                return Err(SpecError::new(
-                    op,
-                    SpecErrorKind::ShapeMismatch {
-                        what: "samples shape vs (N, C, spatial dims)",
-                        expected,
-                        actual: samples.dims().to_vec(),
-                    },
-                ));
-            }
-            check_samples(op, &samples)?;
-            samples
-        }
+        Some(samples) => samples,
         None => Tensor::<3>::random([n, c, N], Distribution::Uniform(0.0, 1.0), &x.device()),
     };
     let samples = lift_samples::<N>(samples.cast(x.dtype()));
@@ -289,10 +282,30 @@ pub(super) fn try_fractional_max_pool_with_indices<const N: usize, const D: usiz
         output_size,
         dtype,
     );
-    Ok((
-        shape.restore(Tensor::from_dispatch(out)),
-        shape.restore_int(Tensor::from_dispatch(indices)),
-    ))
+    Ok((shape.restore(out), shape.restore_int(indices)))
+}
+
+/// Given samples checked: the input's dtype (PyTorch: "Expect _random_samples to have the same
+/// dtype as input"), shape `(N, C, spatial dims)`, values in the unit interval.
+fn check_given_samples(
+    op: &'static str,
+    samples: Tensor<3>,
+    dtype: burn::tensor::DType,
+    expected: [usize; 3],
+) -> SpecResult<Tensor<3>> {
+    check_same_dtype(op, "samples", dtype, samples.dtype())?;
+    if samples.dims() != expected {
+        return Err(SpecError::new(
+            op,
+            SpecErrorKind::ShapeMismatch {
+                what: "samples shape vs (N, C, spatial dims)",
+                expected: expected.to_vec(),
+                actual: samples.dims().to_vec(),
+            },
+        ));
+    }
+    check_samples(op, &samples)?;
+    Ok(samples)
 }
 
 pub(super) fn try_fractional_max_pool<const N: usize, const D: usize>(
@@ -335,11 +348,7 @@ pub(super) fn try_max_unpool<const N: usize, const D: usize>(
             }
         }
     }
-    let indices: Tensor<5, Int> = reshape_exact_int(indices, x.dims());
-    let out = <Dispatch as ConvPoolBackend>::max_unpool(
-        x.into_dispatch(),
-        indices.into_dispatch(),
-        output_size,
-    );
-    Ok(shape.restore(Tensor::from_dispatch(out)))
+    let indices = shape.operand_int(indices);
+    let out = <Dispatch as ConvPoolBackend>::max_unpool(x.into_dispatch(), indices, output_size);
+    Ok(shape.restore(out))
 }

@@ -70,9 +70,33 @@ pub fn lift<T: Copy, const N: usize>(values: [T; N], fill: T) -> [T; 3] {
     lifted
 }
 
-/// The spatial part `(D, H, W)` of a rank-5 `(N, C, D, H, W)` shape.
+/// The spatial part `(D, H, W)` of an `(N, C, *spatial)` shape with 1 to 3 spatial axes,
+/// lifted as [`lifted_dims`] lifts it.
 pub fn spatial(dims: &[usize]) -> [usize; 3] {
-    [dims[2], dims[3], dims[4]]
+    let [_, _, d, h, w] = lifted_dims(dims);
+    [d, h, w]
+}
+
+/// An `(N, C, *spatial)` shape with 1 to 3 spatial axes as rank 5, `(N, C, D, H, W)`: unit axes
+/// before the spatial ones. The backend primitives take their operands at any of these ranks
+/// and lift them so, as views, inside each backend.
+pub fn lifted_dims(dims: &[usize]) -> [usize; 5] {
+    assert!(
+        (3..=5).contains(&dims.len()),
+        "an (N, C, *spatial) shape has rank 3 to 5, not {}",
+        dims.len()
+    );
+    let mut lifted = [dims[0], dims[1], 1, 1, 1];
+    lifted[7 - dims.len()..].copy_from_slice(&dims[2..]);
+    lifted
+}
+
+/// A rank-5 shape back at `rank` (3 to 5): its leading spatial axes, which the lift added,
+/// dropped.
+pub fn lowered_dims(dims: [usize; 5], rank: usize) -> Vec<usize> {
+    let mut lowered = dims[..2].to_vec();
+    lowered.extend_from_slice(&dims[7 - rank..]);
+    lowered
 }
 
 /// `step` as a computation reads it: a stride over `count == 1` output positions, or a

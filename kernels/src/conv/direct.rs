@@ -3,9 +3,11 @@
 
 use cubecl::prelude::*;
 
-use crate::axes::volume;
+use crate::axes::{Index3, offset, volume};
 
-use super::operands::{read_size, store_position, tap_along, weight_index, written_size};
+use super::operands::{
+    read_layout, read_size, store_position, tap_along, weight_index, written_size,
+};
 use super::{ConvArgs, GemmArgs, GemmKind};
 
 /// Which of a direct unit's loaded row values (see [`conv_gemm_direct`]'s `row_taps`) tap
@@ -122,7 +124,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     let n0 = (rest % n_blocks) * block_n;
     let group = rest / n_blocks;
 
-    let read_volume = volume(&read);
+    let layout = read_layout(&args, kind);
     let mut acc = Array::<A>::new(comptime![block_n * block_w]);
     #[unroll]
     for i in 0..comptime![block_n * block_w] {
@@ -143,7 +145,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
         back = comptime![row_taps.saturating_sub(1)];
     }
     for c in 0..reduced {
-        let plane = (batch * args.groups * reduced + group * reduced + c) * read_volume;
+        let channel = group * reduced + c;
         for kd in 0..args.kernel.d {
             let (rd, d_inside) = tap_along(
                 d,
@@ -165,7 +167,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                     unit_stride,
                 );
                 let row_inside = d_inside && h_inside;
-                let row = plane + (rd * read.h + rh) * read.w;
+                let row = offset(&layout, batch, channel, &Index3 { d: rd, h: rh, w: 0 });
                 let tap_row = (kd * args.kernel.h + kh) * args.kernel.w;
                 // An input gradient adds only the taps that meet an output (as col2im does),
                 // so at a stride it skips the kernel rows off the grid; a forward multiplies
@@ -199,7 +201,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                         );
                         values[t] = A::new(0.0);
                         if row_inside && w_inside {
-                            values[t] = A::cast_from(lhs[row + rw]);
+                            values[t] = A::cast_from(lhs[row + rw * layout.at.w]);
                         }
                     }
                     #[unroll]
@@ -256,7 +258,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                             );
                             let mut value = A::new(0.0);
                             if row_inside && w_inside {
-                                value = A::cast_from(lhs[row + rw]);
+                                value = A::cast_from(lhs[row + rw * layout.at.w]);
                             }
                             #[unroll]
                             for i in 0..block_n {
@@ -268,7 +270,6 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
             }
         }
     }
-    let row_start = (d * side.h + h) * side.w;
     #[unroll]
     for i in 0..block_n {
         #[unroll]
@@ -282,7 +283,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                     group,
                     0,
                     batch,
-                    row_start + w,
+                    &Index3 { d, h, w },
                     n0 + i,
                     acc[i * block_w + j],
                     kind,

@@ -7,7 +7,8 @@
 //! | [`Weight`](GemmKind::Weight) | out channel         | (in channel, tap) | (batch, out pos)    | out_grad   | x (im2col)|
 //!
 //! The operands are never materialised: [`lhs_value()`] and [`rhs_value()`] gather them from the
-//! contiguous NCDHW tensors, and [`store()`] scatters `C` back, so every schedule below shares one
+//! tensors in the layout they arrive in (the [`Layout`]s of [`ConvArgs`]; the weight is
+//! contiguous), and [`store()`] scatters `C` back, so every schedule below shares one
 //! home for the index formulas. `Data` also serves `conv_transpose`'s forward pass.
 //!
 //! One file per job: [`operands`] holds those accessors, [`tiled`] the shared-memory tiled
@@ -16,7 +17,7 @@
 
 use cubecl::prelude::*;
 
-use crate::axes::Index3;
+use crate::axes::{Index3, Layout};
 
 pub mod direct;
 pub mod operands;
@@ -57,6 +58,10 @@ pub struct ConvArgs {
     pub dilation: Index3,
     /// Padding before the first position, per axis.
     pub pad: Index3,
+    /// Layout of the input side (`x`, or the input gradient a `Data` GEMM writes).
+    pub in_layout: Layout,
+    /// Layout of the output side (the forward's output, or the output gradient).
+    pub out_layout: Layout,
 }
 
 /// Sizes of the GEMM of one group, the `k` range of one split (split-k runs one cube layer

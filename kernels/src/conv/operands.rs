@@ -1,10 +1,10 @@
-//! The operands of the three GEMMs, gathered from (and `C` scattered back into) the contiguous
-//! NCDHW tensors: the one home of the convolutions' index formulas, which every schedule
-//! shares.
+//! The operands of the three GEMMs, gathered from (and `C` scattered back into) the activation
+//! tensors through their [`Layout`]s and the contiguous weight: the one home of the
+//! convolutions' index formulas, which every schedule shares.
 
 use cubecl::prelude::*;
 
-use crate::axes::{Index3, flat_index, tap_reader, tap_source, unflatten, volume};
+use crate::axes::{Index3, Layout, flat_index, offset, tap_reader, tap_source, unflatten, volume};
 
 use super::{ConvArgs, DATA_DIGITS, FORWARD_DIGITS, GemmKind, Phase};
 
@@ -103,8 +103,7 @@ pub(crate) fn input_tap<F: Float, A: Float>(
     let (at, inside) = tap_position(args, out, tap, GemmKind::Forward);
     let mut value = A::new(0.0);
     if inside {
-        let plane = batch * args.groups * args.in_channels + channel;
-        value = A::cast_from(x[flat_index(plane, &args.in_size, &at)]);
+        value = A::cast_from(x[offset(&args.in_layout, batch, channel, &at)]);
     }
     value
 }
@@ -123,8 +122,7 @@ fn output_tap<F: Float, A: Float>(
     let (out, inside) = tap_position(args, at, tap, GemmKind::Data);
     let mut value = A::new(0.0);
     if inside {
-        let plane = batch * args.groups * args.out_channels + channel;
-        value = A::cast_from(out_grad[flat_index(plane, &args.out_size, &out)]);
+        value = A::cast_from(out_grad[offset(&args.out_layout, batch, channel, &out)]);
     }
     value
 }
@@ -205,8 +203,8 @@ fn phase_output_tap<F: Float, A: Float>(
     let (w, w_inside) = phase_tap_along(local.w, reach.w, phase.back.w, args.out_size.w);
     let mut value = A::new(0.0);
     if d_inside && h_inside && w_inside {
-        let plane = batch * args.groups * args.out_channels + channel;
-        value = A::cast_from(out_grad[flat_index(plane, &args.out_size, &Index3 { d, h, w })]);
+        let at = Index3 { d, h, w };
+        value = A::cast_from(out_grad[offset(&args.out_layout, batch, channel, &at)]);
     }
     value
 }
@@ -215,7 +213,7 @@ fn phase_output_tap<F: Float, A: Float>(
 /// input gradient: the reduced channel (counted over every group) and its tap, read from
 /// `k_table` (built on the host) so the loads need no divisions, plus an `exact` input
 /// gradient's reach of the tap. Weight gradient: the batch (in `channel`) and the output
-/// position, flat and as an index. `inside`: whether `k` is before the split's end (past it,
+/// position as an index (in `tap`). `inside`: whether `k` is before the split's end (past it,
 /// the rest are zeros and the loads that share this `k` are masked to zero).
 #[derive(CubeType, Clone)]
 pub struct Reduced {
@@ -223,7 +221,6 @@ pub struct Reduced {
     pub channel: usize,
     pub tap: Index3,
     pub reach: Index3,
-    pub flat: usize,
 }
 
 /// [`Reduced`] for `k` of group `group`; not `inside`, reading nothing, from `k_end` on.
@@ -245,15 +242,13 @@ pub fn reduced_of(
     let mut reach_d = 0;
     let mut reach_h = 0;
     let mut reach_w = 0;
-    let mut flat = 0;
     let inside = k < k_end;
     if !inside {
         // Past the split: nothing to read.
     } else if comptime![kind == GemmKind::Weight] {
         let out_volume = volume(&args.out_size);
         channel = k / out_volume;
-        flat = k % out_volume;
-        let at = unflatten(flat, &args.out_size);
+        let at = unflatten(k % out_volume, &args.out_size);
         tap_d = at.d;
         tap_h = at.h;
         tap_w = at.w;
@@ -287,7 +282,6 @@ pub fn reduced_of(
             h: reach_h,
             w: reach_w,
         },
-        flat,
     }
 }
 
@@ -308,11 +302,9 @@ pub fn lhs_value<F: Float, A: Float>(
 ) -> A {
     let value: A;
     if comptime![kind == GemmKind::Weight] {
-        let out_volume = volume(&args.out_size);
-        let plane = reduced.channel * args.groups * args.out_channels
-            + group * args.out_channels
-            + row.index;
-        value = A::cast_from(lhs[plane * out_volume + reduced.flat]);
+        // The reduced `channel` is the batch, its `tap` the output position.
+        let channel = group * args.out_channels + row.index;
+        value = A::cast_from(lhs[offset(&args.out_layout, reduced.channel, channel, &reduced.tap)]);
     } else if comptime![kind == GemmKind::Forward] {
         value = input_tap::<F, A>(
             lhs,
@@ -405,16 +397,7 @@ pub fn store<F: Float, A: Float>(
         store_weight::<F, A>(out, args, group, split_base, row.index, n, value);
     } else {
         store_position::<F, A>(
-            out,
-            bias,
-            args,
-            group,
-            split_base,
-            row.batch,
-            flat_index(0, &written_size(args, kind), &row.pos),
-            n,
-            value,
-            kind,
+            out, bias, args, group, split_base, row.batch, &row.pos, n, value, kind,
         );
     }
 }
@@ -436,8 +419,31 @@ pub fn store_weight<F: Float, A: Float>(
     out[split_base + row * row_len + n] = F::cast_from(value);
 }
 
+/// The layout of the side a forward (the output) or input-gradient (the input) GEMM writes.
+#[cube]
+pub(crate) fn written_layout(args: &ConvArgs, #[comptime] kind: GemmKind) -> Layout {
+    if comptime![kind == GemmKind::Data] {
+        args.in_layout.clone()
+    } else {
+        args.out_layout.clone()
+    }
+}
+
+/// The layout of the side the taps of a forward (the input) or input-gradient (the output)
+/// GEMM read.
+#[cube]
+pub(crate) fn read_layout(args: &ConvArgs, #[comptime] kind: GemmKind) -> Layout {
+    if comptime![kind == GemmKind::Data] {
+        args.out_layout.clone()
+    } else {
+        args.in_layout.clone()
+    }
+}
+
 /// [`store()`] of a forward or input-gradient result whose row `m` is already split into its
-/// batch and its position (flat, within the output or input volume).
+/// batch and its position `at` in the output or input volume. A split-k partial result is
+/// laid out as the written side, `split_base` elements further on (the written side is dense,
+/// so the splits sum element by element).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn store_position<F: Float, A: Float>(
@@ -447,7 +453,7 @@ pub fn store_position<F: Float, A: Float>(
     group: usize,
     split_base: usize,
     batch: usize,
-    position: usize,
+    at: &Index3,
     n: usize,
     value: A,
     #[comptime] kind: GemmKind,
@@ -457,11 +463,10 @@ pub fn store_position<F: Float, A: Float>(
         channels = args.in_channels;
     }
     let channel = group * channels + n;
-    let plane = batch * args.groups * channels + channel;
     let mut result = F::cast_from(value);
     #[comptime]
     if let ComptimeOption::Some(bias) = bias {
         result += select(split_base == 0, bias[channel], F::new(0.0));
     }
-    out[split_base + plane * volume(&written_size(args, kind)) + position] = result;
+    out[split_base + offset(&written_layout(args, kind), batch, channel, at)] = result;
 }

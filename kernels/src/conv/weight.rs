@@ -4,7 +4,7 @@
 
 use cubecl::prelude::*;
 
-use crate::axes::{Index3, unflatten, volume};
+use crate::axes::{Index3, offset, unflatten, volume};
 
 use super::direct::{row_value, row_values};
 use super::operands::{input_tap, store_weight, tap_along};
@@ -41,7 +41,7 @@ pub fn conv_weight_split<F: Float, A: Float>(
     let kernel_volume = volume(&args.kernel);
     let channel = group * args.in_channels + n / kernel_volume;
     let tap = unflatten(n % kernel_volume, &args.kernel);
-    let grad_plane_of_batch = group * args.out_channels + m;
+    let grad_channel = group * args.out_channels + m;
     let row_begin = split * gemm.k_per_split / args.out_size.w;
     let row_end = min(gemm.k_len, (split + 1) * gemm.k_per_split) / args.out_size.w;
     let mut acc = A::new(0.0);
@@ -49,10 +49,14 @@ pub fn conv_weight_split<F: Float, A: Float>(
         let batch = row / (args.out_size.d * args.out_size.h);
         let d = (row / args.out_size.h) % args.out_size.d;
         let h = row % args.out_size.h;
-        let plane = batch * args.groups * args.out_channels + grad_plane_of_batch;
-        let grad_row = ((plane * args.out_size.d + d) * args.out_size.h + h) * args.out_size.w;
+        let grad_row = offset(
+            &args.out_layout,
+            batch,
+            grad_channel,
+            &Index3 { d, h, w: 0 },
+        );
         for w in 0..args.out_size.w {
-            let mut value = A::cast_from(out_grad[grad_row + w]);
+            let mut value = A::cast_from(out_grad[grad_row + w * args.out_layout.at.w]);
             if comptime![!ones_rhs] {
                 let at = Index3 { d, h, w };
                 value *= input_tap::<F, A>(x, &args, batch, channel, &at, &tap);
@@ -124,15 +128,13 @@ pub fn conv_weight_direct<F: Float, A: Float>(
     // Channels past a partial block read the block's first and are not stored.
     let mut channel_offsets = Array::<usize>::new(block_c);
     let mut grad_offsets = Array::<usize>::new(block_m);
-    let in_volume = volume(&args.in_size);
-    let plane_len = volume(&args.out_size);
     #[unroll]
     for c in 0..block_c {
-        channel_offsets[c] = select(c0 + c < args.in_channels, c, 0) * in_volume;
+        channel_offsets[c] = select(c0 + c < args.in_channels, c, 0) * args.in_layout.channel;
     }
     #[unroll]
     for i in 0..block_m {
-        grad_offsets[i] = select(m0 + i < gemm.m_len, m0 + i, m0) * plane_len;
+        grad_offsets[i] = select(m0 + i < gemm.m_len, m0 + i, m0) * args.out_layout.channel;
     }
     let row_begin = split * gemm.k_per_split / args.out_size.w;
     let row_end = min(gemm.k_len, (split + 1) * gemm.k_per_split) / args.out_size.w;
@@ -159,10 +161,18 @@ pub fn conv_weight_direct<F: Float, A: Float>(
             false,
         );
         let row_inside = d_inside && h_inside;
-        let x_plane = batch * args.groups * args.in_channels + group * args.in_channels + c0;
-        let x_row = ((x_plane * args.in_size.d + id) * args.in_size.h + ih) * args.in_size.w;
-        let grad_plane = batch * args.groups * args.out_channels + group * args.out_channels;
-        let grad_row = grad_plane * plane_len + (d * args.out_size.h + h) * args.out_size.w;
+        let x_row = offset(
+            &args.in_layout,
+            batch,
+            group * args.in_channels + c0,
+            &Index3 { d: id, h: ih, w: 0 },
+        );
+        let grad_row = offset(
+            &args.out_layout,
+            batch,
+            group * args.out_channels,
+            &Index3 { d, h, w: 0 },
+        );
         for w_block in 0..args.out_size.w.div_ceil(block_w) {
             let w0 = w_block * block_w;
             // Value `t` of a channel is input `w0 * stride + t * dilation - pad`: the tap `t`
@@ -183,7 +193,8 @@ pub fn conv_weight_direct<F: Float, A: Float>(
                     let at = comptime![c * values_per_channel + t];
                     values[at] = A::new(0.0);
                     if row_inside && w_inside {
-                        values[at] = A::cast_from(x[x_row + channel_offsets[c] + iw]);
+                        values[at] =
+                            A::cast_from(x[x_row + channel_offsets[c] + iw * args.in_layout.at.w]);
                     }
                 }
             }
@@ -192,7 +203,8 @@ pub fn conv_weight_direct<F: Float, A: Float>(
                 if w0 + j < args.out_size.w {
                     #[unroll]
                     for i in 0..block_m {
-                        grads[i] = A::cast_from(out_grad[grad_row + grad_offsets[i] + w0 + j]);
+                        let at = grad_row + grad_offsets[i] + (w0 + j) * args.out_layout.at.w;
+                        grads[i] = A::cast_from(out_grad[at]);
                     }
                     #[unroll]
                     for c in 0..block_c {

@@ -6,8 +6,9 @@ use burn_cubecl::tensor::CubeTensor;
 use crate::spec::ConvGeometry;
 
 use super::super::choice::Packing;
+use super::super::launches::{Launch, note};
 use super::super::tensor::{LaunchError, accumulator_type, address_type, elementwise, float_type};
-use super::{conv_args, gemm_sizes, neighbours_share, written_w};
+use super::{Sides, conv_args, gemm_sizes, neighbours_share, written_w};
 
 /// Channels one unit of the direct schedule computes at most.
 const DIRECT_BLOCK: usize = 8;
@@ -31,6 +32,7 @@ const DIRECT_KERNEL_W: usize = 7;
 /// The direct schedule of a forward or input gradient into `out`: a unit computes a block of
 /// channels at a run of positions along the last axis of the side it writes (or, spread, at
 /// one position).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn gemm(
     geometry: &ConvGeometry,
     kind: GemmKind,
@@ -38,6 +40,7 @@ pub(super) fn gemm(
     rhs: CubeTensor,
     bias: Option<CubeTensor>,
     out: &CubeTensor,
+    sides: &Sides,
     packing: Packing,
 ) -> Result<(), LaunchError> {
     let dtype = float_type(out)?;
@@ -68,6 +71,7 @@ pub(super) fn gemm(
     let row_units = phases * phase_w.div_ceil(block_w);
     let units = geometry.groups * n.div_ceil(block_n) * (m / side_w) * row_units;
     let (cube_count, cube_dim) = elementwise(out, units);
+    note(Launch::Kernel("conv_gemm_direct"));
     conv::conv_gemm_direct::launch(
         &out.client,
         cube_count,
@@ -77,7 +81,7 @@ pub(super) fn gemm(
         rhs.into_tensor_arg(),
         bias.map(|bias| bias.into_tensor_arg()).into(),
         out.clone().into_tensor_arg(),
-        conv_args(geometry),
+        conv_args(geometry, sides),
         GemmArgsLaunch::new(m, n, k, k, 0),
         kind,
         block_n,

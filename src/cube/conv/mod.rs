@@ -20,15 +20,17 @@ mod direct;
 mod tiled;
 mod weight;
 
+use burn_convpool_kernels::axes::LayoutLaunch;
 use burn_convpool_kernels::conv::{self, ConvArgsLaunch, GemmKind};
 use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::ConvGeometry;
 
 use super::choice::{ConvSchedule, OurKernels};
+use super::launches::{Launch, note};
 use super::tensor::{
-    LaunchError, accumulator_type, address_type, axes, contiguous, elementwise, empty, float_type,
-    zeros,
+    LaunchError, accumulator_type, address_type, axes, channels_last, contiguous, elementwise,
+    empty, empty_channels_last, float_type, strided, strides5, zeros,
 };
 
 pub use weight::bias_backward;
@@ -48,7 +50,34 @@ const SHARED_ROW_MAX_STRIDE: usize = 2;
 /// split one for kernels wider than [`DIRECT_WEIGHT_KERNEL_W`]).
 const SPLIT_MAX_OUTPUTS: usize = 1024;
 
-pub(super) fn conv_args(geometry: &ConvGeometry) -> ConvArgsLaunch {
+/// The strides of a launch's two activation sides, which the kernels read and write through
+/// ([`burn_convpool_kernels::axes::Layout`]): the input side (`x`, or the input gradient a
+/// `Data` GEMM writes) and the output side (the forward's output, or the output gradient).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Sides {
+    input: [usize; 5],
+    output: [usize; 5],
+}
+
+impl Sides {
+    /// The sides of a forward or input-gradient GEMM that reads `lhs` and writes `out`.
+    fn of_gemm(kind: GemmKind, lhs: &CubeTensor, out: &CubeTensor) -> Self {
+        match kind {
+            GemmKind::Data => Self::new(out, lhs),
+            _ => Self::new(lhs, out),
+        }
+    }
+
+    /// The sides of the input-side tensor `input` and the output-side tensor `output`.
+    pub(super) fn new(input: &CubeTensor, output: &CubeTensor) -> Self {
+        Self {
+            input: strides5(input),
+            output: strides5(output),
+        }
+    }
+}
+
+pub(super) fn conv_args(geometry: &ConvGeometry, sides: &Sides) -> ConvArgsLaunch {
     ConvArgsLaunch::new(
         geometry.groups,
         geometry.in_per_group(),
@@ -59,7 +88,22 @@ pub(super) fn conv_args(geometry: &ConvGeometry) -> ConvArgsLaunch {
         axes(geometry.stride),
         axes(geometry.dilation),
         axes(geometry.pad_begin),
+        layout(sides.input),
+        layout(sides.output),
     )
+}
+
+fn layout([batch, channel, d, h, w]: [usize; 5]) -> LayoutLaunch {
+    LayoutLaunch::new(batch, channel, axes([d, h, w]))
+}
+
+/// A new rank-5 activation on `like`'s device in the layout Burn's own convolutions give it:
+/// channels-last when the tensor it is computed from (`like`) is, contiguous otherwise.
+fn empty_like_layout(like: &CubeTensor, dims: [usize; 5]) -> CubeTensor {
+    match channels_last(like) {
+        true => empty_channels_last(like, dims, like.dtype),
+        false => empty(like, &dims, like.dtype),
+    }
 }
 
 /// `(m, n, k)` of one group's GEMM of `kind` (see the table in `burn_convpool_kernels::conv`).
@@ -150,21 +194,23 @@ pub fn gemm(
 ) -> Result<CubeTensor, LaunchError> {
     float_type(&lhs)?;
     float_type(&rhs)?;
-    let (lhs, rhs) = (contiguous(lhs), contiguous(rhs));
+    // The activation is read in its own layout; the weight and bias are small.
+    let (lhs, rhs) = (strided(lhs), contiguous(rhs));
     let bias = bias.map(contiguous);
     let out_dims = if kind == GemmKind::Forward {
         geometry.out_shape()
     } else {
         geometry.in_shape()
     };
-    let out = empty(&lhs, &out_dims, lhs.dtype);
+    let out = empty_like_layout(&lhs, out_dims);
     if out.meta.num_elements() == 0 {
         return Ok(out);
     }
+    let sides = Sides::of_gemm(kind, &lhs, &out);
     if ours.conv == ConvSchedule::Untiled || is_direct(geometry, kind) {
-        direct::gemm(geometry, kind, lhs, rhs, bias, &out, ours.packing)?;
+        direct::gemm(geometry, kind, lhs, rhs, bias, &out, &sides, ours.packing)?;
     } else {
-        tiled::gemm(geometry, kind, &lhs, &rhs, bias, &out, ours)?;
+        tiled::gemm(geometry, kind, &lhs, &rhs, bias, &out, &sides, ours)?;
     }
     Ok(out)
 }
@@ -178,20 +224,21 @@ pub fn weight_gemm(
 ) -> Result<CubeTensor, LaunchError> {
     float_type(&x)?;
     float_type(&out_grad)?;
-    let (out_grad, x) = (contiguous(out_grad), contiguous(x));
+    let (out_grad, x) = (strided(out_grad), strided(x));
     let (_, _, k) = gemm_sizes(geometry, GemmKind::Weight);
     if k == 0 {
         return Ok(zeros(&x, &geometry.weight_shape(), x.dtype));
     }
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
+    let sides = Sides::new(&x, &out_grad);
     if ours.conv == ConvSchedule::Untiled || !weight_is_tiled(geometry) {
         if geometry.kernel[2] <= DIRECT_WEIGHT_KERNEL_W {
-            weight::direct(geometry, out_grad, x, &out)?;
+            weight::direct(geometry, out_grad, x, &out, &sides)?;
         } else {
-            weight::split(geometry, out_grad, x, &out, false)?;
+            weight::split(geometry, out_grad, x, &out, &sides, false)?;
         }
     } else {
-        tiled::weight(geometry, &out_grad, &x, &out, ours)?;
+        tiled::weight(geometry, &out_grad, &x, &out, &sides, ours)?;
     }
     Ok(out)
 }
@@ -204,7 +251,9 @@ fn weight_is_tiled(geometry: &ConvGeometry) -> bool {
 }
 
 /// Run `launch` into `out` directly, or into `splits` stacked partial results that are then
-/// summed into `out` in split order (deterministic).
+/// summed into `out` in split order (deterministic). `out` is dense (contiguous or
+/// channels-last), so each partial result is laid out as `out` and the sum runs element by
+/// element over the buffer.
 pub(super) fn with_splits(
     out: &CubeTensor,
     splits: usize,
@@ -218,6 +267,7 @@ pub(super) fn with_splits(
     let partials = empty(out, &[splits * len], out.dtype);
     launch(&partials)?;
     let (cube_count, cube_dim) = elementwise(out, len);
+    note(Launch::Kernel("sum_splits"));
     conv::sum_splits::launch(
         &out.client,
         cube_count,

@@ -8,11 +8,12 @@ use cubecl::{CubeCount, CubeDim};
 use crate::spec::{ConvGeometry, points};
 
 use super::super::choice::{Buffering, ConvSchedule, OurKernels};
+use super::super::launches::{Launch, note};
 use super::super::tensor::{
     LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, axes, entry, float_type, grid,
     table,
 };
-use super::{channel_side, conv_args, gemm_sizes, with_splits};
+use super::{Sides, channel_side, conv_args, gemm_sizes, with_splits};
 
 /// Cubes a split-k launch aims for: 2048 cubes of the tiled kernel's 64 units fill a large
 /// GPU; decided by `resnet_3x3_7` and `resnet50_1x1_reduce` on the H100.
@@ -31,6 +32,7 @@ const MAX_PHASES: usize = 64;
 
 /// The tiled schedule of a forward or input gradient into `out` (an input gradient one part
 /// per stride phase).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn gemm(
     geometry: &ConvGeometry,
     kind: GemmKind,
@@ -38,6 +40,7 @@ pub(super) fn gemm(
     rhs: &CubeTensor,
     bias: Option<CubeTensor>,
     out: &CubeTensor,
+    sides: &Sides,
     ours: OurKernels,
 ) -> Result<(), LaunchError> {
     let (m, _, k) = gemm_sizes(geometry, kind);
@@ -57,6 +60,7 @@ pub(super) fn gemm(
         &parts,
         bias,
         out,
+        sides,
         MIN_K_PER_SPLIT_TILED,
         ours,
     )
@@ -68,6 +72,7 @@ pub(super) fn weight(
     out_grad: &CubeTensor,
     x: &CubeTensor,
     out: &CubeTensor,
+    sides: &Sides,
     ours: OurKernels,
 ) -> Result<(), LaunchError> {
     let (m, _, k) = gemm_sizes(geometry, GemmKind::Weight);
@@ -80,6 +85,7 @@ pub(super) fn weight(
         &[part],
         None,
         out,
+        sides,
         MIN_K_PER_SPLIT,
         ours,
     )
@@ -211,6 +217,7 @@ fn tiled(
     parts: &[Part],
     bias: Option<CubeTensor>,
     out: &CubeTensor,
+    sides: &Sides,
     min_k_per_split: usize,
     ours: OurKernels,
 ) -> Result<(), LaunchError> {
@@ -240,6 +247,7 @@ fn tiled(
                     grid("n tiles", n_tiles)?,
                     grid("groups x splits", geometry.groups * splits)?,
                 );
+                note(Launch::Kernel("conv_gemm_tiled"));
                 conv::conv_gemm_tiled::launch(
                     &target.client,
                     cube_count,
@@ -250,7 +258,7 @@ fn tiled(
                     part.k_table.clone().into_tensor_arg(),
                     bias.clone().map(|bias| bias.into_tensor_arg()).into(),
                     target.clone().into_tensor_arg(),
-                    conv_args(geometry),
+                    conv_args(geometry, sides),
                     GemmArgsLaunch::new(part.m, n, part.k, k_per_split, first),
                     PhaseLaunch::new(
                         axes(part.first),

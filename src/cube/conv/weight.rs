@@ -6,11 +6,12 @@ use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::ConvGeometry;
 
+use super::super::launches::{Launch, note};
 use super::super::tensor::{
-    LaunchError, accumulator_type, address_type, contiguous, dims5, elementwise, empty, float_type,
+    LaunchError, accumulator_type, address_type, dims5, elementwise, empty, float_type, strided,
     zeros,
 };
-use super::{conv_args, gemm_sizes, neighbours_share, with_splits};
+use super::{Sides, conv_args, gemm_sizes, neighbours_share, with_splits};
 
 /// Output channels one unit of the direct weight-gradient schedule computes at most.
 const DIRECT_WEIGHT_BLOCK: usize = 16;
@@ -53,6 +54,7 @@ pub(super) fn split(
     out_grad: CubeTensor,
     x: CubeTensor,
     out: &CubeTensor,
+    sides: &Sides,
     ones_rhs: bool,
 ) -> Result<(), LaunchError> {
     let dtype = float_type(out)?;
@@ -61,6 +63,7 @@ pub(super) fn split(
     let (splits, k_per_split) = row_splits(geometry, k, outputs);
     with_splits(out, splits, |target| {
         let (cube_count, cube_dim) = elementwise(target, outputs * splits);
+        note(Launch::Kernel("conv_weight_split"));
         conv::conv_weight_split::launch(
             &target.client,
             cube_count,
@@ -69,7 +72,7 @@ pub(super) fn split(
             out_grad.into_tensor_arg(),
             x.into_tensor_arg(),
             target.clone().into_tensor_arg(),
-            conv_args(geometry),
+            conv_args(geometry, sides),
             GemmArgsLaunch::new(m, n, k, k_per_split, 0),
             ones_rhs,
             [dtype, accumulator_type(dtype)],
@@ -86,6 +89,7 @@ pub(super) fn direct(
     out_grad: CubeTensor,
     x: CubeTensor,
     out: &CubeTensor,
+    sides: &Sides,
 ) -> Result<(), LaunchError> {
     let dtype = float_type(out)?;
     let (m, n, k) = gemm_sizes(geometry, GemmKind::Weight);
@@ -98,6 +102,7 @@ pub(super) fn direct(
     let (splits, k_per_split) = row_splits(geometry, k, units);
     with_splits(out, splits, |target| {
         let (cube_count, cube_dim) = elementwise(target, units * splits);
+        note(Launch::Kernel("conv_weight_direct"));
         conv::conv_weight_direct::launch(
             &target.client,
             cube_count,
@@ -106,7 +111,7 @@ pub(super) fn direct(
             out_grad.into_tensor_arg(),
             x.into_tensor_arg(),
             target.clone().into_tensor_arg(),
-            conv_args(geometry),
+            conv_args(geometry, sides),
             GemmArgsLaunch::new(m, n, k, k_per_split, 0),
             blocks.m,
             blocks.c,
@@ -160,7 +165,7 @@ fn weight_blocks(geometry: &ConvGeometry) -> WeightBlocks {
 /// Bias gradient: `out_grad` summed over batch and positions.
 pub fn bias_backward(out_grad: CubeTensor) -> Result<CubeTensor, LaunchError> {
     float_type(&out_grad)?;
-    let out_grad = contiguous(out_grad);
+    let out_grad = strided(out_grad);
     let [batch, channels, d, h, w] = dims5(&out_grad);
     if batch * d * h * w == 0 {
         return Ok(zeros(&out_grad, &[channels], out_grad.dtype));
@@ -180,6 +185,8 @@ pub fn bias_backward(out_grad: CubeTensor) -> Result<CubeTensor, LaunchError> {
         dilation: [1, 1, 1],
         pad_begin: [0, 0, 0],
     };
-    split(&geometry, out_grad.clone(), out_grad, &out, true)?;
+    // `x` is never read; both sides are the output gradient's.
+    let sides = Sides::new(&out_grad, &out_grad);
+    split(&geometry, out_grad.clone(), out_grad, &out, &sides, true)?;
     Ok(out)
 }

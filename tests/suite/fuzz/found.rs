@@ -7,7 +7,7 @@ use burn::tensor::Device;
 use super::check;
 use super::conv::{ConvCase, inputs, run_conv};
 use super::layout::Layout;
-use super::pool::{PoolCase, PoolKind, Specials, run_pool};
+use super::pool::{PoolCase, PoolKind, Samples, Specials, run_pool};
 use super::reference::{Mode, Sliding, Window};
 
 fn found_max_pool() -> PoolCase {
@@ -163,6 +163,29 @@ fn found_empty_batch_under_huge_replicate_padding() -> ConvCase {
     }
 }
 
+fn found_empty_batch_fractional_pool() -> PoolCase {
+    // A fractional max pool of an empty batch: reordering its empty samples to (D, H, W) ran
+    // Burn's `cat`, whose CubeCL overlap check subtracts 1 from every dim (an overflow panic
+    // in debug builds, so the op failed at the first read).
+    PoolCase {
+        rank: 2,
+        batch: 0,
+        channels: 1,
+        size: [1, 5, 4],
+        kind: PoolKind::Fractional(Samples::Uniform),
+        window: Window {
+            kernel: [1, 1, 1],
+            stride: [1, 1, 1],
+            dilation: [1, 1, 1],
+            padding: [(0, 0); 3],
+        },
+        ceil: false,
+        output_size: [1, 1, 1],
+        specials: Specials::None,
+        seed: 649,
+    }
+}
+
 /// A found case.
 enum Found {
     Pool(PoolCase),
@@ -215,6 +238,11 @@ fn found_cases() -> Vec<(&'static str, Found, Must)> {
         (
             "empty-batch conv",
             Found::Conv(found_empty_batch_conv()),
+            Must::Match,
+        ),
+        (
+            "empty-batch fractional max pool",
+            Found::Pool(found_empty_batch_fractional_pool()),
             Must::Match,
         ),
         (

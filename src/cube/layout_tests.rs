@@ -1,0 +1,292 @@
+//! Our conv passes at the backend level, on channels-last operands (as Burn's convolutions
+//! leave their outputs) and contiguous ones, at rank 4 and 5: values as Flex's, each result in
+//! its operand's layout and at its rank, no layout copy, and the kernel launches each pass
+//! takes (pinned to our kernels, so the tuner's trial runs are not counted).
+
+use burn::backend::ops::FloatTensorOps;
+use burn::backend::{Flex, TensorMetadata};
+use burn::tensor::ops::ConvOptions;
+use burn::tensor::{Device, TensorData};
+use burn_cubecl::ops::{into_data_sync, permute};
+use burn_cubecl::{CubeBackend, tensor::CubeTensor};
+use burn_flex::FlexTensor;
+
+use crate::backend::ConvPoolBackend;
+use crate::spec::spatial;
+
+use super::choice::{CubeKernels, OurKernels, cube_device, set_cube_kernels};
+use super::launches::{Launch, record};
+use super::tensor::{channels_last, contiguous, with_unit_axes};
+
+/// One conv: its input and weight dims (same rank), stride, padding and groups per spatial
+/// axis, and the kernels each pass launches: forward, input gradient, weight gradient, bias
+/// gradient.
+struct Case {
+    name: &'static str,
+    x: Vec<usize>,
+    weight: Vec<usize>,
+    stride: usize,
+    padding: usize,
+    groups: usize,
+    launches: [&'static [&'static str]; 4],
+}
+
+const TILED: &[&str] = &["conv_gemm_tiled"];
+const DIRECT: &[&str] = &["conv_gemm_direct"];
+const BIAS: &[&str] = &["conv_weight_split"];
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "3x3, 16 channels (tiled)",
+            x: vec![2, 16, 6, 7],
+            weight: vec![16, 16, 3, 3],
+            stride: 1,
+            padding: 1,
+            groups: 1,
+            launches: [TILED, TILED, TILED, BIAS],
+        },
+        Case {
+            // The input gradient runs one launch per stride phase.
+            name: "3x3 stride 2 (tiled, phases)",
+            x: vec![2, 16, 9, 8],
+            weight: vec![24, 16, 3, 3],
+            stride: 2,
+            padding: 1,
+            groups: 1,
+            launches: [TILED, &["conv_gemm_tiled"; 4], TILED, BIAS],
+        },
+        Case {
+            name: "depthwise 3x3 (direct)",
+            x: vec![2, 8, 7, 6],
+            weight: vec![8, 1, 3, 3],
+            stride: 1,
+            padding: 1,
+            groups: 8,
+            launches: [DIRECT, DIRECT, &["conv_weight_direct"], BIAS],
+        },
+        Case {
+            name: "3D, 4 to 6 channels (direct)",
+            x: vec![1, 4, 3, 4, 5],
+            weight: vec![6, 4, 2, 2, 2],
+            stride: 1,
+            padding: 0,
+            groups: 1,
+            launches: [DIRECT, DIRECT, &["conv_weight_direct"], BIAS],
+        },
+    ]
+}
+
+/// Deterministic values in [-1, 1).
+fn values(len: usize, seed: usize) -> Vec<f32> {
+    (0..len)
+        .map(|i| ((i * 7919 + seed * 104_729) % 2000) as f32 / 1000.0 - 1.0)
+        .collect()
+}
+
+fn data(dims: &[usize], seed: usize) -> TensorData {
+    TensorData::new(values(dims.iter().product(), seed), dims.to_vec())
+}
+
+/// `dims` with the channel axis moved last, and the axes that bring it back.
+fn channels_last_axes(rank: usize) -> (Vec<usize>, Vec<usize>) {
+    let to_last: Vec<usize> = [0].into_iter().chain(2..rank).chain([1]).collect();
+    let back: Vec<usize> = [0, rank - 1].into_iter().chain(1..rank - 1).collect();
+    (to_last, back)
+}
+
+/// `dims` of `data` on the device, channels-last in memory or contiguous.
+fn on_device(data: TensorData, laid_last: bool) -> CubeTensor {
+    let device = cube_device(&gpu()).expect("wgpu is a CubeCL device");
+    let tensor = CubeBackend::float_from_data(data, &device);
+    if !laid_last {
+        return tensor;
+    }
+    let (to_last, back) = channels_last_axes(tensor.meta.num_dims());
+    permute(contiguous(permute(tensor, &to_last)), &back)
+}
+
+fn on_flex(data: TensorData) -> FlexTensor {
+    FlexTensor::from_data(data)
+}
+
+fn gpu() -> Device {
+    Device::wgpu(Default::default())
+}
+
+/// Whether an `(N, C, *spatial)` result is channels-last in memory.
+fn is_channels_last(tensor: &CubeTensor) -> bool {
+    channels_last(&with_unit_axes(tensor.clone()))
+}
+
+/// `tensor`'s values in logical order.
+fn read(tensor: CubeTensor) -> Vec<f32> {
+    into_data_sync(contiguous(tensor))
+        .try_to_vec::<f32>()
+        .unwrap()
+}
+
+fn assert_close(what: &str, got: Vec<f32>, expected: FlexTensor) {
+    let expected = expected.into_data().try_to_vec::<f32>().unwrap();
+    assert_eq!(got.len(), expected.len(), "{what}: lengths");
+    for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        assert!(
+            (g - e).abs() <= 1e-4 + 1e-4 * e.abs(),
+            "{what}: element {i} is {g}, Flex gives {e}"
+        );
+    }
+}
+
+/// The kernels a record holds, after checking that it made no layout copy.
+fn kernels(what: &str, launches: Vec<Launch>) -> Vec<&'static str> {
+    assert!(
+        !launches.contains(&Launch::LayoutCopy),
+        "{what}: copies an operand: {launches:?}"
+    );
+    launches
+        .into_iter()
+        .map(|launch| match launch {
+            Launch::Kernel(name) => name,
+            other => panic!("{what}: expected our kernels only, got {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn conv_passes_keep_the_operands_layout_without_copies() {
+    set_cube_kernels(&gpu(), CubeKernels::Ours(OurKernels::default()));
+    for case in cases() {
+        let rank = case.x.len();
+        let n = rank - 2;
+        let stride = lift_axes(&vec![case.stride; n], 1);
+        let padding = lift_axes(&vec![case.padding; n], 0);
+        let options = ConvOptions::new(stride, padding, [1; 3], case.groups);
+        let x_size = spatial(&case.x);
+        let kernel = spatial(&case.weight);
+        let expected_forward = Flex::conv(
+            on_flex(data(&case.x, 1)),
+            on_flex(data(&case.weight, 2)),
+            options.clone(),
+        );
+        let out_dims = expected_forward.shape().to_vec();
+        let expected_data = Flex::conv_x_backward(
+            on_flex(data(&case.weight, 2)),
+            on_flex(data(&out_dims, 3)),
+            x_size,
+            options.clone(),
+        );
+        let expected_weight = Flex::conv_weight_backward(
+            on_flex(data(&case.x, 1)),
+            on_flex(data(&out_dims, 3)),
+            kernel,
+            options.clone(),
+        );
+        let expected_bias = Flex::conv_bias_backward(on_flex(data(&out_dims, 3)));
+        for laid_last in [false, true] {
+            let what = |pass: &str| {
+                format!(
+                    "{} ({}), {pass}",
+                    case.name,
+                    if laid_last {
+                        "channels-last"
+                    } else {
+                        "contiguous"
+                    }
+                )
+            };
+            let x = on_device(data(&case.x, 1), laid_last);
+            let weight = on_device(data(&case.weight, 2), false);
+            let out_grad = on_device(data(&out_dims, 3), laid_last);
+
+            let (out, launches) =
+                record(|| CubeBackend::conv(x.clone(), weight.clone(), options.clone()));
+            check_result(&what("forward"), &out, rank, laid_last);
+            assert_eq!(
+                kernels(&what("forward"), launches),
+                case.launches[0],
+                "{}",
+                what("forward")
+            );
+            assert_close(&what("forward"), read(out), expected_forward.clone());
+
+            let (x_grad, launches) = record(|| {
+                CubeBackend::conv_x_backward(
+                    weight.clone(),
+                    out_grad.clone(),
+                    x_size,
+                    options.clone(),
+                )
+            });
+            check_result(&what("input gradient"), &x_grad, rank, laid_last);
+            assert_eq!(
+                kernels(&what("input gradient"), launches),
+                case.launches[1],
+                "{}",
+                what("input gradient")
+            );
+            assert_close(&what("input gradient"), read(x_grad), expected_data.clone());
+
+            let (weight_grad, launches) = record(|| {
+                CubeBackend::conv_weight_backward(
+                    x.clone(),
+                    out_grad.clone(),
+                    kernel,
+                    options.clone(),
+                )
+            });
+            assert!(
+                weight_grad.is_contiguous(),
+                "{}: weight gradient layout",
+                what("weight gradient")
+            );
+            assert_eq!(weight_grad.meta.num_dims(), rank);
+            assert_eq!(
+                kernels(&what("weight gradient"), launches),
+                case.launches[2],
+                "{}",
+                what("weight gradient")
+            );
+            assert_close(
+                &what("weight gradient"),
+                read(weight_grad),
+                expected_weight.clone(),
+            );
+
+            let (bias_grad, launches) =
+                record(|| CubeBackend::conv_bias_backward(out_grad.clone()));
+            assert_eq!(
+                kernels(&what("bias gradient"), launches),
+                case.launches[3],
+                "{}",
+                what("bias gradient")
+            );
+            assert_close(
+                &what("bias gradient"),
+                read(bias_grad),
+                expected_bias.clone(),
+            );
+        }
+    }
+    set_cube_kernels(&gpu(), CubeKernels::default());
+}
+
+/// A result at its operands' rank, channels-last exactly when they are.
+fn check_result(what: &str, tensor: &CubeTensor, rank: usize, laid_last: bool) {
+    assert_eq!(tensor.meta.num_dims(), rank, "{what}: rank");
+    assert_eq!(
+        is_channels_last(tensor),
+        laid_last,
+        "{what}: layout {:?}",
+        tensor.meta.strides()
+    );
+    if !laid_last {
+        assert!(tensor.is_contiguous(), "{what}: not contiguous");
+    }
+}
+
+/// Per-axis values of the last spatial axes, lifted to rank 3 with `fill`.
+fn lift_axes(values: &[usize], fill: usize) -> [usize; 3] {
+    let mut lifted = [fill; 3];
+    lifted[3 - values.len()..].copy_from_slice(values);
+    lifted
+}
