@@ -1,4 +1,5 @@
-//! Turns the criterion results of `benches/conv.rs` and `benches/pool.rs` (and, when present,
+//! Turns the criterion results of `benches/conv.rs`, `benches/pool.rs` and `benches/network.rs`
+//! (and, when present,
 //! `benches/pytorch.json` from `benches/pytorch_bench.py`) into `benches/REPORT.md` and
 //! `benches/report.png`. Run through `bash benches/report.sh`, which runs the benches first.
 //!
@@ -27,6 +28,17 @@ struct Timing {
     burn: Option<f64>,
 }
 
+/// What one call of a row does, for its throughput.
+#[derive(Clone, Copy)]
+enum Work {
+    /// A convolution's FLOPs.
+    Flops(f64),
+    /// A pool's bytes.
+    Bytes(f64),
+    /// A whole network step: its time is the measure.
+    Step,
+}
+
 /// A report row.
 struct Row {
     device: String,
@@ -34,9 +46,7 @@ struct Row {
     op: String,
     pass: String,
     timing: Timing,
-    /// FLOPs (convs) or bytes (pools) of one call.
-    work: f64,
-    is_conv: bool,
+    work: Work,
     pytorch: Option<f64>,
 }
 
@@ -153,8 +163,7 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
                         op: format!("{family}{}d", case.spatial()),
                         pass: pass.into(),
                         timing,
-                        work: case.flops(transposed),
-                        is_conv: true,
+                        work: Work::Flops(case.flops(transposed)),
                         pytorch: pytorch_for(device, format!("{family}/{}/{pass}", case.name)),
                     });
                 }
@@ -172,15 +181,31 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
                     op: format!("{}{}d", case.op, case.spatial()),
                     pass: pass.into(),
                     timing,
-                    work: case.bytes(),
-                    is_conv: false,
+                    work: Work::Bytes(case.bytes()),
                     pytorch: pytorch_for(device, format!("pool/{}/{pass}", case.name)),
                 });
             }
         }
+        for case in NETWORK_CASES {
+            let Some(&timing) = timings.get(&format!("network/{device}/{case}/step")) else {
+                continue;
+            };
+            rows.push(Row {
+                device: device.clone(),
+                case: case.into(),
+                op: "network".into(),
+                pass: "step".into(),
+                timing,
+                work: Work::Step,
+                pytorch: None,
+            });
+        }
     }
     rows
 }
+
+/// The whole-step cases of `benches/network.rs`.
+const NETWORK_CASES: [&str; 2] = ["chain_conv_pool_conv", "network_resnet_example"];
 
 fn duration(seconds: Option<f64>) -> String {
     match seconds {
@@ -325,17 +350,26 @@ fn write_markdown(
             (None, Some(_)) => "no built-in".into(),
             _ => "—".into(),
         };
-        let throughput = row.timing.ours.map_or("—".into(), |seconds| {
-            if row.is_conv {
-                format!("{:.1} GFLOP/s", row.work / seconds * 1e-9)
-            } else {
-                format!("{:.1} GB/s", row.work / seconds * 1e-9)
-            }
-        });
+        let throughput = row
+            .timing
+            .ours
+            .and_then(|seconds| match row.work {
+                Work::Flops(flops) => Some(format!("{:.1} GFLOP/s", flops / seconds * 1e-9)),
+                Work::Bytes(bytes) => Some(format!("{:.1} GB/s", bytes / seconds * 1e-9)),
+                Work::Step => None,
+            })
+            .unwrap_or_else(|| "—".into());
         let share = row
             .timing
             .ours
-            .and_then(|seconds| peaks.get(device)?.share(row.work / seconds, row.is_conv))
+            .and_then(|seconds| {
+                let (rate, is_conv) = match row.work {
+                    Work::Flops(flops) => (flops / seconds, true),
+                    Work::Bytes(bytes) => (bytes / seconds, false),
+                    Work::Step => return None,
+                };
+                peaks.get(device)?.share(rate, is_conv)
+            })
             .map_or("—".into(), |share| format!("{:.1}%", share * 100.0));
         let versus_pytorch = row
             .pytorch_ratio()

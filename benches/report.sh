@@ -14,5 +14,5 @@ python=${PYTHON:-python3}
 if "$python" -c "import torch" 2>/dev/null; then
     "$python" benches/pytorch_bench.py
 fi
-cargo bench "$@" --bench conv --bench pool
+cargo bench "$@" --bench conv --bench pool --bench network
 REPORT_SINCE=$since cargo bench "$@" --bench report

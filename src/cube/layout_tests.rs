@@ -88,7 +88,8 @@ fn data(dims: &[usize], seed: usize) -> TensorData {
     TensorData::new(values(dims.iter().product(), seed), dims.to_vec())
 }
 
-/// `dims` with the channel axis moved last, and the axes that bring it back.
+/// The permutation that moves the channel axis of a rank-`rank` tensor last, and the one that
+/// brings it back.
 fn channels_last_axes(rank: usize) -> (Vec<usize>, Vec<usize>) {
     let to_last: Vec<usize> = [0].into_iter().chain(2..rank).chain([1]).collect();
     let back: Vec<usize> = [0, rank - 1].into_iter().chain(1..rank - 1).collect();
@@ -152,136 +153,95 @@ fn kernels(what: &str, launches: Vec<Launch>) -> Vec<&'static str> {
         .collect()
 }
 
+/// Flex's results of the four passes on a case's values.
+struct Expected {
+    out_dims: Vec<usize>,
+    passes: [FlexTensor; 4],
+}
+
+impl Expected {
+    fn of(case: &Case, options: &ConvOptions<3>) -> Self {
+        let x = || on_flex(data(&case.x, 1));
+        let weight = || on_flex(data(&case.weight, 2));
+        let forward = Flex::conv(x(), weight(), options.clone());
+        let out_dims = forward.shape().to_vec();
+        let out_grad = || on_flex(data(&out_dims, 3));
+        let (x_size, kernel) = (spatial(&case.x), spatial(&case.weight));
+        let passes = [
+            forward,
+            Flex::conv_x_backward(weight(), out_grad(), x_size, options.clone()),
+            Flex::conv_weight_backward(x(), out_grad(), kernel, options.clone()),
+            Flex::conv_bias_backward(out_grad()),
+        ];
+        Self { out_dims, passes }
+    }
+}
+
+const PASSES: [&str; 4] = [
+    "forward",
+    "input gradient",
+    "weight gradient",
+    "bias gradient",
+];
+
 #[test]
 fn conv_passes_keep_the_operands_layout_without_copies() {
     set_cube_kernels(&gpu(), CubeKernels::Ours(OurKernels::default()));
     for case in cases() {
-        let rank = case.x.len();
-        let n = rank - 2;
+        let n = case.x.len() - 2;
         let stride = lift_axes(&vec![case.stride; n], 1);
         let padding = lift_axes(&vec![case.padding; n], 0);
         let options = ConvOptions::new(stride, padding, [1; 3], case.groups);
-        let x_size = spatial(&case.x);
-        let kernel = spatial(&case.weight);
-        let expected_forward = Flex::conv(
-            on_flex(data(&case.x, 1)),
-            on_flex(data(&case.weight, 2)),
-            options.clone(),
-        );
-        let out_dims = expected_forward.shape().to_vec();
-        let expected_data = Flex::conv_x_backward(
-            on_flex(data(&case.weight, 2)),
-            on_flex(data(&out_dims, 3)),
-            x_size,
-            options.clone(),
-        );
-        let expected_weight = Flex::conv_weight_backward(
-            on_flex(data(&case.x, 1)),
-            on_flex(data(&out_dims, 3)),
-            kernel,
-            options.clone(),
-        );
-        let expected_bias = Flex::conv_bias_backward(on_flex(data(&out_dims, 3)));
+        let expected = Expected::of(&case, &options);
         for laid_last in [false, true] {
-            let what = |pass: &str| {
-                format!(
-                    "{} ({}), {pass}",
-                    case.name,
-                    if laid_last {
-                        "channels-last"
-                    } else {
-                        "contiguous"
-                    }
-                )
-            };
-            let x = on_device(data(&case.x, 1), laid_last);
-            let weight = on_device(data(&case.weight, 2), false);
-            let out_grad = on_device(data(&out_dims, 3), laid_last);
-
-            let (out, launches) =
-                record(|| CubeBackend::conv(x.clone(), weight.clone(), options.clone()));
-            check_result(&what("forward"), &out, rank, laid_last);
-            assert_eq!(
-                kernels(&what("forward"), launches),
-                case.launches[0],
-                "{}",
-                what("forward")
-            );
-            assert_close(&what("forward"), read(out), expected_forward.clone());
-
-            let (x_grad, launches) = record(|| {
-                CubeBackend::conv_x_backward(
-                    weight.clone(),
-                    out_grad.clone(),
-                    x_size,
-                    options.clone(),
-                )
-            });
-            check_result(&what("input gradient"), &x_grad, rank, laid_last);
-            assert_eq!(
-                kernels(&what("input gradient"), launches),
-                case.launches[1],
-                "{}",
-                what("input gradient")
-            );
-            assert_close(&what("input gradient"), read(x_grad), expected_data.clone());
-
-            let (weight_grad, launches) = record(|| {
-                CubeBackend::conv_weight_backward(
-                    x.clone(),
-                    out_grad.clone(),
-                    kernel,
-                    options.clone(),
-                )
-            });
-            assert!(
-                weight_grad.is_contiguous(),
-                "{}: weight gradient layout",
-                what("weight gradient")
-            );
-            assert_eq!(weight_grad.meta.num_dims(), rank);
-            assert_eq!(
-                kernels(&what("weight gradient"), launches),
-                case.launches[2],
-                "{}",
-                what("weight gradient")
-            );
-            assert_close(
-                &what("weight gradient"),
-                read(weight_grad),
-                expected_weight.clone(),
-            );
-
-            let (bias_grad, launches) =
-                record(|| CubeBackend::conv_bias_backward(out_grad.clone()));
-            assert_eq!(
-                kernels(&what("bias gradient"), launches),
-                case.launches[3],
-                "{}",
-                what("bias gradient")
-            );
-            assert_close(
-                &what("bias gradient"),
-                read(bias_grad),
-                expected_bias.clone(),
-            );
+            check_case(&case, &options, &expected, laid_last);
         }
     }
     set_cube_kernels(&gpu(), CubeKernels::default());
 }
 
-/// A result at its operands' rank, channels-last exactly when they are.
-fn check_result(what: &str, tensor: &CubeTensor, rank: usize, laid_last: bool) {
-    assert_eq!(tensor.meta.num_dims(), rank, "{what}: rank");
-    assert_eq!(
-        is_channels_last(tensor),
-        laid_last,
-        "{what}: layout {:?}",
-        tensor.meta.strides()
-    );
-    if !laid_last {
-        assert!(tensor.is_contiguous(), "{what}: not contiguous");
+/// Every pass of `case` on operands laid out channels-last or contiguous: the launches, the
+/// result's rank and layout, and its values.
+fn check_case(case: &Case, options: &ConvOptions<3>, expected: &Expected, laid_last: bool) {
+    let layout = if laid_last {
+        "channels-last"
+    } else {
+        "contiguous"
+    };
+    let x = on_device(data(&case.x, 1), laid_last);
+    let weight = on_device(data(&case.weight, 2), false);
+    let out_grad = on_device(data(&expected.out_dims, 3), laid_last);
+    let (x_size, kernel) = (spatial(&case.x), spatial(&case.weight));
+    let passes: [Box<dyn Fn() -> CubeTensor>; 4] = [
+        Box::new(|| CubeBackend::conv(x.clone(), weight.clone(), options.clone())),
+        Box::new(|| {
+            CubeBackend::conv_x_backward(weight.clone(), out_grad.clone(), x_size, options.clone())
+        }),
+        Box::new(|| {
+            CubeBackend::conv_weight_backward(x.clone(), out_grad.clone(), kernel, options.clone())
+        }),
+        Box::new(|| CubeBackend::conv_bias_backward(out_grad.clone())),
+    ];
+    for (i, pass) in passes.iter().enumerate() {
+        let what = format!("{} ({layout}), {}", case.name, PASSES[i]);
+        let (result, launches) = record(pass);
+        assert_eq!(kernels(&what, launches), case.launches[i], "{what}");
+        match i {
+            // Activations keep the layout; the weight gradient is contiguous like the weight.
+            0 | 1 => check_layout(&what, &result, case.x.len(), laid_last),
+            2 => check_layout(&what, &result, case.x.len(), false),
+            _ => {}
+        }
+        assert_close(&what, read(result), expected.passes[i].clone());
     }
+}
+
+/// A result at its operands' rank, channels-last exactly when `laid_last`, else contiguous.
+fn check_layout(what: &str, tensor: &CubeTensor, rank: usize, laid_last: bool) {
+    assert_eq!(tensor.meta.num_dims(), rank, "{what}: rank");
+    let strides = tensor.meta.strides();
+    assert_eq!(is_channels_last(tensor), laid_last, "{what}: {strides:?}");
+    assert!(laid_last || tensor.is_contiguous(), "{what}: {strides:?}");
 }
 
 /// Per-axis values of the last spatial axes, lifted to rank 3 with `fill`.

@@ -180,14 +180,33 @@ pub fn check_device_dtype(op: &'static str, device: &Device, dtype: DType) -> Sp
 
 /// Whether the device's kernels compile for `dtype`: a CubeCL device's for the types it
 /// reports (its launch would otherwise panic inside Fusion); a CPU device's for every type.
+/// Every op asks before it queues, so each thread keeps the answers it got: a device's types
+/// do not change, and reading them takes the runtime's client registry.
 #[cfg(feature = "cube")]
 fn computes_in(device: &Device, dtype: DType) -> bool {
     use burn::backend::cubecl::dtype_to_storage_type;
-    crate::cube::cube_device(device).is_none_or(|device| {
-        device
-            .client()
-            .properties()
-            .supports_type(dtype_to_storage_type(dtype))
+    use burn_cubecl::CubeDevice;
+    use std::cell::RefCell;
+    thread_local! {
+        static ANSWERS: RefCell<Vec<(CubeDevice, DType, bool)>> = const { RefCell::new(Vec::new()) };
+    }
+    let Some(device) = crate::cube::cube_device(device) else {
+        return true;
+    };
+    ANSWERS.with(|answers| {
+        let known = answers
+            .borrow()
+            .iter()
+            .find(|(held, held_dtype, _)| *held == device && *held_dtype == dtype)
+            .map(|&(_, _, supported)| supported);
+        known.unwrap_or_else(|| {
+            let supported = device
+                .client()
+                .properties()
+                .supports_type(dtype_to_storage_type(dtype));
+            answers.borrow_mut().push((device, dtype, supported));
+            supported
+        })
     })
 }
 
