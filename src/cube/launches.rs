@@ -1,4 +1,4 @@
-//! A record of what our CubeCL launchers start on the calling thread: each of our kernels,
+//! A record of what our CubeCL launchers start while a closure runs: each of our kernels,
 //! each call into Burn's convolution kernels, and each copy of an operand into another memory
 //! layout. It shows what a pass costs in launches, which a profile of a whole network hides,
 //! and that a layout (channels-last, as Burn's convolutions leave their outputs) runs with
@@ -9,23 +9,28 @@
 //! # {
 //! use burn::tensor::{Device, Tensor};
 //! use burn_convpool::{ConvNdOptions, conv2d};
+//! use burn_convpool::cube_kernels::{CubeKernels, OurKernels, set_cube_kernels};
 //! use burn_convpool::cube_launches::{Launch, record};
 //!
 //! let device = Device::wgpu(Default::default());
+//! // Our kernels only: tuned, the first call of a shape also times Burn's.
+//! set_cube_kernels(&device, CubeKernels::Ours(OurKernels::default()));
 //! let x = Tensor::<4>::ones([8, 16, 32, 32], &device);
 //! let weight = Tensor::<4>::ones([16, 16, 3, 3], &device);
 //! let (_, launches) = record(|| {
 //!     // Read the result inside: Burn queues operations and runs them when one is read.
 //!     conv2d(x, weight, None, ConvNdOptions::default()).into_data()
 //! });
-//! assert!(!launches.contains(&Launch::LayoutCopy));
+//! assert_eq!(launches, [Launch::Kernel("conv_gemm_tiled")]);
 //! # }
 //! ```
 //!
-//! Operations run when Burn's `Fusion` executes its queue, on the thread that reads a result;
-//! read the results inside the closure, and keep other threads' work on the device out of it.
+//! Burn's `Fusion` queues operations and runs them on the device's own thread when a result is
+//! read, so the record takes what our launchers do on every thread while `f` runs: read the
+//! results inside the closure, and keep other work on the device out of it.
 
-use std::cell::RefCell;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One thing our launchers did on the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,34 +44,47 @@ pub enum Launch {
     LayoutCopy,
 }
 
-thread_local! {
-    static RECORD: RefCell<Option<Vec<Launch>>> = const { RefCell::new(None) };
+/// The open records, innermost last: what each has taken so far.
+static RECORDS: Mutex<Vec<Vec<Launch>>> = Mutex::new(Vec::new());
+
+/// How many records are open, so that a launch outside any costs one atomic load.
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+fn records() -> std::sync::MutexGuard<'static, Vec<Vec<Launch>>> {
+    RECORDS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Run `f`, and return what our launchers did on this thread while it ran, in order. Records
-/// nest: an inner record takes what happens inside it.
+/// Run `f`, and return what our launchers did while it ran, in order. Records nest: an inner
+/// record takes what happens inside it.
 pub fn record<R>(f: impl FnOnce() -> R) -> (R, Vec<Launch>) {
-    /// Puts the outer record back when `f` returns or panics.
-    struct Restore(Option<Vec<Launch>>);
-    impl Drop for Restore {
+    /// Closes the record when `f` returns or panics.
+    struct Close;
+    impl Drop for Close {
         fn drop(&mut self) {
-            let outer = self.0.take();
-            RECORD.with(|record| *record.borrow_mut() = outer);
+            records().pop();
+            OPEN.fetch_sub(1, Ordering::SeqCst);
         }
     }
-    let outer = RECORD.with(|record| record.borrow_mut().replace(Vec::new()));
-    let restore = Restore(outer);
+    records().push(Vec::new());
+    OPEN.fetch_add(1, Ordering::SeqCst);
+    let close = Close;
     let result = f();
-    let launches = RECORD.with(|record| record.borrow_mut().take().unwrap_or_default());
-    drop(restore);
+    let launches = records()
+        .last_mut()
+        .map(core::mem::take)
+        .unwrap_or_default();
+    drop(close);
     (result, launches)
 }
 
-/// Note `launch` in this thread's record, if one is open.
+/// Note `launch` in the innermost open record, if there is one.
 pub(crate) fn note(launch: Launch) {
-    RECORD.with(|record| {
-        if let Some(launches) = record.borrow_mut().as_mut() {
-            launches.push(launch);
-        }
-    });
+    if OPEN.load(Ordering::SeqCst) == 0 {
+        return;
+    }
+    if let Some(launches) = records().last_mut() {
+        launches.push(launch);
+    }
 }

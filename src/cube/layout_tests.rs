@@ -1,18 +1,20 @@
-//! Our conv passes at the backend level, on channels-last operands (as Burn's convolutions
-//! leave their outputs) and contiguous ones, at rank 4 and 5: values as Flex's, each result in
-//! its operand's layout and at its rank, no layout copy, and the kernel launches each pass
-//! takes (pinned to our kernels, so the tuner's trial runs are not counted).
+//! Our conv passes and pools at the backend level, on channels-last operands (as Burn's
+//! convolutions leave their outputs) and contiguous ones, at rank 4 and 5: values as Flex's,
+//! each result in its operand's layout and at its rank, no layout copy, and the kernel
+//! launches each conv pass takes (pinned to our kernels, so the tuner's trial runs are not
+//! counted).
 
 use burn::backend::ops::FloatTensorOps;
-use burn::backend::{Flex, TensorMetadata};
+use burn::backend::{BackendTensor, DispatchTensorKind, Flex, TensorMetadata};
 use burn::tensor::ops::ConvOptions;
-use burn::tensor::{Device, TensorData};
+use burn::tensor::{Device, IntDType, Tensor, TensorData};
 use burn_cubecl::ops::{into_data_sync, permute};
 use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 use burn_flex::FlexTensor;
+use std::sync::{Mutex, MutexGuard};
 
 use crate::backend::ConvPoolBackend;
-use crate::spec::spatial;
+use crate::spec::{AvgPoolNdOptions, MaxPoolOptions, WindowRule, spatial};
 
 use super::choice::{CubeKernels, OurKernels, cube_device, set_cube_kernels};
 use super::launches::{Launch, record};
@@ -115,6 +117,25 @@ fn gpu() -> Device {
     Device::wgpu(Default::default())
 }
 
+/// Our kernels pinned on the wgpu device until dropped; one test at a time holds the pin (the
+/// choice is per device, and the tests run in parallel).
+struct Pinned(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+impl Pinned {
+    fn ours() -> Self {
+        static PIN: Mutex<()> = Mutex::new(());
+        let guard = PIN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        set_cube_kernels(&gpu(), CubeKernels::Ours(OurKernels::default()));
+        Self(guard)
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        set_cube_kernels(&gpu(), CubeKernels::default());
+    }
+}
+
 /// Whether an `(N, C, *spatial)` result is channels-last in memory.
 fn is_channels_last(tensor: &CubeTensor) -> bool {
     channels_last(&with_unit_axes(tensor.clone()))
@@ -186,7 +207,7 @@ const PASSES: [&str; 4] = [
 
 #[test]
 fn conv_passes_keep_the_operands_layout_without_copies() {
-    set_cube_kernels(&gpu(), CubeKernels::Ours(OurKernels::default()));
+    let _pinned = Pinned::ours();
     for case in cases() {
         let n = case.x.len() - 2;
         let stride = lift_axes(&vec![case.stride; n], 1);
@@ -197,7 +218,6 @@ fn conv_passes_keep_the_operands_layout_without_copies() {
             check_case(&case, &options, &expected, laid_last);
         }
     }
-    set_cube_kernels(&gpu(), CubeKernels::default());
 }
 
 /// Every pass of `case` on operands laid out channels-last or contiguous: the launches, the
@@ -249,4 +269,140 @@ fn lift_axes(values: &[usize], fill: usize) -> [usize; 3] {
     let mut lifted = [fill; 3];
     lifted[3 - values.len()..].copy_from_slice(values);
     lifted
+}
+
+/// A pool of `(2, 8, 9, 8)` as its forward and backward primitives on one backend.
+trait PoolPasses<B: ConvPoolBackend> {
+    fn forward(&self, x: B::FloatTensorPrimitive) -> (B::FloatTensorPrimitive, Saved<B>);
+    fn backward(
+        &self,
+        out_grad: B::FloatTensorPrimitive,
+        saved: Saved<B>,
+    ) -> B::FloatTensorPrimitive;
+}
+
+/// What a pool's backward needs from its forward: max pooling's indices.
+type Saved<B> = Option<<B as burn::backend::BackendTypes>::IntTensorPrimitive>;
+
+const POOL_X: [usize; 4] = [2, 8, 9, 8];
+
+fn max_options() -> MaxPoolOptions<3> {
+    MaxPoolOptions::new([1, 3, 3])
+        .with_stride([1, 2, 2])
+        .with_padding([0, 1, 1])
+}
+
+fn avg_options() -> AvgPoolNdOptions<3> {
+    AvgPoolNdOptions::new([1, 3, 2]).with_stride([1, 2, 1])
+}
+
+/// The pools whose layout the backend keeps: max (sliding windows, indices), average, and
+/// adaptive average.
+#[derive(Clone, Copy, Debug)]
+enum Pool {
+    Max,
+    Avg,
+    Adaptive,
+}
+
+impl<B: ConvPoolBackend> PoolPasses<B> for Pool {
+    fn forward(&self, x: B::FloatTensorPrimitive) -> (B::FloatTensorPrimitive, Saved<B>) {
+        match self {
+            Self::Max => {
+                let (out, indices) = B::max_pool_with_indices(x, max_options(), IntDType::I32);
+                (out, Some(indices))
+            }
+            Self::Avg => (B::avg_pool(x, avg_options()), None),
+            Self::Adaptive => (B::adaptive_avg_pool(x, [1, 4, 3]), None),
+        }
+    }
+
+    fn backward(
+        &self,
+        out_grad: B::FloatTensorPrimitive,
+        saved: Saved<B>,
+    ) -> B::FloatTensorPrimitive {
+        let x_size = spatial(&POOL_X);
+        match self {
+            Self::Max => {
+                let indices = saved.expect("max pooling saves its indices");
+                let rule = WindowRule::Sliding(max_options());
+                B::max_pool_backward(out_grad, indices, x_size, rule)
+            }
+            Self::Avg => B::avg_pool_backward(out_grad, x_size, avg_options()),
+            Self::Adaptive => B::adaptive_avg_pool_backward(out_grad, x_size),
+        }
+    }
+}
+
+/// Pools keep their operand's layout too: channels-last in, channels-last out (values,
+/// indices and the input gradient), contiguous in, contiguous out, with no copy.
+#[test]
+fn pools_keep_the_operands_layout_without_copies() {
+    let _pinned = Pinned::ours();
+    for pool in [Pool::Max, Pool::Avg, Pool::Adaptive] {
+        let (expected, flex_saved) = PoolPasses::<Flex>::forward(&pool, on_flex(data(&POOL_X, 4)));
+        let out_dims = expected.shape().to_vec();
+        let expected_grad =
+            PoolPasses::<Flex>::backward(&pool, on_flex(data(&out_dims, 5)), flex_saved);
+        for laid_last in [false, true] {
+            let layout = if laid_last {
+                "channels-last"
+            } else {
+                "contiguous"
+            };
+            let what = |pass: &str| format!("{pool:?} pool ({layout}), {pass}");
+            let x = on_device(data(&POOL_X, 4), laid_last);
+            let ((out, saved), launches) = record(|| PoolPasses::<CubeBackend>::forward(&pool, x));
+            kernels(&what("forward"), launches);
+            check_layout(&what("forward"), &out, 4, laid_last);
+            if let Some(indices) = &saved {
+                check_layout(&what("indices"), indices, 4, laid_last);
+            }
+            assert_close(&what("forward"), read(out), expected.clone());
+            let out_grad = on_device(data(&out_dims, 5), laid_last);
+            let (x_grad, launches) =
+                record(|| PoolPasses::<CubeBackend>::backward(&pool, out_grad, saved));
+            kernels(&what("backward"), launches);
+            check_layout(&what("backward"), &x_grad, 4, laid_last);
+            assert_close(&what("backward"), read(x_grad), expected_grad.clone());
+        }
+    }
+}
+
+/// The memory behind a result of the tensor API on the wgpu device, once its queued work ran.
+fn resolved(tensor: Tensor<4>) -> CubeTensor {
+    match tensor.into_dispatch().kind {
+        DispatchTensorKind::Cube(BackendTensor::Float(fusion)) => fusion
+            .client
+            .clone()
+            .resolve_tensor_float::<CubeBackend>(fusion),
+        other => panic!("not a CubeCL float tensor: {other:?}"),
+    }
+}
+
+/// A `(N, C, H, W)` tensor of the tensor API whose memory is `(N, H, W, C)`, as Burn's
+/// convolutions return theirs.
+fn channels_last_tensor(dims: [usize; 4], seed: usize) -> Tensor<4> {
+    let [n, c, h, w] = dims;
+    Tensor::<4>::from_data(data(&[n, h, w, c], seed), &gpu()).permute([0, 3, 1, 2])
+}
+
+/// Through the tensor API (and `Fusion`'s queue) too, a channels-last input gives a
+/// channels-last result at the caller's rank, with one kernel launch and no copy: the rank
+/// lift and its undoing are views inside the backend, where reshapes queued around the
+/// primitive would copy the result back to contiguous memory.
+#[test]
+fn the_tensor_api_keeps_channels_last_without_copies() {
+    let _pinned = Pinned::ours();
+    let x = channels_last_tensor([2, 16, 6, 7], 6);
+    let weight = Tensor::<4>::from_data(data(&[16, 16, 3, 3], 7), &gpu());
+    let options = crate::ConvNdOptions::default().with_padding(crate::Padding::Same);
+    let (out, launches) = record(|| resolved(crate::conv2d(x.clone(), weight, None, options)));
+    assert_eq!(kernels("conv2d", launches), TILED);
+    check_layout("conv2d", &out, 4, true);
+    let pool = MaxPoolOptions::new([3, 3]).with_stride([2, 2]);
+    let (out, launches) = record(|| resolved(crate::max_pool2d(x, pool)));
+    kernels("max_pool2d", launches);
+    check_layout("max_pool2d", &out, 4, true);
 }
