@@ -6,7 +6,7 @@
 # the step needs):
 #
 #   target/gpu/<runtime>/tests/suite                the integration tests
-#   target/gpu/<runtime>/benches/{conv,pool,report} the benches and the report writer
+#   target/gpu/<runtime>/benches/{conv,pool,network,report} the benches and the report writer
 #   target/gpu/<runtime>/example/resnet             the ResNet example
 #
 # Each folder also holds `manifest_dir`, the checkout's path here: the binaries read
@@ -73,7 +73,7 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
     build tests test --release --no-run --test suite
 fi
 if [ "$what" = all ] || [ "$what" = benches ]; then
-    build benches bench --no-run --bench conv --bench pool --bench report
+    build benches bench --no-run --bench conv --bench pool --bench network --bench report
 fi
 if [ "$what" = all ] || [ "$what" = example ]; then
     build example build --release --example resnet

@@ -93,7 +93,7 @@ bench)
     step "PyTorch"
     "$python" benches/pytorch_bench.py --full 2>&1 | tail -3
     export BENCH_PROFILE=full CARGO_TARGET_DIR=$PWD/target
-    for bench in conv pool; do
+    for bench in conv pool network; do
         step "$bench"
         "$bin/$bench" --bench --warm-up-time 0.5 --measurement-time 1 "/$runtime/" 2>&1 |
             tee "$out/bench-$bench-$runtime.log" | grep -c 'time:'
