@@ -78,8 +78,19 @@ struct PyTorchResults {
     torch_version: String,
     device: String,
     device_name: String,
-    /// `{family}/{case}/{pass}` to mean seconds.
+    /// `{family}/{case}/{pass}` to mean seconds (the fastest process's).
     results: BTreeMap<String, f64>,
+    /// Separate processes that timed every row (1 for files written before the script ran
+    /// several).
+    #[serde(default = "one_process")]
+    processes: usize,
+    /// Per row, the slowest process's time over the fastest's.
+    #[serde(default)]
+    spread: BTreeMap<String, f64>,
+}
+
+fn one_process() -> usize {
+    1
 }
 
 /// Every criterion result newer than `since`, by group id.
@@ -313,10 +324,27 @@ fn write_markdown(
         autotune()
     );
     if let Some(torch) = pytorch {
+        let spread = torch
+            .spread
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map_or(String::new(), |(row, spread)| {
+                format!(" (the widest spread between them: {spread:.2}x, `{row}`)")
+            });
+        // A file without `processes` predates the fair method: one process, gradients through
+        // `torch.nn.grad`.
+        let method = match torch.processes {
+            1 => "one process".to_string(),
+            n => format!(
+                "the fastest of {n} separate processes per row{spread}; gradients through \
+                 `aten.convolution_backward` on the real tensors, as training runs them"
+            ),
+        };
         let _ = writeln!(
             md,
             "PyTorch column: `benches/pytorch_bench.py`, torch {} on {} ({}), same shapes, mean \
-             seconds (on CUDA, cuDNN may run f32 convolutions in TF32, PyTorch's default).\n",
+             seconds, {method} (on CUDA, cuDNN may run f32 convolutions in TF32, PyTorch's \
+             default).\n",
             torch.torch_version, torch.device, torch.device_name
         );
     }
