@@ -18,7 +18,7 @@ use burn_cubecl::kernel::conv::{
 use burn_cubecl::ops::{numeric, reshape};
 use burn_cubecl::tensor::CubeTensor;
 
-use crate::spec::{ConvGeometry, kernel_extent, out_len};
+use crate::spec::{ConvGeometry, kernel_extent, lowered_dims, out_len};
 
 use super::launches::{Launch, note};
 use super::tensor::{channels_last, in_layout, with_unit_axes, without_unit_axes};
@@ -46,8 +46,8 @@ pub fn forward(
 ) -> Result<CubeTensor, String> {
     let rank = spatial_rank(geometry);
     let layout = channels_last(&x);
-    let x = lower(x, rank);
-    let weight = lower(weight, rank);
+    let x = without_unit_axes(x, rank);
+    let weight = without_unit_axes(weight, rank);
     at_rank!(rank, geometry, conv_forward(x, weight, bias)).map(|out| in_layout(out, layout))
 }
 
@@ -65,10 +65,10 @@ pub fn data(
              kernel x dilation < stride: {geometry:?}"
         ));
     }
-    let in_shape = Shape::from(lowered(&geometry.in_shape(), rank));
+    let in_shape = Shape::from(lowered_dims(geometry.in_shape(), 2 + rank));
     let layout = channels_last(&out_grad);
-    let weight = lower(weight, rank);
-    let out_grad = lower(out_grad, rank);
+    let weight = without_unit_axes(weight, rank);
+    let out_grad = without_unit_axes(out_grad, rank);
     let out = at_rank!(
         rank,
         geometry,
@@ -100,8 +100,8 @@ pub fn transposed(
     }
     let options = transpose_options(geometry)?;
     let layout = channels_last(&out_grad);
-    let weight = lower(weight, 2);
-    let out_grad = lower(out_grad, 2);
+    let weight = without_unit_axes(weight, 2);
+    let out_grad = without_unit_axes(out_grad, 2);
     note(Launch::Burn("conv_transpose2d"));
     conv_transpose2d(
         out_grad,
@@ -155,9 +155,9 @@ pub fn weight(
     out_grad: CubeTensor,
 ) -> Result<CubeTensor, String> {
     let rank = spatial_rank(geometry);
-    let weight_shape = Shape::from(lowered(&geometry.weight_shape(), rank));
-    let x = lower(x, rank);
-    let out_grad = lower(out_grad, rank);
+    let weight_shape = Shape::from(lowered_dims(geometry.weight_shape(), 2 + rank));
+    let x = without_unit_axes(x, rank);
+    let out_grad = without_unit_axes(out_grad, rank);
     at_rank!(
         rank,
         geometry,
@@ -192,18 +192,6 @@ fn spatial_rank(geometry: &ConvGeometry) -> usize {
         (true, false) => 2,
         _ => 3,
     }
-}
-
-/// A rank-5 shape without the lift's unit axes: `(N, C, *spatial)` of `rank` spatial axes.
-fn lowered(dims: &[usize], rank: usize) -> Vec<usize> {
-    let mut out = dims[..2].to_vec();
-    out.extend_from_slice(&dims[5 - rank..]);
-    out
-}
-
-/// A rank-5 operand as Burn's kernels take it, `rank` spatial axes: a view, whatever its layout.
-fn lower(tensor: CubeTensor, rank: usize) -> CubeTensor {
-    without_unit_axes(tensor, rank)
 }
 
 /// Along axis `a`, the padded input the geometry's windows span, from the first one's start

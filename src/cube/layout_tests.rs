@@ -8,7 +8,7 @@ use burn::backend::ops::FloatTensorOps;
 use burn::backend::{BackendTensor, DispatchTensorKind, Flex, TensorMetadata};
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, IntDType, Tensor, TensorData};
-use burn_cubecl::ops::{into_data_sync, permute};
+use burn_cubecl::ops::into_data_sync;
 use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 use burn_flex::FlexTensor;
 use std::sync::{Mutex, MutexGuard};
@@ -18,7 +18,7 @@ use crate::spec::{AvgPoolNdOptions, MaxPoolOptions, WindowRule, spatial};
 
 use super::choice::{CubeKernels, OurKernels, cube_device, set_cube_kernels};
 use super::launches::{Launch, record};
-use super::tensor::{channels_last, contiguous, with_unit_axes};
+use super::tensor::{channels_last, contiguous, in_layout, with_unit_axes, without_unit_axes};
 
 /// One conv: its input and weight dims (same rank), stride, padding and groups per spatial
 /// axis, and the kernels each pass launches: forward, input gradient, weight gradient, bias
@@ -90,23 +90,12 @@ fn data(dims: &[usize], seed: usize) -> TensorData {
     TensorData::new(values(dims.iter().product(), seed), dims.to_vec())
 }
 
-/// The permutation that moves the channel axis of a rank-`rank` tensor last, and the one that
-/// brings it back.
-fn channels_last_axes(rank: usize) -> (Vec<usize>, Vec<usize>) {
-    let to_last: Vec<usize> = [0].into_iter().chain(2..rank).chain([1]).collect();
-    let back: Vec<usize> = [0, rank - 1].into_iter().chain(1..rank - 1).collect();
-    (to_last, back)
-}
-
 /// `dims` of `data` on the device, channels-last in memory or contiguous.
 fn on_device(data: TensorData, laid_last: bool) -> CubeTensor {
     let device = cube_device(&gpu()).expect("wgpu is a CubeCL device");
     let tensor = CubeBackend::float_from_data(data, &device);
-    if !laid_last {
-        return tensor;
-    }
-    let (to_last, back) = channels_last_axes(tensor.meta.num_dims());
-    permute(contiguous(permute(tensor, &to_last)), &back)
+    let rank = tensor.meta.num_dims();
+    without_unit_axes(in_layout(with_unit_axes(tensor), laid_last), rank - 2)
 }
 
 fn on_flex(data: TensorData) -> FlexTensor {
