@@ -12,6 +12,8 @@
 #                                         # (CUDA), and the report: REPORT-gpu-<runtime>.md and
 #                                         # .png in $OUT; then pools and direct convs pinned
 #                                         # spread
+#   bash scripts/gpu/run.sh cuda network  # the network bench alone (whole training steps, ours vs
+#                                         # built-in), for a call that carries only network.xz
 #   bash scripts/gpu/run.sh cuda resnet   # the example: ours, builtin, and the PyTorch twin
 #
 # The tuner's choices go to $OUT/autotune.log; on cuda each kernel's PTX goes to $OUT/ptx/ (check
@@ -27,10 +29,10 @@ step_name=${2:-}
 mkdir -p "$out"
 case "$step_name" in
 tests | sanitize) bin=target/gpu/$runtime/tests ;;
-bench) bin=target/gpu/$runtime/benches ;;
+bench | network) bin=target/gpu/$runtime/benches ;;
 resnet) bin=target/gpu/$runtime/example ;;
 *)
-    echo "usage: run.sh vulkan|cuda tests|sanitize|bench|resnet" >&2
+    echo "usage: run.sh vulkan|cuda tests|sanitize|bench|network|resnet" >&2
     exit 2
     ;;
 esac
@@ -91,7 +93,7 @@ sanitize)
 bench)
     since=$(date +%s)
     step "PyTorch"
-    "$python" benches/pytorch_bench.py --full 2>&1 | tail -3
+    "$python" benches/pytorch_bench.py --full --processes "${PYTORCH_PROCESSES:-3}" 2>&1 | tail -3
     export BENCH_PROFILE=full CARGO_TARGET_DIR=$PWD/target
     for bench in conv pool network; do
         step "$bench"
@@ -110,6 +112,11 @@ bench)
     "$bin/conv" --bench --warm-up-time 0.5 --measurement-time 1 \
         "/$runtime/(mobilenet|resnext).*(forward|grad_input)/ours" 2>&1 |
         tee "$out/bench-conv-spread-$runtime.log" | grep -c 'time:'
+    ;;
+network)
+    step network
+    "$bin/network" --bench --warm-up-time 0.5 --measurement-time 1 "/$runtime/" 2>&1 |
+        tee "$out/bench-network-$runtime.log" | grep -B1 'time:'
     ;;
 resnet)
     for ops in ours builtin; do
