@@ -22,6 +22,7 @@
 
 pub mod axes;
 pub mod conv;
+pub mod pairwise;
 pub mod pool;
 pub mod pool_backward;
 pub mod sliding;

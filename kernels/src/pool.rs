@@ -10,6 +10,7 @@
 use cubecl::prelude::*;
 
 use crate::axes::{Axes, Index3, along, volume};
+use crate::pairwise::{pairwise_add, pairwise_sum, pairwise_value};
 
 /// What the window kernel reduces (a comptime parameter: each is its own compiled kernel).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -537,8 +538,8 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
             indices[at] = I::cast_from(best_index);
         } else {
             // Window sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for
-            // f64).
-            let mut sum = A::new(0.0);
+            // f64), pairwise: this kernel runs the windows too large for `sliding`.
+            let mut acc = pairwise_sum::<A>();
             for td in 0..sd.count {
                 let d = sd.start + td * sd.step;
                 for th in 0..sh.count {
@@ -546,10 +547,12 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
                     let row_at = base + d * stride_d + h * stride_h;
                     for tw in 0..sw.count {
                         let w = sw.start + tw * sw.step;
-                        sum += sum_term::<F, A>(x[row_at + w * stride_w], &args, reduction);
+                        let term = sum_term::<F, A>(x[row_at + w * stride_w], &args, reduction);
+                        pairwise_add::<A>(&mut acc, term);
                     }
                 }
             }
+            let sum = pairwise_value::<A>(&acc);
             let count = sd.count * sh.count * sw.count;
             let padded = sd.padded * sh.padded * sw.padded;
             write_sum::<F, A>(

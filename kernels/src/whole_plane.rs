@@ -11,6 +11,7 @@
 use cubecl::prelude::*;
 
 use crate::axes::volume;
+use crate::pairwise::{BLOCK, LEVELS, carry_blocks, pairwise_total};
 use crate::pool::{
     Placement, PoolArgs, Reduction, beats, neg_infinity, plane_offset, sum_term, sum_value,
     window_span,
@@ -75,20 +76,26 @@ pub fn pool_whole_plane<F: Float, I: Int, A: Float, N: Size>(
             best_index[v] = select(lane < end, lane, elements);
         }
         let mut e = lane;
+        // [`BLOCK`] elements per iteration, as the sums below.
         while e < end {
-            let read = x[vector_at(&args, base, e, channels_last, width)];
             #[unroll]
-            for v in 0..width {
-                let mut value = read.extract(v);
-                if comptime![abs] {
-                    value = F::abs(value);
+            for _ in 0..BLOCK {
+                if e < end {
+                    let read = x[vector_at(&args, base, e, channels_last, width)];
+                    #[unroll]
+                    for v in 0..width {
+                        let mut value = read.extract(v);
+                        if comptime![abs] {
+                            value = F::abs(value);
+                        }
+                        if beats::<F>(value, best[v]) {
+                            best[v] = value;
+                            best_index[v] = e;
+                        }
+                    }
                 }
-                if beats::<F>(value, best[v]) {
-                    best[v] = value;
-                    best_index[v] = e;
-                }
+                e += lanes;
             }
-            e += lanes;
         }
         if comptime![lanes > 1] {
             #[unroll]
@@ -130,20 +137,37 @@ pub fn pool_whole_plane<F: Float, I: Int, A: Float, N: Size>(
         }
     } else {
         let mut partial = Shared::<[A]>::new_slice(shared_len);
-        // Sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for f64).
+        // Sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for f64), pairwise
+        // in each lane (a packed launch walks a whole plane in one unit).
+        let mut block = Array::<A>::new(width);
+        let mut levels = Array::<A>::new(comptime![LEVELS * width]);
+        #[unroll]
+        for v in 0..width {
+            block[v] = A::new(0.0);
+        }
+        let mut blocks = 0u32;
+        let mut e = lane;
+        // A block per iteration, its reads unrolled: independent loads in flight, and a
+        // sixteenth of the iterations (lavapipe ends a loop after 65535).
+        while e < end {
+            #[unroll]
+            for _ in 0..BLOCK {
+                if e < end {
+                    let read = x[vector_at(&args, base, e, channels_last, width)];
+                    #[unroll]
+                    for v in 0..width {
+                        block[v] += sum_term::<F, A>(read.extract(v), &args, reduction);
+                    }
+                }
+                e += lanes;
+            }
+            carry_blocks::<A>(&mut block, &mut levels, blocks, width);
+            blocks += 1;
+        }
         let mut sums = Array::<A>::new(width);
         #[unroll]
         for v in 0..width {
-            sums[v] = A::new(0.0);
-        }
-        let mut e = lane;
-        while e < end {
-            let read = x[vector_at(&args, base, e, channels_last, width)];
-            #[unroll]
-            for v in 0..width {
-                sums[v] += sum_term::<F, A>(read.extract(v), &args, reduction);
-            }
-            e += lanes;
+            sums[v] = pairwise_total::<A>(&block, &levels, blocks, v, width);
         }
         if comptime![lanes > 1] {
             #[unroll]

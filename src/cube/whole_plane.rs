@@ -21,6 +21,10 @@ const TARGET_UNITS: usize = 1 << 18;
 const MIN_PER_LANE: usize = 4;
 /// Largest cube (WebGPU's default limit on units per workgroup).
 const MAX_CUBE: usize = 256;
+/// Most elements a lane walks: 2^15 iterations of the kernel's 16-element blocks. Mesa's
+/// lavapipe (CI's device) ends a loop after 65535 iterations, so a lane walking more would
+/// silently skip the rest of its plane; planes beyond `MAX_PER_LANE` per lane spread.
+const MAX_PER_LANE: usize = 1 << 19;
 
 /// One launch of the whole-plane kernel: its tensors (written in place: `out`, and `indices`
 /// for `Max`) and scalars.
@@ -60,9 +64,10 @@ pub(super) fn run(launch: WholePlane) {
     ];
     let key = move || PackingKey::of("whole_plane", dtype, &exact, &sizes);
     let out = launch.out.clone();
-    packing::run(&out, key, spread > 1, move |packing| {
+    let fewest = fewest_lanes(&launch);
+    packing::run(&out, key, spread > fewest, move |packing| {
         let lanes = match packing {
-            Packing::Packed => 1,
+            Packing::Packed => fewest,
             Packing::Spread => spread,
         };
         run_with(launch.clone(), lanes);
@@ -75,6 +80,16 @@ fn cube_units(launch: &WholePlane) -> usize {
     prev_power_of_two(MAX_CUBE.min(max_units).max(1))
 }
 
+/// Lanes per plane when packed: one, or as many as keep each lane within [`MAX_PER_LANE`]
+/// elements (at most a cube); one where a plane's indices pass 32 bits, as [`spread_lanes`].
+fn fewest_lanes(launch: &WholePlane) -> usize {
+    if u32::try_from(launch.elements).is_err() {
+        return 1;
+    }
+    let needed = launch.elements.div_ceil(MAX_PER_LANE).max(1);
+    needed.next_power_of_two().min(cube_units(launch))
+}
+
 /// Lanes per plane (per vector of planes) when spread: a power of two, enough units to keep a
 /// GPU busy, each lane walking at least [`MIN_PER_LANE`] elements, at most a cube. One where a plane's indices
 /// pass 32 bits (a lane's maximum is kept as a u32 index in shared memory).
@@ -85,7 +100,8 @@ fn spread_lanes(launch: &WholePlane) -> usize {
     let groups = (launch.out.meta.num_elements() / launch.width).max(1);
     let wanted = TARGET_UNITS.div_ceil(groups);
     let by_work = launch.elements / MIN_PER_LANE;
-    prev_power_of_two(wanted.min(by_work).clamp(1, cube_units(launch)))
+    let spread = prev_power_of_two(wanted.min(by_work).clamp(1, cube_units(launch)));
+    spread.max(fewest_lanes(launch))
 }
 
 /// The largest power of two not above `n` (`n >= 1`).

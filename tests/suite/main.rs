@@ -11,6 +11,7 @@ mod cube_cross;
 mod dtypes;
 mod fixtures;
 mod fuzz;
+mod long_sums;
 mod nn;
 mod pool_errors;
 mod pool_gradcheck;

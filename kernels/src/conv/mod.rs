@@ -18,6 +18,7 @@
 use cubecl::prelude::*;
 
 use crate::axes::{Index3, Layout};
+use crate::pairwise::{pairwise_add, pairwise_sum, pairwise_value};
 
 pub mod direct;
 pub mod operands;
@@ -100,8 +101,8 @@ pub const FORWARD_DIGITS: usize = 4;
 /// 0]`.
 pub const DATA_DIGITS: usize = 8;
 
-/// `out[i] = sum_s partials[s * len + i]`, summed in split order: the deterministic second
-/// pass of a split-k GEMM.
+/// `out[i] = sum_s partials[s * len + i]`, summed pairwise in split order: the deterministic
+/// second pass of a split-k GEMM.
 #[cube(launch, address_type = "dynamic")]
 pub fn sum_splits<F: Float, A: Float>(
     partials: &Tensor<F>,
@@ -113,9 +114,9 @@ pub fn sum_splits<F: Float, A: Float>(
     if ABSOLUTE_POS >= len {
         terminate!();
     }
-    let mut acc = A::new(0.0);
+    let mut acc = pairwise_sum::<A>();
     for s in 0..splits {
-        acc += A::cast_from(partials[s * len + ABSOLUTE_POS]);
+        pairwise_add::<A>(&mut acc, A::cast_from(partials[s * len + ABSOLUTE_POS]));
     }
-    out[ABSOLUTE_POS] = F::cast_from(acc);
+    out[ABSOLUTE_POS] = F::cast_from(pairwise_value::<A>(&acc));
 }

@@ -5,6 +5,7 @@
 use cubecl::prelude::*;
 
 use crate::axes::{Index3, offset, unflatten, volume};
+use crate::pairwise::{pairwise_add, pairwise_sum, pairwise_value};
 
 use super::direct::{row_value, row_values};
 use super::operands::{input_tap, store_weight, tap_along};
@@ -44,7 +45,8 @@ pub fn conv_weight_split<F: Float, A: Float>(
     let grad_channel = group * args.out_channels + m;
     let row_begin = split * gemm.k_per_split / args.out_size.w;
     let row_end = min(gemm.k_len, (split + 1) * gemm.k_per_split) / args.out_size.w;
-    let mut acc = A::new(0.0);
+    // Pairwise (the bias gradient of a large plane sums millions of terms).
+    let mut acc = pairwise_sum::<A>();
     for row in row_begin..row_end {
         let batch = row / (args.out_size.d * args.out_size.h);
         let d = (row / args.out_size.h) % args.out_size.d;
@@ -61,9 +63,10 @@ pub fn conv_weight_split<F: Float, A: Float>(
                 let at = Index3 { d, h, w };
                 value *= input_tap::<F, A>(x, &args, batch, channel, &at, &tap);
             }
-            acc += value;
+            pairwise_add::<A>(&mut acc, value);
         }
     }
+    let acc = pairwise_value::<A>(&acc);
     store_weight::<F, A>(out, &args, group, split * outputs, m, n, acc);
 }
 

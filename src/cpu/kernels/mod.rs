@@ -7,6 +7,7 @@ mod gemm;
 mod im2col;
 mod phases;
 pub(super) mod pool;
+mod sum;
 mod tap_masks;
 mod tap_table;
 mod winograd;

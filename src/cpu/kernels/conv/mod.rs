@@ -10,7 +10,8 @@ use rayon::prelude::*;
 
 use crate::spec::ConvGeometry;
 
-use super::element::{Element, lane_sum};
+use super::element::Element;
+use super::sum::{PairwiseSum, lane_sum};
 use super::{depthwise, phases, winograd};
 pub use crate::cpu::choice::Algorithm;
 use crate::cpu::choice::pinned;
@@ -103,15 +104,18 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
 }
 
 /// Gradient of a per-channel bias: `out_grad` summed over batch and space, for a contiguous
-/// `(N, C, volume)` gradient, each plane in vector lanes ([`lane_sum`]).
+/// `(N, C, volume)` gradient: each plane pairwise in vector lanes ([`lane_sum`]), the planes'
+/// sums pairwise over the batch ([`PairwiseSum`]).
 pub fn bias_backward<T: Element>(out_grad: &[T], batch: usize, channels: usize) -> Vec<T> {
     let volume = out_grad.len().checked_div(batch * channels).unwrap_or(0);
     (0..channels)
         .into_par_iter()
         .map(|c| {
-            (0..batch).fold(T::ZERO, |sum, n| {
-                sum + lane_sum(&out_grad[(n * channels + c) * volume..][..volume])
-            })
+            let mut sum = PairwiseSum::new();
+            for n in 0..batch {
+                sum.add(lane_sum(&out_grad[(n * channels + c) * volume..][..volume]));
+            }
+            sum.total()
         })
         .collect()
 }
