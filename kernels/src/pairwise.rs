@@ -42,7 +42,7 @@ pub fn carry_blocks<A: Float>(
     }
 }
 
-/// Sum `v` of [`carry_blocks`]' sums: its running block, then its levels from the smallest.
+/// Sum `v` of [`carry_blocks()`]' sums: its running block, then its levels from the smallest.
 #[cube]
 pub fn pairwise_total<A: Float>(
     block: &Array<A>,
@@ -62,7 +62,7 @@ pub fn pairwise_total<A: Float>(
     sum
 }
 
-/// One pairwise sum of single terms: its running block, levels and counts, as [`carry_blocks`]
+/// One pairwise sum of single terms: its running block, levels and counts, as [`carry_blocks()`]
 /// keeps them for `width = 1`, with `counts = [terms in the block, blocks]`.
 #[derive(CubeType)]
 pub struct PairwiseSum<A: Float> {
