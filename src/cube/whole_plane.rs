@@ -80,10 +80,16 @@ fn cube_units(launch: &WholePlane) -> usize {
     prev_power_of_two(MAX_CUBE.min(max_units).max(1))
 }
 
+/// Whether lanes may share a plane: a lane's maximum is kept as a u32 index in shared memory,
+/// so a plane whose indices pass 32 bits is walked by one lane.
+fn lanes_can_share(launch: &WholePlane) -> bool {
+    u32::try_from(launch.elements).is_ok()
+}
+
 /// Lanes per plane when packed: one, or as many as keep each lane within [`MAX_PER_LANE`]
-/// elements (at most a cube); one where a plane's indices pass 32 bits, as [`spread_lanes`].
+/// elements (at most a cube).
 fn fewest_lanes(launch: &WholePlane) -> usize {
-    if u32::try_from(launch.elements).is_err() {
+    if !lanes_can_share(launch) {
         return 1;
     }
     let needed = launch.elements.div_ceil(MAX_PER_LANE).max(1);
@@ -91,10 +97,10 @@ fn fewest_lanes(launch: &WholePlane) -> usize {
 }
 
 /// Lanes per plane (per vector of planes) when spread: a power of two, enough units to keep a
-/// GPU busy, each lane walking at least [`MIN_PER_LANE`] elements, at most a cube. One where a plane's indices
-/// pass 32 bits (a lane's maximum is kept as a u32 index in shared memory).
+/// GPU busy, each lane walking at least [`MIN_PER_LANE`] elements, at most a cube, and never
+/// fewer than [`fewest_lanes`].
 fn spread_lanes(launch: &WholePlane) -> usize {
-    if u32::try_from(launch.elements).is_err() {
+    if !lanes_can_share(launch) {
         return 1;
     }
     let groups = (launch.out.meta.num_elements() / launch.width).max(1);
