@@ -16,17 +16,26 @@ const LEAF: usize = LANES * 16;
 /// interleaved partial sums (vectorized) added in lane order. A plane of 2^24 values is 16
 /// levels deep, so its relative error stays near `(16 + 16) * epsilon`; the leaves keep the
 /// loop at memory speed.
+#[inline]
 pub fn lane_sum<T: Element>(values: &[T]) -> T {
+    // The short case inline: the recursion below cannot be.
     if values.len() <= LEAF {
-        return leaf_sum(values);
+        leaf_sum(values)
+    } else {
+        tree_sum(values)
     }
-    // The first half rounded up to whole leaves, so every leaf but the last is full.
+}
+
+/// [`lane_sum`] of more than a leaf: the first half rounded up to whole leaves (so every leaf
+/// but the last is full), then the rest.
+fn tree_sum<T: Element>(values: &[T]) -> T {
     let half = (values.len() / 2).div_ceil(LEAF) * LEAF;
     let (first, second) = values.split_at(half);
     lane_sum(first) + lane_sum(second)
 }
 
 /// One leaf of [`lane_sum`]: [`LANES`] interleaved partial sums, then the remainder.
+#[inline]
 fn leaf_sum<T: Element>(values: &[T]) -> T {
     let mut lanes = [T::ZERO; LANES];
     let blocks = values.chunks_exact(LANES);
