@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Times the shapes of benches/catalogue.json with PyTorch, for the report's PyTorch column.
 
-    python3 benches/pytorch_bench.py [--device cpu|cuda] [--full] [--processes N]
+    python3 benches/pytorch_bench.py [--device cpu|cuda] [--full] [--processes N] [--append]
 
 Writes benches/pytorch.json: {"torch_version", "device", "device_name", "processes",
-"results": {id: seconds}, "spread": {id: slowest / fastest process}} with ids
-`{conv|conv_transpose|pool}/{case}/{pass}` as in the Rust benches. Needs torch; the build and
-the tests never run it.
+"results": {id: seconds}, "spread": {id: slowest / fastest process}, "runs": [{id: seconds}]}
+with ids `{conv|conv_transpose|pool}/{case}/{pass}` as in the Rust benches. `--append` adds
+this call's processes to the runs already in the file (same torch, device and rows), which
+is how `benches/report.sh` alternates PyTorch's processes with its Rust rounds. Needs torch;
+the build and the tests never run it.
 
 Calls are timed in batches queued back to back with one sync (CUDA) at the end of each, as the
 Rust benches time theirs, and the mean per call over up to 10 batches after 2 warm-up calls is
@@ -172,6 +174,8 @@ def main():
                         help="every case (default: BENCH_PROFILE=full, else the quick ones)")
     parser.add_argument("--processes", type=int, default=3,
                         help="separate processes that time every row; the fastest is kept")
+    parser.add_argument("--append", action="store_true",
+                        help="keep the processes already in benches/pytorch.json and add these")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     full = args.full or os.environ.get("BENCH_PROFILE") == "full"
@@ -179,7 +183,10 @@ def main():
         with open(args.child, "w") as f:
             json.dump(time_rows(args.device, full), f)
         return
-    runs = []
+    name = torch.cuda.get_device_name() if args.device == "cuda" else (
+        cpu_name() + ", %d threads" % torch.get_num_threads())
+    path = os.path.join(HERE, "pytorch.json")
+    runs = earlier_runs(path, args.device, name) if args.append else []
     for process in range(args.processes):
         print("process %d of %d" % (process + 1, args.processes), flush=True)
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
@@ -188,17 +195,28 @@ def main():
             subprocess.run(command, check=True)
             with open(out.name) as f:
                 runs.append(json.load(f))
-    results = {row: min(run[row] for run in runs) for row in runs[0]}
-    spread = {row: max(run[row] for run in runs) / results[row] for row in runs[0]}
-    name = torch.cuda.get_device_name() if args.device == "cuda" else (
-        cpu_name() + ", %d threads" % torch.get_num_threads())
+    rows = [row for row in runs[-1] if all(row in run for run in runs)]
+    results = {row: min(run[row] for run in runs) for row in rows}
+    spread = {row: max(run[row] for run in runs) / results[row] for row in rows}
     out = {"torch_version": torch.__version__, "device": args.device, "device_name": name,
-           "processes": args.processes, "results": results, "spread": spread}
-    with open(os.path.join(HERE, "pytorch.json"), "w") as f:
+           "processes": len(runs), "results": results, "spread": spread, "runs": runs}
+    with open(path, "w") as f:
         json.dump(out, f, indent=1)
     worst = max(spread, key=spread.get)
     print("wrote benches/pytorch.json: fastest of %d processes per row; widest spread %.2fx (%s)"
-          % (args.processes, spread[worst], worst))
+          % (len(runs), spread[worst], worst))
+
+
+def earlier_runs(path, device, name):
+    """The per-process times already in `path`, if its torch, device and machine are these."""
+    try:
+        with open(path) as f:
+            earlier = json.load(f)
+    except (OSError, ValueError):
+        return []
+    same = (earlier.get("torch_version"), earlier.get("device"), earlier.get("device_name")) == (
+        torch.__version__, device, name)
+    return earlier.get("runs", []) if same else []
 
 
 if __name__ == "__main__":

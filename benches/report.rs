@@ -21,11 +21,16 @@ use common::peak::Peaks;
 
 const FONT: &[u8] = include_bytes!("../examples/assets/DejaVuSansMono.ttf");
 
-/// One measured id: mean seconds of `ours` and of `burn` (if Burn has the op).
+/// One measured id: mean seconds of `ours` and of `burn` (if Burn has the op), each side's
+/// fastest round.
 #[derive(Default, Clone, Copy)]
 struct Timing {
     ours: Option<f64>,
     burn: Option<f64>,
+    /// Our slowest round over our fastest.
+    ours_spread: Option<f64>,
+    /// Rounds that timed ours.
+    rounds: usize,
 }
 
 /// What one call of a row does, for its throughput.
@@ -48,6 +53,8 @@ struct Row {
     timing: Timing,
     work: Work,
     pytorch: Option<f64>,
+    /// PyTorch's slowest process over its fastest.
+    pytorch_spread: Option<f64>,
 }
 
 impl Row {
@@ -93,11 +100,39 @@ fn one_process() -> usize {
     1
 }
 
-/// Every criterion result newer than `since`, by group id.
-fn criterion_results(dir: &Path, since: SystemTime) -> BTreeMap<String, Timing> {
+/// The criterion results newer than `since` in each of `dirs` (one per round of
+/// `benches/report.sh`), by group id: each side's fastest round, and its spread.
+fn criterion_results(dirs: &[PathBuf], since: SystemTime) -> BTreeMap<String, Timing> {
+    let mut rounds: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for dir in dirs {
+        for (group, function, seconds) in fresh_means(dir, since) {
+            rounds.entry((group, function)).or_default().push(seconds);
+        }
+    }
     let mut timings: BTreeMap<String, Timing> = BTreeMap::new();
+    for ((group, function), seconds) in rounds {
+        let fastest = seconds.iter().copied().fold(f64::INFINITY, f64::min);
+        let slowest = seconds.iter().copied().fold(0.0, f64::max);
+        let timing = timings.entry(group).or_default();
+        match function.as_str() {
+            "ours" => {
+                timing.ours = Some(fastest);
+                timing.ours_spread = Some(slowest / fastest);
+                timing.rounds = seconds.len();
+            }
+            "burn" => timing.burn = Some(fastest),
+            _ => {}
+        }
+    }
+    timings
+}
+
+/// `(group id, function id, mean seconds)` of every criterion result under `dir` written
+/// after `since`.
+fn fresh_means(dir: &Path, since: SystemTime) -> Vec<(String, String, f64)> {
+    let mut means = Vec::new();
     let Ok(groups) = std::fs::read_dir(dir) else {
-        return timings;
+        return means;
     };
     for group in groups.flatten() {
         for function in std::fs::read_dir(group.path())
@@ -106,34 +141,30 @@ fn criterion_results(dir: &Path, since: SystemTime) -> BTreeMap<String, Timing> 
             .flatten()
         {
             let new = function.path().join("new");
-            let (Ok(benchmark), Ok(estimates)) = (
+            let fresh = std::fs::metadata(new.join("estimates.json"))
+                .and_then(|meta| meta.modified())
+                .is_ok_and(|modified| modified >= since);
+            let (true, Ok(benchmark), Ok(estimates)) = (
+                fresh,
                 std::fs::read_to_string(new.join("benchmark.json")),
                 std::fs::read(new.join("estimates.json")),
             ) else {
                 continue;
             };
-            let fresh = std::fs::metadata(new.join("estimates.json"))
-                .and_then(|meta| meta.modified())
-                .is_ok_and(|modified| modified >= since);
             let (Ok(benchmark), Ok(estimates)) = (
                 serde_json::from_str::<Benchmark>(&benchmark),
                 serde_json::from_slice::<Estimates>(&estimates),
             ) else {
                 continue;
             };
-            if !fresh {
-                continue;
-            }
-            let seconds = estimates.mean.point_estimate * 1e-9;
-            let timing = timings.entry(benchmark.group_id).or_default();
-            match benchmark.function_id.as_str() {
-                "ours" => timing.ours = Some(seconds),
-                "burn" => timing.burn = Some(seconds),
-                _ => {}
-            }
+            means.push((
+                benchmark.group_id,
+                benchmark.function_id,
+                estimates.mean.point_estimate * 1e-9,
+            ));
         }
     }
-    timings
+    means
 }
 
 fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) -> Vec<Row> {
@@ -146,13 +177,22 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
     devices.dedup();
     // PyTorch's CPU column goes with Flex, its CUDA column with the GPU runtimes (CUDA, and
     // Vulkan, which only runs on a real GPU).
+    // The time and the spread of PyTorch's row `key`.
     let pytorch_for = |device: &str, key: String| {
-        let torch = pytorch?;
+        let Some(torch) = pytorch else {
+            return (None, None);
+        };
         let same = matches!(
             (torch.device.as_str(), device),
             ("cpu", "flex") | ("cuda", "cuda" | "vulkan")
         );
-        same.then(|| torch.results.get(&key).copied()).flatten()
+        if !same {
+            return (None, None);
+        }
+        (
+            torch.results.get(&key).copied(),
+            torch.spread.get(&key).copied(),
+        )
     };
     let mut rows = Vec::new();
     for device in &devices {
@@ -168,6 +208,8 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
                     else {
                         continue;
                     };
+                    let (pytorch, pytorch_spread) =
+                        pytorch_for(device, format!("{family}/{}/{pass}", case.name));
                     rows.push(Row {
                         device: device.clone(),
                         case: case.name.clone(),
@@ -175,7 +217,8 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
                         pass: pass.into(),
                         timing,
                         work: Work::Flops(case.flops(transposed)),
-                        pytorch: pytorch_for(device, format!("{family}/{}/{pass}", case.name)),
+                        pytorch,
+                        pytorch_spread,
                     });
                 }
             }
@@ -186,6 +229,8 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
                 else {
                     continue;
                 };
+                let (pytorch, pytorch_spread) =
+                    pytorch_for(device, format!("pool/{}/{pass}", case.name));
                 rows.push(Row {
                     device: device.clone(),
                     case: case.name.clone(),
@@ -193,7 +238,8 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
                     pass: pass.into(),
                     timing,
                     work: Work::Bytes(case.bytes()),
-                    pytorch: pytorch_for(device, format!("pool/{}/{pass}", case.name)),
+                    pytorch,
+                    pytorch_spread,
                 });
             }
         }
@@ -209,6 +255,7 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
                 timing,
                 work: Work::Step,
                 pytorch: None,
+                pytorch_spread: None,
             });
         }
     }
@@ -286,6 +333,24 @@ fn autotune() -> String {
     }
 }
 
+/// How each side's time was chosen among the rounds of `benches/report.sh`.
+fn rounds(rows: &[Row]) -> String {
+    let most = rows.iter().map(|row| row.timing.rounds).max().unwrap_or(0);
+    let widest = rows
+        .iter()
+        .filter_map(|row| Some((row, row.timing.ours_spread?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    match (most, widest) {
+        (0 | 1, _) | (_, None) => "one round".into(),
+        (n, Some((row, spread))) => format!(
+            "the fastest of {n} rounds for ours and for the built-in, the rounds alternating \
+             with PyTorch's processes (spread: slowest round over fastest, ours up to \
+             {spread:.2}x, `{} {} {}`)",
+            row.device, row.case, row.pass
+        ),
+    }
+}
+
 /// The measured ceilings of every device the rows name (none for Flex).
 fn device_peaks(rows: &[Row]) -> BTreeMap<String, Peaks> {
     common::devices()
@@ -316,11 +381,12 @@ fn write_markdown(
         md,
         "Written by `bash benches/report.sh` (profile `{profile}`; shapes in \
          `benches/catalogue.json`). Machine: {}. f32, criterion mean of 10 samples, each a batch of \
-         calls queued back to back with one device sync at its end. **ratio = built-in / ours: above 1 means ours is \
-         faster.** Throughput is ours: GFLOP/s for convolutions (2 x the direct algorithm's \
+         calls queued back to back with one device sync at its end; {}. **ratio = built-in / \
+         ours: above 1 means ours is faster.** Throughput is ours: GFLOP/s for convolutions (2 x the direct algorithm's \
          multiply-adds, so Winograd rows show an effective rate; every pass does the same \
          work), GB/s for pools (bytes read and written at least). {}\n",
         machine(),
+        rounds(rows),
         autotune()
     );
     if let Some(torch) = pytorch {
@@ -366,11 +432,11 @@ fn write_markdown(
             let _ = writeln!(
                 md,
                 "| case | op | pass | ours | built-in | ratio | ours throughput | % of peak | \
-                 PyTorch | PyTorch / ours |"
+                 PyTorch | PyTorch / ours | spread: ours, PyTorch |"
             );
             let _ = writeln!(
                 md,
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
             );
         }
         let ratio = match (row.timing.burn, row.timing.ours) {
@@ -402,9 +468,10 @@ fn write_markdown(
         let versus_pytorch = row
             .pytorch_ratio()
             .map_or("—".into(), |r| format!("{r:.2}x"));
+        let spread = |spread: Option<f64>| spread.map_or("—".into(), |s| format!("{s:.2}x"));
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}, {} |",
             row.case,
             row.op,
             row.pass,
@@ -414,7 +481,9 @@ fn write_markdown(
             throughput,
             share,
             duration(row.pytorch),
-            versus_pytorch
+            versus_pytorch,
+            spread(row.timing.ours_spread),
+            spread(row.pytorch_spread)
         );
     }
     let ratios: Vec<f64> = rows
@@ -555,10 +624,19 @@ fn main() {
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
         .map_or(UNIX_EPOCH, |s| UNIX_EPOCH + Duration::from_secs(s));
-    let criterion_dir = std::env::var("CARGO_TARGET_DIR")
-        .map_or_else(|_| root.join("target"), PathBuf::from)
-        .join("criterion");
-    let timings = criterion_results(&criterion_dir, since);
+    let target =
+        std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), PathBuf::from);
+    // `benches/report.sh` gives each round its own directory; a plain `cargo bench` writes one.
+    let mut round_dirs: Vec<PathBuf> = std::fs::read_dir(target.join("criterion-rounds"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|round| round.path())
+        .collect();
+    if round_dirs.is_empty() {
+        round_dirs.push(target.join("criterion"));
+    }
+    let timings = criterion_results(&round_dirs, since);
     // PyTorch's timings count only when written by this run of the script (this machine).
     let pytorch_path = root.join("benches/pytorch.json");
     let pytorch_fresh = std::fs::metadata(&pytorch_path)
@@ -572,7 +650,7 @@ fn main() {
     if rows.is_empty() {
         eprintln!(
             "no fresh results under {}: run `bash benches/report.sh`",
-            criterion_dir.display()
+            target.display()
         );
         std::process::exit(1);
     }
