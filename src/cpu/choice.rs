@@ -1,6 +1,11 @@
 //! Which algorithm the CPU backends (Flex, NdArray) run a convolution pass with. By default
-//! each pass takes the fastest algorithm that serves its shape; [`with_conv_algorithm`] pins
-//! one for the code it runs, to reproduce a result bit for bit across shapes or to check one
+//! each pass takes the fastest algorithm that serves its shape: on a large pass, the fastest
+//! of them timed once on this machine (on its first call with that shape, element type and
+//! thread count, then remembered for the process, as PyTorch's `cudnn.benchmark`), on a
+//! small one by a fixed rule. Which algorithm wins depends on the CPU (Winograd's transforms
+//! pay on an AVX-512 Xeon where a GEMM wins on an AVX2 EPYC), so two machines, or two
+//! processes, may sum in different orders. [`with_conv_algorithm`] pins one for the code it
+//! runs, to reproduce a result bit for bit across shapes and machines or to check one
 //! algorithm on shapes it would not be picked for.
 //!
 //! ```
@@ -34,6 +39,10 @@ pub enum Algorithm {
     /// Stride-1 taps over the input's stride phases, no patch matrix: strided, undilated
     /// convolutions whose kernel is a whole number of strides on every axis, all three passes.
     Phases,
+    /// The input gradient of a stride-1 convolution as the forward convolution of the output
+    /// gradient with the flipped kernel, by the forward pass's own choice of algorithm: stride-1
+    /// convolutions padded no more than the dilated kernel reaches, the input gradient only.
+    Adjoint,
     /// im2col and a GEMM, a 1x1 convolution's input its own patch matrix: every shape.
     Lowered,
 }

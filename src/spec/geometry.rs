@@ -10,7 +10,7 @@ use super::window::{out_len, transpose_out_len, used_step};
 /// For a transposed convolution this is the geometry of its adjoint convolution: `in_*` is the
 /// transposed conv's *output* side and `out_*` its *input* side. Sizes are explicit on both
 /// sides because `output_padding` makes the big side ambiguous.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConvGeometry {
     /// Batch size.
     pub batch: usize,

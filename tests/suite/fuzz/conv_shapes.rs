@@ -304,7 +304,7 @@ fn tiled_small_convs_match_the_reference() {
 }
 
 /// Winograd and the phase grids pinned on shapes they serve but are not picked for (a few
-/// channels). The im2col GEMM runs the general strategy's shapes, and a depthwise forward
+/// channels), and the adjoint input gradient on small shapes of every kind. The im2col GEMM runs the general strategy's shapes, and a depthwise forward
 /// always runs the depthwise stencil.
 #[test]
 fn pinned_cpu_algorithms_match_the_reference() {
@@ -324,6 +324,16 @@ fn pinned_cpu_algorithms_match_the_reference() {
             device.clone(),
             few,
             phase_case(FEW_CHANNELS),
+        )
+    });
+    // Stride-1 input gradients (and transposed forwards) as forward convolutions, across the
+    // small shapes' paddings, dilations and groups.
+    with_conv_algorithm(Algorithm::Adjoint, || {
+        fuzz_conv_cases(
+            "adjoint pinned, small convs, on flex",
+            device.clone(),
+            few,
+            tiled_case(),
         )
     });
 }

@@ -2,6 +2,8 @@
 //! each by the algorithm [`algorithm`] picks for its shape. Transposed convolutions reuse them
 //! through the adjoint geometry (see `ConvGeometry::transpose`).
 
+mod adjoint;
+mod fastest;
 mod lowered;
 #[cfg(test)]
 pub(super) mod tests;
@@ -17,7 +19,7 @@ pub use crate::cpu::choice::Algorithm;
 use crate::cpu::choice::pinned;
 
 /// A pass of a convolution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Pass {
     /// `out = conv(x, weight) + bias`.
     Forward,
@@ -33,13 +35,46 @@ fn serves(algorithm: Algorithm, geometry: &ConvGeometry, pass: Pass) -> bool {
         Algorithm::Depthwise => pass == Pass::Forward && depthwise::is_depthwise(geometry),
         Algorithm::Winograd => winograd::serves(geometry),
         Algorithm::Phases => phases::serves(geometry),
+        Algorithm::Adjoint => pass == Pass::Data && adjoint::serves(geometry),
         Algorithm::Lowered => true,
     }
 }
 
-/// The algorithm for `pass` over `geometry`: the one [`pinned`] on this thread where it serves
-/// the shape, else the fastest that serves it (Winograd and the phase grids only where they
-/// pay). Winograd's transforms and the phase grids' gradients still refuse values they cannot
+/// Every algorithm, in the order a tie between timings goes.
+const ALGORITHMS: [Algorithm; 5] = [
+    Algorithm::Depthwise,
+    Algorithm::Winograd,
+    Algorithm::Phases,
+    Algorithm::Adjoint,
+    Algorithm::Lowered,
+];
+
+/// `run(algorithm)` for `pass` over `geometry`: the algorithm [`pinned`] on this thread where
+/// it serves the shape; else, for a pass large enough to time, the fastest of those that serve
+/// it on this machine (timed on the shape's first call, see `fastest`); else [`algorithm`]'s
+/// rule.
+fn run_pass<T>(
+    geometry: &ConvGeometry,
+    pass: Pass,
+    mut run: impl FnMut(Algorithm) -> Vec<T>,
+) -> Vec<T> {
+    if let Some(algorithm) = pinned().filter(|&algorithm| serves(algorithm, geometry, pass)) {
+        return run(algorithm);
+    }
+    let candidates: Vec<Algorithm> = ALGORITHMS
+        .into_iter()
+        .filter(|&algorithm| serves(algorithm, geometry, pass))
+        .collect();
+    if candidates.len() > 1 && fastest::worth_timing(geometry) {
+        return fastest::run_fastest(geometry, pass, &candidates, run);
+    }
+    run(algorithm(geometry, pass))
+}
+
+/// The algorithm for `pass` over `geometry` by rule: the one [`pinned`] on this thread where
+/// it serves the shape, else the one that is fastest on most machines (Winograd and the phase
+/// grids only where they pay). Passes too small to time take it; larger ones time every
+/// algorithm that serves them (see [`run_pass`]). Winograd's transforms and the phase grids' gradients still refuse values they cannot
 /// carry (past Winograd's safe magnitude, a non-finite operand the grids' padding would
 /// multiply); those calls take the lowered path.
 pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
@@ -62,13 +97,15 @@ pub fn forward<T: Element>(
     if geometry.batch == 0 {
         return Vec::new();
     }
-    let out = match algorithm(geometry, Pass::Forward) {
-        Algorithm::Depthwise => Some(depthwise::forward(geometry, x, weight, bias)),
-        Algorithm::Winograd => winograd::forward(geometry, x, weight, bias),
-        Algorithm::Phases => Some(phases::forward(geometry, x, weight, bias)),
-        Algorithm::Lowered => None,
-    };
-    out.unwrap_or_else(|| lowered::forward(geometry, x, weight, bias))
+    run_pass(geometry, Pass::Forward, |algorithm| {
+        let out = match algorithm {
+            Algorithm::Depthwise => Some(depthwise::forward(geometry, x, weight, bias)),
+            Algorithm::Winograd => winograd::forward(geometry, x, weight, bias),
+            Algorithm::Phases => Some(phases::forward(geometry, x, weight, bias)),
+            Algorithm::Adjoint | Algorithm::Lowered => None,
+        };
+        out.unwrap_or_else(|| lowered::forward(geometry, x, weight, bias))
+    })
 }
 
 /// Gradient of `conv` with respect to `x`, shape `geometry.in_shape()`.
@@ -76,31 +113,41 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
     if geometry.batch == 0 {
         return Vec::new();
     }
-    let x_grad = match algorithm(geometry, Pass::Data) {
-        Algorithm::Winograd => winograd::x_backward(geometry, weight, out_grad),
-        Algorithm::Phases => phases::x_backward(geometry, weight, out_grad),
-        Algorithm::Depthwise | Algorithm::Lowered => None,
-    };
-    x_grad.unwrap_or_else(|| lowered::x_backward(geometry, weight, out_grad))
+    run_pass(geometry, Pass::Data, |algorithm| {
+        let x_grad = match algorithm {
+            Algorithm::Winograd => winograd::x_backward(geometry, weight, out_grad),
+            Algorithm::Phases => phases::x_backward(geometry, weight, out_grad),
+            Algorithm::Adjoint => Some(forward(
+                &adjoint::geometry(geometry),
+                out_grad,
+                &adjoint::weight(geometry, weight),
+                None,
+            )),
+            Algorithm::Depthwise | Algorithm::Lowered => None,
+        };
+        x_grad.unwrap_or_else(|| lowered::x_backward(geometry, weight, out_grad))
+    })
 }
 
 /// Gradient of `conv` with respect to `weight`, shape `geometry.weight_shape()`.
 ///
 /// The batch is cut into one contiguous chunk per thread; each chunk accumulates its own
-/// partial gradient and the partials are summed in chunk order, so the result does not depend
-/// on scheduling.
+/// partial gradient and the partials are summed in chunk order, so an algorithm's result does
+/// not depend on scheduling.
 pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
     // An empty batch sums nothing; its scratch would still be sized for each image's output,
     // which may be any length (a huge padding under a huge stride's one window per image).
     if geometry.batch == 0 {
         return vec![T::ZERO; geometry.out_channels * geometry.patch_len()];
     }
-    let weight_grad = match algorithm(geometry, Pass::Weight) {
-        Algorithm::Winograd => winograd::weight_backward(geometry, x, out_grad),
-        Algorithm::Phases => phases::weight_backward(geometry, x, out_grad),
-        Algorithm::Depthwise | Algorithm::Lowered => None,
-    };
-    weight_grad.unwrap_or_else(|| lowered::weight_backward(geometry, x, out_grad))
+    run_pass(geometry, Pass::Weight, |algorithm| {
+        let weight_grad = match algorithm {
+            Algorithm::Winograd => winograd::weight_backward(geometry, x, out_grad),
+            Algorithm::Phases => phases::weight_backward(geometry, x, out_grad),
+            Algorithm::Depthwise | Algorithm::Adjoint | Algorithm::Lowered => None,
+        };
+        weight_grad.unwrap_or_else(|| lowered::weight_backward(geometry, x, out_grad))
+    })
 }
 
 /// Gradient of a per-channel bias: `out_grad` summed over batch and space, for a contiguous

@@ -512,3 +512,120 @@ fn pinned_algorithms_run_where_they_serve() {
     });
     assert_eq!(algorithm(&g3, Pass::Forward), Algorithm::Lowered);
 }
+
+/// The input gradient as the forward convolution of the output gradient (pinned), against the
+/// definition through the adjoint identity: groups, dilation, uneven and one-sided padding,
+/// 1D/2D/3D, a depthwise layer (whose adjoint runs the depthwise stencil), a batch of two.
+#[test]
+fn adjoint_input_gradient_matches_the_definition() {
+    use crate::cpu::choice::with_conv_algorithm;
+    let with_padding = |padding: [(usize, usize); 3], dilation: [usize; 3], groups: usize| {
+        let mut options = ConvOptions::new([1; 3], [0; 3], dilation, groups);
+        options.padding = padding;
+        options
+    };
+    with_conv_algorithm(Algorithm::Adjoint, || {
+        let cases = [
+            (
+                [2, 4, 1, 7, 9],
+                6,
+                [1, 3, 3],
+                with_padding([(0, 0), (1, 1), (1, 1)], [1; 3], 1),
+            ),
+            (
+                [1, 6, 1, 8, 5],
+                4,
+                [1, 3, 2],
+                with_padding([(0, 0), (2, 0), (0, 1)], [1; 3], 2),
+            ),
+            (
+                [2, 3, 1, 1, 17],
+                5,
+                [1, 1, 4],
+                with_padding([(0, 0), (0, 0), (3, 2)], [1, 1, 2], 1),
+            ),
+            (
+                [1, 4, 4, 5, 6],
+                4,
+                [3, 2, 3],
+                with_padding([(1, 2), (1, 0), (0, 0)], [1, 2, 1], 4),
+            ),
+            (
+                [2, 5, 1, 9, 9],
+                5,
+                [1, 3, 3],
+                with_padding([(0, 0), (2, 2), (2, 2)], [1, 2, 2], 5),
+            ),
+        ];
+        for (x_shape, out_channels, kernel, options) in cases {
+            let weight_shape = [
+                out_channels,
+                x_shape[1] / options.groups,
+                kernel[0],
+                kernel[1],
+                kernel[2],
+            ];
+            let g = ConvGeometry::conv(&x_shape, &weight_shape, &options);
+            assert!(adjoint::serves(&g), "{g:?}");
+            assert_eq!(algorithm(&g, Pass::Data), Algorithm::Adjoint);
+            check(x_shape, out_channels, kernel, options);
+        }
+    });
+}
+
+/// The adjoint serves stride 1 with padding within the dilated kernel's reach, on both sides;
+/// a stride, or padding past the reach (the adjoint would crop), takes another algorithm.
+#[test]
+fn adjoint_serves_stride_one_within_reach() {
+    let geometry = |stride: usize, padding: (usize, usize), dilation: usize| {
+        let mut options = ConvOptions::new([1, 1, stride], [0; 3], [1, 1, dilation], 1);
+        options.padding[2] = padding;
+        ConvGeometry::conv(&[1, 2, 1, 1, 12], &[2, 2, 1, 1, 3], &options)
+    };
+    assert!(adjoint::serves(&geometry(1, (2, 2), 1)));
+    assert!(adjoint::serves(&geometry(1, (4, 0), 2)));
+    assert!(!adjoint::serves(&geometry(2, (1, 1), 1)));
+    assert!(!adjoint::serves(&geometry(1, (3, 0), 1)));
+    assert!(!adjoint::serves(&geometry(1, (0, 3), 1)));
+    crate::cpu::choice::with_conv_algorithm(Algorithm::Adjoint, || {
+        assert_eq!(
+            algorithm(&geometry(2, (1, 1), 1), Pass::Data),
+            Algorithm::Lowered
+        );
+        assert_eq!(
+            algorithm(&geometry(1, (1, 1), 1), Pass::Forward),
+            Algorithm::Lowered
+        );
+    });
+}
+
+/// A pass large enough to time takes one of the algorithms that serve it and remembers it:
+/// its result matches the rule's algorithm to roundoff on every call, also the first (which
+/// times the candidates).
+#[test]
+fn timed_choice_computes_the_pass() {
+    // 8 * 64 * 28 * 28 * 64 * 9 multiply-adds: timed.
+    let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    let g = ConvGeometry::conv(&[8, 64, 1, 28, 28], &[64, 64, 1, 3, 3], &options);
+    assert!(fastest::worth_timing(&g));
+    let x: Vec<f32> = values(g.in_shape().iter().product(), 7)
+        .iter()
+        .map(|v| *v as f32)
+        .collect();
+    let weight: Vec<f32> = values(g.weight_shape().iter().product(), 8)
+        .iter()
+        .map(|v| *v as f32)
+        .collect();
+    let expected = crate::cpu::choice::with_conv_algorithm(Algorithm::Lowered, || {
+        x_backward(&g, &weight, &forward(&g, &x, &weight, None))
+    });
+    for _ in 0..2 {
+        let got = x_backward(&g, &weight, &forward(&g, &x, &weight, None));
+        for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-3 * b.abs().max(1.0),
+                "x_grad[{i}]: {a} vs {b}"
+            );
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! The input gradient of a stride-1 convolution as a forward convolution: the output gradient
+//! convolved with the kernel flipped on every axis and its channel roles swapped, under the
+//! padding `dilation * (kernel - 1) - padding` on each side. The forward pass then picks its
+//! own algorithm (Winograd, the depthwise stencil, or im2col and a GEMM whose product is the
+//! gradient itself), where the lowered input gradient runs a GEMM into a patch-sized buffer and
+//! scatters it back with col2im.
+
+use crate::spec::ConvGeometry;
+
+use super::super::element::Element;
+
+/// Whether the input gradient of `geometry` is a forward convolution: stride 1 on every axis,
+/// and neither side padded past the dilated kernel's reach (else the adjoint would crop).
+pub fn serves(geometry: &ConvGeometry) -> bool {
+    let g = geometry.normalised();
+    (0..3).all(|a| {
+        let reach = g.dilation[a] * (g.kernel[a] - 1);
+        // With stride 1, `out = in + pad_begin + pad_end - reach` exactly.
+        let pad_end = (g.out_size[a] + reach).checked_sub(g.in_size[a] + g.pad_begin[a]);
+        g.stride[a] == 1
+            && g.kernel[a] > 0
+            && g.pad_begin[a] <= reach
+            && pad_end.is_some_and(|pad_end| pad_end <= reach)
+    }) && g.out_volume() > 0
+        && g.in_volume() > 0
+}
+
+/// The forward geometry whose output is `geometry`'s input gradient, for a shape it
+/// [`serves`]: input and output sides swapped, padding mirrored.
+pub fn geometry(geometry: &ConvGeometry) -> ConvGeometry {
+    let g = geometry.normalised();
+    ConvGeometry {
+        in_channels: g.out_channels,
+        out_channels: g.in_channels,
+        in_size: g.out_size,
+        out_size: g.in_size,
+        pad_begin: core::array::from_fn(|a| g.dilation[a] * (g.kernel[a] - 1) - g.pad_begin[a]),
+        ..g
+    }
+}
+
+/// `weight` (`(C_out, C_in / groups, kD, kH, kW)`) as the adjoint's weight
+/// (`(C_in, C_out / groups, kD, kH, kW)`): each group's channel roles swapped, every axis
+/// flipped.
+pub fn weight<T: Element>(geometry: &ConvGeometry, weight: &[T]) -> Vec<T> {
+    let g = geometry;
+    let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
+    let taps: usize = g.kernel.iter().product();
+    let mut flipped = vec![T::ZERO; weight.len()];
+    for group in 0..g.groups {
+        for co in 0..cout_g {
+            for ci in 0..cin_g {
+                let src = &weight[((group * cout_g + co) * cin_g + ci) * taps..][..taps];
+                let dst = &mut flipped[((group * cin_g + ci) * cout_g + co) * taps..][..taps];
+                for (slot, value) in dst.iter_mut().zip(src.iter().rev()) {
+                    *slot = *value;
+                }
+            }
+        }
+    }
+    flipped
+}
