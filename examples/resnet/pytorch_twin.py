@@ -8,6 +8,11 @@ and cosine decay per step, and a host-to-device batch plus a loss read-back ever
 `examples/resnet/main.rs` does. Only the operators and the framework differ.
 
     python3 examples/resnet/pytorch_twin.py --dataset mnist10k --device cuda --epochs 2
+    python3 examples/resnet/pytorch_twin.py --dataset mnist10k --epochs 1 --profile-steps 40
+
+`--profile-steps N` then runs N more training steps under `torch.profiler` and prints how a
+step's time splits between the convolution and pool operators (forward and backward, by the
+operators' own time) and the rest, for README's comparison with `examples/resnet/profile.sh`.
 
 Not used by the build or the tests. On CUDA, cuDNN may use TF32 for convolutions (PyTorch's
 default, `torch.backends.cudnn.allow_tf32`); `--no-tf32` turns it off.
@@ -119,6 +124,8 @@ def main():
     parser.add_argument("--blocks", type=int, default=1)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--no-tf32", action="store_true")
+    parser.add_argument("--profile-steps", type=int, default=0,
+                        help="after training, profile this many steps and print the split")
     args = parser.parse_args()
     epochs = args.epochs or (4 if args.dataset == "mnist10k" else 15)
     torch.backends.cudnn.allow_tf32 = not args.no_tf32
@@ -148,11 +155,8 @@ def main():
             progress = ((epoch - 1) * steps + step) / (epochs * steps)
             for group in optimizer.param_groups:
                 group["lr"] = 0.5 * args.lr * (1 + math.cos(math.pi * progress))
-            loss = loss_fn(model(images), labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            loss_sum += loss.item() * len(chunk)
+            loss = train_step(model, optimizer, loss_fn, images, labels)
+            loss_sum += loss * len(chunk)
             seen += len(chunk)
         seconds = time.perf_counter() - start
         model.eval()
@@ -167,6 +171,55 @@ def main():
             f"{100 * correct / len(test_y):.2f}%, {seen / seconds:.0f} images/s ({seconds:.1f} s)"
         )
     print(f"trained in {time.perf_counter() - run_start:.1f} s")
+    if args.profile_steps:
+        profile_split(model, optimizer, loss_fn, (train_x, train_y), args, device)
+
+
+def train_step(model, optimizer, loss_fn, images, labels):
+    """One step as the Rust example runs it; returns the loss, read back."""
+    loss = loss_fn(model(images), labels)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def is_conv_or_pool(name):
+    """A convolution or pool operator, forward or backward (aten's names: `aten::conv2d`,
+    `aten::convolution_backward`, `aten::max_pool2d_with_indices_backward`, ...)."""
+    return name.startswith("aten::") and ("conv" in name or "pool" in name)
+
+
+def profile_split(model, optimizer, loss_fn, train, args, device):
+    """Profile `--profile-steps` training steps: the conv and pool operators' own time (self
+    time, so nested operators count once) per step, and its share of the step's wall time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    train_x, train_y = train
+    model.train()
+    batches = []
+    for step in range(args.profile_steps):
+        chunk = [(step * args.batch_size + i) % len(train_y) for i in range(args.batch_size)]
+        batches.append((torch.from_numpy(train_x[chunk]), torch.from_numpy(train_y[chunk])))
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        for images, labels in batches:
+            train_step(model, optimizer, loss_fn, images.to(device), labels.to(device))
+        wall = time.perf_counter() - start
+    self_time = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    events = prof.key_averages()
+    ops = sum(getattr(e, self_time) for e in events) * 1e-6
+    conv_pool = sum(getattr(e, self_time) for e in events if is_conv_or_pool(e.key)) * 1e-6
+    steps = args.profile_steps
+    print(
+        f"profile of {steps} steps: {wall / steps * 1e3:.2f} ms a step (profiled); "
+        f"convolution and pool operators {conv_pool / steps * 1e3:.2f} ms a step, "
+        f"{100 * conv_pool / wall:.0f}% of the step ({100 * conv_pool / ops:.0f}% of all "
+        f"operators' time)"
+    )
+    for e in sorted(events, key=lambda e: -getattr(e, self_time))[:12]:
+        print(f"  {e.key:<48} {getattr(e, self_time) / steps * 1e-3:8.2f} ms a step")
 
 
 if __name__ == "__main__":

@@ -43,17 +43,25 @@ pub fn geometry(geometry: &ConvGeometry) -> ConvGeometry {
 /// (`(C_in, C_out / groups, kD, kH, kW)`): each group's channel roles swapped, every axis
 /// flipped.
 pub fn weight<T: Element>(geometry: &ConvGeometry, weight: &[T]) -> Vec<T> {
+    /// Output channels moved per sweep over the input channels: their source rows stay in L1
+    /// while every destination row is written in runs of this many kernels.
+    const BLOCK: usize = 16;
     let g = geometry;
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
     let taps: usize = g.kernel.iter().product();
     let mut flipped = vec![T::ZERO; weight.len()];
     for group in 0..g.groups {
-        for co in 0..cout_g {
+        let source = &weight[group * cout_g * cin_g * taps..][..cout_g * cin_g * taps];
+        let target = &mut flipped[group * cout_g * cin_g * taps..][..cout_g * cin_g * taps];
+        for first in (0..cout_g).step_by(BLOCK) {
+            let block = first..(first + BLOCK).min(cout_g);
             for ci in 0..cin_g {
-                let src = &weight[((group * cout_g + co) * cin_g + ci) * taps..][..taps];
-                let dst = &mut flipped[((group * cin_g + ci) * cout_g + co) * taps..][..taps];
-                for (slot, value) in dst.iter_mut().zip(src.iter().rev()) {
-                    *slot = *value;
+                let row = &mut target[(ci * cout_g + block.start) * taps..][..block.len() * taps];
+                for (co, kernel) in block.clone().zip(row.chunks_exact_mut(taps)) {
+                    let src = &source[(co * cin_g + ci) * taps..][..taps];
+                    for (slot, value) in kernel.iter_mut().zip(src.iter().rev()) {
+                        *slot = *value;
+                    }
                 }
             }
         }

@@ -556,6 +556,13 @@ fn adjoint_input_gradient_matches_the_definition() {
                 [1, 3, 3],
                 with_padding([(0, 0), (2, 2), (2, 2)], [1, 2, 2], 5),
             ),
+            // More output channels per group than the weight flip moves per sweep.
+            (
+                [1, 6, 1, 5, 4],
+                40,
+                [1, 3, 3],
+                with_padding([(0, 0), (1, 1), (1, 1)], [1; 3], 2),
+            ),
         ];
         for (x_shape, out_channels, kernel, options) in cases {
             let weight_shape = [
