@@ -81,6 +81,10 @@ pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
     match pinned() {
         Some(algorithm) if serves(algorithm, geometry, pass) => algorithm,
         _ if serves(Algorithm::Depthwise, geometry, pass) => Algorithm::Depthwise,
+        // A depthwise input gradient is a depthwise forward pass: the stencil, not a GEMM.
+        _ if depthwise::is_depthwise(geometry) && serves(Algorithm::Adjoint, geometry, pass) => {
+            Algorithm::Adjoint
+        }
         _ if winograd::fits(geometry) => Algorithm::Winograd,
         _ if phases::fits(geometry) => Algorithm::Phases,
         _ => Algorithm::Lowered,
