@@ -76,12 +76,16 @@ fn winograd_case(channels: Channels) -> impl Strategy<Value = ConvCase> {
 
 #[test]
 fn winograd_sized_convs_match_the_reference() {
-    fuzz_conv_cases(
-        "winograd-sized conv on flex",
-        Device::flex().autodiff(),
-        cases("FUZZ_CASES", 1024).div_ceil(64),
-        winograd_case(WINOGRAD_CHANNELS),
-    );
+    // Pinned: the default for a pass this large is whichever algorithm this machine times
+    // fastest, which may be the GEMM.
+    with_conv_algorithm(Algorithm::Winograd, || {
+        fuzz_conv_cases(
+            "winograd-sized conv on flex",
+            Device::flex().autodiff(),
+            cases("FUZZ_CASES", 1024).div_ceil(64),
+            winograd_case(WINOGRAD_CHANNELS),
+        )
+    });
 }
 
 /// Strided convolutions (and their transposes) whose kernel is a whole number of strides on
@@ -163,12 +167,15 @@ fn phase_case(channels: Channels) -> impl Strategy<Value = ConvCase> {
 
 #[test]
 fn phase_sized_convs_match_the_reference() {
-    fuzz_conv_cases(
-        "phase-sized strided conv on flex",
-        Device::flex().autodiff(),
-        cases("FUZZ_CASES", 1024).div_ceil(64),
-        phase_case(PHASE_CHANNELS),
-    );
+    // Pinned, as the Winograd-sized cases: large passes take the fastest algorithm timed.
+    with_conv_algorithm(Algorithm::Phases, || {
+        fuzz_conv_cases(
+            "phase-sized strided conv on flex",
+            Device::flex().autodiff(),
+            cases("FUZZ_CASES", 1024).div_ceil(64),
+            phase_case(PHASE_CHANNELS),
+        )
+    });
 }
 
 /// The padding and input size of a case of rank `rank` with `out` outputs per axis and kernels
@@ -304,7 +311,8 @@ fn tiled_small_convs_match_the_reference() {
 }
 
 /// Winograd and the phase grids pinned on shapes they serve but are not picked for (a few
-/// channels), and the adjoint input gradient on small shapes of every kind. The im2col GEMM runs the general strategy's shapes, and a depthwise forward
+/// channels), and the adjoint input gradient on small shapes of every kind. The im2col GEMM
+/// runs the general strategy's shapes, and a depthwise forward
 /// always runs the depthwise stencil.
 #[test]
 fn pinned_cpu_algorithms_match_the_reference() {
