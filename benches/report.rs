@@ -382,9 +382,9 @@ fn write_markdown(
         "Written by `bash benches/report.sh` (profile `{profile}`; shapes in \
          `benches/catalogue.json`). Machine: {}. f32, criterion mean of 10 samples, each a batch of \
          calls queued back to back with one device sync at its end; {}. **ratio = built-in / \
-         ours: above 1 means ours is faster.** Throughput is ours: GFLOP/s for convolutions (2 x the direct algorithm's \
-         multiply-adds, so Winograd rows show an effective rate; every pass does the same \
-         work), GB/s for pools (bytes read and written at least). {}\n",
+         ours: above 1 means ours is faster.** Throughput is ours: GFLOP/s for convolutions \
+         (2 x the direct algorithm's multiply-adds, so Winograd rows show an effective rate; \
+         every pass does the same work), GB/s for pools (bytes read and written at least). {}\n",
         machine(),
         rounds(rows),
         autotune()

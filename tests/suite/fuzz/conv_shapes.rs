@@ -78,14 +78,12 @@ fn winograd_case(channels: Channels) -> impl Strategy<Value = ConvCase> {
 fn winograd_sized_convs_match_the_reference() {
     // Pinned: the default for a pass this large is whichever algorithm this machine times
     // fastest, which may be the GEMM.
-    with_conv_algorithm(Algorithm::Winograd, || {
-        fuzz_conv_cases(
-            "winograd-sized conv on flex",
-            Device::flex().autodiff(),
-            cases("FUZZ_CASES", 1024).div_ceil(64),
-            winograd_case(WINOGRAD_CHANNELS),
-        )
-    });
+    fuzz_pinned(
+        Algorithm::Winograd,
+        "winograd-sized conv on flex",
+        cases("FUZZ_CASES", 1024).div_ceil(64),
+        winograd_case(WINOGRAD_CHANNELS),
+    );
 }
 
 /// Strided convolutions (and their transposes) whose kernel is a whole number of strides on
@@ -168,14 +166,12 @@ fn phase_case(channels: Channels) -> impl Strategy<Value = ConvCase> {
 #[test]
 fn phase_sized_convs_match_the_reference() {
     // Pinned, as the Winograd-sized cases: large passes take the fastest algorithm timed.
-    with_conv_algorithm(Algorithm::Phases, || {
-        fuzz_conv_cases(
-            "phase-sized strided conv on flex",
-            Device::flex().autodiff(),
-            cases("FUZZ_CASES", 1024).div_ceil(64),
-            phase_case(PHASE_CHANNELS),
-        )
-    });
+    fuzz_pinned(
+        Algorithm::Phases,
+        "phase-sized strided conv on flex",
+        cases("FUZZ_CASES", 1024).div_ceil(64),
+        phase_case(PHASE_CHANNELS),
+    );
 }
 
 /// The padding and input size of a case of rank `rank` with `out` outputs per axis and kernels
@@ -312,36 +308,42 @@ fn tiled_small_convs_match_the_reference() {
 
 /// Winograd and the phase grids pinned on shapes they serve but are not picked for (a few
 /// channels), and the adjoint input gradient on small shapes of every kind. The im2col GEMM
-/// runs the general strategy's shapes, and a depthwise forward
-/// always runs the depthwise stencil.
+/// runs the general strategy's shapes, and a depthwise forward always runs the depthwise
+/// stencil.
 #[test]
 fn pinned_cpu_algorithms_match_the_reference() {
-    let device = Device::flex().autodiff();
     let few = cases("FUZZ_CASES", 1024).div_ceil(8);
-    with_conv_algorithm(Algorithm::Winograd, || {
-        fuzz_conv_cases(
-            "winograd pinned, few channels, on flex",
-            device.clone(),
-            few,
-            winograd_case(FEW_CHANNELS),
-        )
-    });
-    with_conv_algorithm(Algorithm::Phases, || {
-        fuzz_conv_cases(
-            "phase grids pinned, few channels, on flex",
-            device.clone(),
-            few,
-            phase_case(FEW_CHANNELS),
-        )
-    });
+    fuzz_pinned(
+        Algorithm::Winograd,
+        "winograd pinned, few channels, on flex",
+        few,
+        winograd_case(FEW_CHANNELS),
+    );
+    fuzz_pinned(
+        Algorithm::Phases,
+        "phase grids pinned, few channels, on flex",
+        few,
+        phase_case(FEW_CHANNELS),
+    );
     // Stride-1 input gradients (and transposed forwards) as forward convolutions, across the
     // small shapes' paddings, dilations and groups.
-    with_conv_algorithm(Algorithm::Adjoint, || {
-        fuzz_conv_cases(
-            "adjoint pinned, small convs, on flex",
-            device.clone(),
-            few,
-            tiled_case(),
-        )
+    fuzz_pinned(
+        Algorithm::Adjoint,
+        "adjoint pinned, small convs, on flex",
+        few,
+        tiled_case(),
+    );
+}
+
+/// `cases` cases of `strategy` on Flex with autodiff, every pass `algorithm` serves pinned to
+/// it.
+fn fuzz_pinned(
+    algorithm: Algorithm,
+    name: &str,
+    cases: u32,
+    strategy: impl Strategy<Value = ConvCase>,
+) {
+    with_conv_algorithm(algorithm, || {
+        fuzz_conv_cases(name, Device::flex().autodiff(), cases, strategy)
     });
 }

@@ -1,5 +1,5 @@
 //! Convolution on the CPU: the three passes of a [`ConvGeometry`] on contiguous NCDHW slices,
-//! each by the algorithm [`algorithm`] picks for its shape. Transposed convolutions reuse them
+//! each by the algorithm [`run_pass`] picks for its shape. Transposed convolutions reuse them
 //! through the adjoint geometry (see `ConvGeometry::transpose`).
 
 mod adjoint;
@@ -74,9 +74,9 @@ fn run_pass<T>(
 /// The algorithm for `pass` over `geometry` by rule: the one [`pinned`] on this thread where
 /// it serves the shape, else the one that is fastest on most machines (Winograd and the phase
 /// grids only where they pay). Passes too small to time take it; larger ones time every
-/// algorithm that serves them (see [`run_pass`]). Winograd's transforms and the phase grids' gradients still refuse values they cannot
-/// carry (past Winograd's safe magnitude, a non-finite operand the grids' padding would
-/// multiply); those calls take the lowered path.
+/// algorithm that serves them (see [`run_pass`]). Winograd's transforms and the phase grids'
+/// gradients still refuse values they cannot carry (past Winograd's safe magnitude, a
+/// non-finite operand the grids' padding would multiply); those calls take the lowered path.
 pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
     match pinned() {
         Some(algorithm) if serves(algorithm, geometry, pass) => algorithm,

@@ -142,6 +142,18 @@ pub(in crate::cpu::kernels) fn check_passes(
     );
 }
 
+/// The geometry of a convolution of `x_shape` into `out_channels` by a `kernel`.
+fn geometry(
+    x_shape: [usize; 5],
+    out_channels: usize,
+    kernel: [usize; 3],
+    options: &ConvOptions<3>,
+) -> ConvGeometry {
+    let [k_d, k_h, k_w] = kernel;
+    let weight_shape = [out_channels, x_shape[1] / options.groups, k_d, k_h, k_w];
+    ConvGeometry::conv(&x_shape, &weight_shape, options)
+}
+
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(a, b)| a * b).sum()
 }
@@ -149,14 +161,8 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// Forward against the definition, and both gradients through the adjoint identities
 /// `<conv(x, w), y> = <x, x_grad(w, y)> = <w, w_grad(x, y)>`.
 fn check(x_shape: [usize; 5], out_channels: usize, kernel: [usize; 3], options: ConvOptions<3>) {
-    let weight_shape = [
-        out_channels,
-        x_shape[1] / options.groups,
-        kernel[0],
-        kernel[1],
-        kernel[2],
-    ];
-    let g = ConvGeometry::conv(&x_shape, &weight_shape, &options);
+    let g = geometry(x_shape, out_channels, kernel, &options);
+    let weight_shape = g.weight_shape();
     let x = values(x_shape.iter().product(), 1);
     let weight = values(weight_shape.iter().product(), 2);
     let out = forward(&g, &x, &weight, None);
@@ -565,14 +571,7 @@ fn adjoint_input_gradient_matches_the_definition() {
             ),
         ];
         for (x_shape, out_channels, kernel, options) in cases {
-            let weight_shape = [
-                out_channels,
-                x_shape[1] / options.groups,
-                kernel[0],
-                kernel[1],
-                kernel[2],
-            ];
-            let g = ConvGeometry::conv(&x_shape, &weight_shape, &options);
+            let g = geometry(x_shape, out_channels, kernel, &options);
             assert!(adjoint::serves(&g), "{g:?}");
             assert_eq!(algorithm(&g, Pass::Data), Algorithm::Adjoint);
             check(x_shape, out_channels, kernel, options);
