@@ -161,7 +161,9 @@ impl ResNet {
             builtin => builtin,
         };
         let pool = match self.pool {
-            GlobalPool::Ours(pool) => GlobalPool::Builtin(pool.into()),
+            GlobalPool::Ours(pool) => {
+                GlobalPool::Builtin(pool.try_into().expect("the head pools to a fixed 1x1"))
+            }
             builtin => builtin,
         };
         Self {

@@ -26,6 +26,12 @@ impl<const N: usize> From<[usize; N]> for AdaptiveSize<N> {
     }
 }
 
+impl From<usize> for AdaptiveSize<1> {
+    fn from(size: usize) -> Self {
+        Self([Some(size)])
+    }
+}
+
 impl<const N: usize> From<[Option<usize>; N]> for AdaptiveSize<N> {
     fn from(size: [Option<usize>; N]) -> Self {
         Self(size)

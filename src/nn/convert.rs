@@ -1,7 +1,8 @@
 //! Conversions between burn-nn's modules and configs and ours. burn-nn to ours is always
 //! lossless. Ours to burn-nn is `From` where burn-nn can hold everything, and `TryFrom` where we
-//! have a setting it lacks (conv `padding_mode`, avg-pool `divisor_override`): converting a
-//! module that uses it fails instead of silently changing what it computes.
+//! have a setting it lacks (conv `padding_mode`, avg-pool `divisor_override`, an adaptive pool's
+//! `None` size): converting a module that uses it fails instead of silently changing what it
+//! computes.
 //!
 //! Module conversions move the parameters, so their ids (and optimizer state keyed on them)
 //! carry over.
@@ -116,15 +117,46 @@ convert_avg_pool! {
     AvgPool2d, AvgPool2dConfig, strides;
 }
 
+convert!(AdaptiveAvgPool1d <=> burn_pool::AdaptiveAvgPool1d { output_size });
+convert!(AdaptiveAvgPool1dConfig <=> burn_pool::AdaptiveAvgPool1dConfig { output_size });
+
+/// burn-nn's 2D and 3D adaptive pools hold plain sizes: ours convert back unless a size is
+/// `None` (keep the input's), which burn-nn cannot hold.
 macro_rules! convert_adaptive_avg {
-    ($($ours:ident, $config:ident;)*) => {$(
-        convert!($ours <=> burn_pool::$ours { output_size });
-        convert!($config <=> burn_pool::$config { output_size });
+    ($($ours:ident),*) => {$(
+        impl From<burn_pool::$ours> for $ours {
+            fn from(item: burn_pool::$ours) -> Self {
+                Self { output_size: item.output_size.map(Some) }
+            }
+        }
+        impl TryFrom<$ours> for burn_pool::$ours {
+            type Error = SpecError;
+            fn try_from(item: $ours) -> Result<Self, SpecError> {
+                let output_size = every_size(stringify!($ours), item.output_size)?;
+                Ok(Self { output_size })
+            }
+        }
     )*};
 }
 
-convert_adaptive_avg! {
-    AdaptiveAvgPool1d, AdaptiveAvgPool1dConfig;
-    AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig;
-    AdaptiveAvgPool3d, AdaptiveAvgPool3dConfig;
+convert_adaptive_avg!(
+    AdaptiveAvgPool2d,
+    AdaptiveAvgPool2dConfig,
+    AdaptiveAvgPool3d,
+    AdaptiveAvgPool3dConfig
+);
+
+/// Each output size, or the error that one is `None`.
+fn every_size<const N: usize>(
+    op: &'static str,
+    output_size: [Option<usize>; N],
+) -> Result<[usize; N], SpecError> {
+    let mut sizes = [0; N];
+    for (size, given) in sizes.iter_mut().zip(output_size) {
+        *size = given.ok_or_else(|| {
+            let setting = "output_size of None (keep the input size)";
+            SpecError::new(op, SpecErrorKind::NotInBurnNn { setting })
+        })?;
+    }
+    Ok(sizes)
 }

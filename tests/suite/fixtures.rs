@@ -2,7 +2,7 @@
 //! with autodiff, with and without gradient checkpointing. A new case file for a supported op
 //! needs no code change; a case whose op has no runner fails.
 
-use crate::common::{Case, autodiff_devices, case_files, conv_cases, pool_cases};
+use crate::common::{Case, autodiff_devices, case_files, conv_cases, fuse_cases, pool_cases};
 use burn::tensor::Device;
 
 macro_rules! conv_fns {
@@ -80,6 +80,7 @@ fn run_case(case: &Case, device: &Device) -> Result<(), String> {
                 Some(burn_convpool::fractional_max_pool3d_with_indices)
             ),
         ),
+        "fuse_conv_bn" => fuse_cases::run(case, device),
         other => Err(format!("no runner for op {other:?}")),
     }
 }

@@ -174,6 +174,50 @@ fn pool_modules_equal_the_functional_ops() {
 }
 
 #[test]
+fn adaptive_modules_keep_the_dims_given_as_none() {
+    // PyTorch's nn.AdaptiveAvgPool2d((None, 7)) and nn.AdaptiveMaxPool3d((2, None, None)).
+    let x = random([2, 3, 9, 10]);
+    let rows = AdaptiveAvgPool2dConfig::new([None, Some(7)]).init();
+    let out = rows.forward(x.clone());
+    assert_eq!(out.dims(), [2, 3, 9, 7]);
+    assert_close(
+        out,
+        adaptive_avg_pool2d(x.clone(), [9, 7]),
+        "AdaptiveAvgPool2d",
+    );
+    let columns = AdaptiveMaxPool2dConfig::new([Some(4), None]).init();
+    let (out, indices) = columns.forward_with_indices(x.clone());
+    let (expected, expected_indices) = adaptive_max_pool2d_with_indices(x, [4, 10]);
+    assert_close(out, expected, "AdaptiveMaxPool2d");
+    assert_eq!(
+        indices.into_data().iter::<i64>().collect::<Vec<_>>(),
+        expected_indices
+            .into_data()
+            .iter::<i64>()
+            .collect::<Vec<_>>()
+    );
+
+    let video = random([1, 2, 4, 5, 6]);
+    let pool = AdaptiveMaxPool3dConfig::new([Some(2), None, None]).init();
+    assert_close(
+        pool.forward(video.clone()),
+        adaptive_max_pool3d(video.clone(), [2, 5, 6]),
+        "AdaptiveMaxPool3d",
+    );
+    let pool = AdaptiveAvgPool3dConfig::new([None, Some(1), None]).init();
+    assert_eq!(pool.forward(video).dims(), [1, 2, 4, 1, 6]);
+
+    // The config serializes as burn-nn's, with null for a kept dim, and reads back.
+    let config = AdaptiveAvgPool2dConfig::new([None, Some(7)]);
+    let json: String = config.to_string().split_whitespace().collect();
+    assert_eq!(json, r#"{"output_size":[null,7]}"#);
+    let theirs = burn::nn::pool::AdaptiveAvgPool2dConfig::new([3, 3]).to_string();
+    let read = <AdaptiveAvgPool2dConfig as burn::config::Config>::load_binary(theirs.as_bytes());
+    let read = read.unwrap();
+    assert_eq!(read.output_size, [Some(3), Some(3)]);
+}
+
+#[test]
 fn modules_take_unbatched_inputs() {
     let conv = Conv2dConfig::new([3, 4], [3, 3]).init(&device());
     let x = random([3, 6, 6]);
@@ -341,6 +385,15 @@ fn settings_burn_nn_lacks_are_refused_not_dropped() {
         error.to_string(),
         "AvgPool2dConfig: burn-nn's module has no divisor_override"
     );
+    let kept = AdaptiveAvgPool2dConfig::new([None, Some(7)]).init();
+    let error = burn::nn::pool::AdaptiveAvgPool2d::try_from(kept).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "AdaptiveAvgPool2d: burn-nn's module has no output_size of None (keep the input size)"
+    );
+    let sized = AdaptiveAvgPool3dConfig::new([1, 2, 3]);
+    let theirs = burn::nn::pool::AdaptiveAvgPool3dConfig::try_from(sized).unwrap();
+    assert_eq!(theirs.output_size, [1, 2, 3]);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod conv_cases;
+pub mod fuse_cases;
 pub mod pool_cases;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,197 @@
+//! A batch norm folded into the convolution before it, for inference: PyTorch's
+//! `torch.nn.utils.fusion.fuse_conv_bn_eval`.
+//!
+//! In inference a batch norm is a per-channel affine map, `y * scale + shift` with
+//! `scale = gamma / sqrt(running_var + epsilon)`, so the conv that feeds it can absorb it: each
+//! output channel's weights are multiplied by its `scale`, and its bias becomes
+//! `(bias - running_mean) * scale + beta` (PyTorch's formula and order of operations).
+
+use burn::module::Param;
+use burn::nn::BatchNorm;
+use burn::tensor::Tensor;
+
+use super::{Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d};
+use crate::spec::{SpecError, SpecErrorKind, SpecResult};
+
+/// A convolution that can absorb the batch norm after it: [`Conv1d`], [`Conv2d`], [`Conv3d`] and
+/// the transposed convolutions, grouped or not.
+pub trait FuseBatchNorm: sealed::Fold {}
+
+impl<C: sealed::Fold> FuseBatchNorm for C {}
+
+mod sealed {
+    use burn::tensor::Tensor;
+
+    /// What folding needs of a conv; private, so only this crate's convs fold.
+    pub trait Fold: Sized {
+        /// The number of output channels, which the batch norm must have as features.
+        fn out_channels(&self) -> usize;
+
+        /// This conv with output channel `o`'s weights multiplied by `scale[o]` and its bias
+        /// set to `bias` (the parameters keep their ids).
+        fn scaled(self, scale: Tensor<1>, bias: Tensor<1>) -> Self;
+
+        /// The bias, if the conv has one.
+        fn bias_value(&self) -> Option<Tensor<1>>;
+    }
+}
+
+/// `conv` followed by `bn` in inference mode, as one conv with a bias: PyTorch's
+/// `fuse_conv_bn_eval` (with `transpose=True` for a transposed conv, which here also folds
+/// into grouped transposed convs).
+///
+/// The fused conv computes `bn.forward(conv.forward(x))` with `bn`'s running statistics, as
+/// a batch norm does outside training; train with the two modules and fuse them for export.
+///
+/// # Panics
+///
+/// If `bn`'s feature count differs from `conv`'s output channels; [`try_fuse_conv_bn`] returns
+/// the error instead.
+///
+/// ```
+/// use burn::nn::BatchNormConfig;
+/// use burn::tensor::{Device, Distribution, Tensor};
+/// use burn_convpool::nn::{Conv2dConfig, fuse_conv_bn};
+///
+/// let device = Device::flex();
+/// let conv = Conv2dConfig::new([3, 8], [3, 3]).init(&device);
+/// let bn = BatchNormConfig::new(8).init(&device);
+/// let x = Tensor::<4>::random([2, 3, 10, 10], Distribution::Default, &device);
+/// let unfused = bn.forward(conv.forward(x.clone()));
+/// let fused = fuse_conv_bn(conv, &bn);
+/// fused.forward(x).into_data().assert_approx_eq::<f32>(&unfused.into_data(), Default::default());
+/// ```
+pub fn fuse_conv_bn<C: FuseBatchNorm>(conv: C, bn: &BatchNorm) -> C {
+    try_fuse_conv_bn(conv, bn).unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// [`fuse_conv_bn`], or an error naming the sizes when `bn`'s feature count differs from the
+/// conv's output channels.
+pub fn try_fuse_conv_bn<C: FuseBatchNorm>(conv: C, bn: &BatchNorm) -> SpecResult<C> {
+    let [features] = bn.gamma.dims();
+    let out_channels = conv.out_channels();
+    if features != out_channels {
+        let kind = SpecErrorKind::Mismatch {
+            what: "conv out_channels vs batch norm num_features",
+            expected: out_channels,
+            actual: features,
+        };
+        return Err(SpecError::new("fuse_conv_bn", kind));
+    }
+    // Untracked, as PyTorch folds under `no_grad`: the fused conv's parameters are new leaves.
+    // (`detach` alone keeps a parameter's value requiring a gradient.)
+    let device = bn.gamma.device();
+    let mean = untracked(bn.running_mean.value());
+    let var = untracked(bn.running_var.value());
+    let scale = untracked(bn.gamma.val()) * var.add_scalar(bn.epsilon).sqrt().recip();
+    let bias = conv
+        .bias_value()
+        .map(|bias| untracked(bias).to_device(&device).cast(mean.dtype()))
+        .unwrap_or_else(|| mean.zeros_like());
+    let bias = (bias - mean) * scale.clone() + untracked(bn.beta.val());
+    Ok(conv.scaled(scale, bias))
+}
+
+/// `weight * scale` along the output channels of a conv weight, `[out, in / groups, *kernel]`.
+fn scale_conv_weight<const D: usize>(weight: Tensor<D>, scale: Tensor<1>) -> Tensor<D> {
+    let dims = weight.dims();
+    let rows: Tensor<2> = weight.reshape([dims[0], dims[1..].iter().product()]);
+    let scale = scale.to_device(&rows.device()).cast(rows.dtype());
+    (rows * scale.unsqueeze_dim::<2>(1)).reshape(dims)
+}
+
+/// `weight * scale` along the output channels of a transposed conv weight,
+/// `[in, out / groups, *kernel]`: input channel `i` of group `g` feeds output channel
+/// `g * out / groups + j` through `weight[i, j]`.
+fn scale_transposed_weight<const D: usize>(
+    weight: Tensor<D>,
+    scale: Tensor<1>,
+    groups: usize,
+) -> Tensor<D> {
+    let dims = weight.dims();
+    let per_group = dims[1];
+    let taps = dims[2..].iter().product();
+    let blocks: Tensor<4> = weight.reshape([groups, dims[0] / groups, per_group, taps]);
+    let scale = scale.to_device(&blocks.device()).cast(blocks.dtype());
+    let scale: Tensor<4> = scale.reshape([groups, 1, per_group, 1]);
+    (blocks * scale).reshape(dims)
+}
+
+/// The conv's bias parameter holding `value`, on the weight's device and in its dtype (a new
+/// parameter if the conv had no bias).
+fn fused_bias<const D: usize>(
+    weight: &Param<Tensor<D>>,
+    bias: Option<Param<Tensor<1>>>,
+    value: Tensor<1>,
+) -> Option<Param<Tensor<1>>> {
+    let value = value.to_device(&weight.device()).cast(weight.dtype());
+    Some(match bias {
+        Some(param) => param.map(|old| value.set_require_grad(old.is_require_grad())),
+        None => Param::from_tensor(value),
+    })
+}
+
+/// `value` out of any autodiff graph, requiring no gradient.
+fn untracked<const D: usize>(value: Tensor<D>) -> Tensor<D> {
+    value.set_require_grad(false)
+}
+
+/// `fold` applied to a parameter's value, the result a leaf that requires a gradient where the
+/// value did.
+fn refold<const D: usize>(
+    value: Tensor<D>,
+    fold: impl FnOnce(Tensor<D>) -> Tensor<D>,
+) -> Tensor<D> {
+    let require_grad = value.is_require_grad();
+    fold(untracked(value)).set_require_grad(require_grad)
+}
+
+macro_rules! fuse_conv {
+    ($($module:ident),*) => {$(
+        impl sealed::Fold for $module {
+            fn out_channels(&self) -> usize {
+                self.weight.dims()[0]
+            }
+
+            fn scaled(mut self, scale: Tensor<1>, bias: Tensor<1>) -> Self {
+                self.bias = fused_bias(&self.weight, self.bias, bias);
+                self.weight = self
+                    .weight
+                    .map(|weight| refold(weight, |weight| scale_conv_weight(weight, scale)));
+                self
+            }
+
+            fn bias_value(&self) -> Option<Tensor<1>> {
+                self.bias.as_ref().map(Param::val)
+            }
+        }
+    )*};
+}
+
+macro_rules! fuse_conv_transpose {
+    ($($module:ident),*) => {$(
+        impl sealed::Fold for $module {
+            fn out_channels(&self) -> usize {
+                self.weight.dims()[1] * self.groups
+            }
+
+            fn scaled(mut self, scale: Tensor<1>, bias: Tensor<1>) -> Self {
+                let groups = self.groups;
+                self.bias = fused_bias(&self.weight, self.bias, bias);
+                self.weight = self
+                    .weight
+                    .map(|weight| {
+                        refold(weight, |weight| scale_transposed_weight(weight, scale, groups))
+                    });
+                self
+            }
+
+            fn bias_value(&self) -> Option<Tensor<1>> {
+                self.bias.as_ref().map(Param::val)
+            }
+        }
+    )*};
+}
+
+fuse_conv!(Conv1d, Conv2d, Conv3d);
+fuse_conv_transpose!(ConvTranspose1d, ConvTranspose2d, ConvTranspose3d);
