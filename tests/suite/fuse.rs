@@ -6,6 +6,8 @@ use burn::nn::{BatchNorm, BatchNormConfig};
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_convpool::nn::*;
 
+use crate::common::{Tolerance, assert_tensors_close};
+
 fn device() -> Device {
     Device::flex()
 }
@@ -30,15 +32,7 @@ fn batch_norm_on(features: usize, device: &Device) -> BatchNorm {
 }
 
 fn assert_close<const D: usize>(actual: Tensor<D>, expected: Tensor<D>, what: &str) {
-    assert_eq!(actual.dims(), expected.dims(), "{what}: dims");
-    let actual: Vec<f32> = actual.into_data().try_to_vec().unwrap();
-    let expected: Vec<f32> = expected.into_data().try_to_vec().unwrap();
-    for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
-        assert!(
-            (a - e).abs() <= 1e-4 + 1e-4 * e.abs(),
-            "{what}: element {i} is {a}, expected {e}"
-        );
-    }
+    assert_tensors_close(actual, expected, Tolerance::new(1e-4, 1e-4), what);
 }
 
 #[test]

@@ -4,9 +4,11 @@
 
 use burn::module::{Module, Param};
 use burn::nn::{PaddingConfig1d, PaddingConfig2d, PaddingConfig3d};
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Device, Distribution, Int, Tensor};
 use burn_convpool::nn::*;
 use burn_convpool::*;
+
+use crate::common::{Tolerance, assert_tensors_close};
 
 fn device() -> Device {
     Device::flex()
@@ -17,15 +19,12 @@ fn random<const D: usize>(dims: [usize; D]) -> Tensor<D> {
 }
 
 fn assert_close<const D: usize>(actual: Tensor<D>, expected: Tensor<D>, what: &str) {
-    assert_eq!(actual.dims(), expected.dims(), "{what}: dims");
-    let actual: Vec<f32> = actual.into_data().try_to_vec().unwrap();
-    let expected: Vec<f32> = expected.into_data().try_to_vec().unwrap();
-    for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
-        assert!(
-            (a - e).abs() <= 1e-5 + 1e-5 * e.abs(),
-            "{what}: element {i} is {a}, expected {e}"
-        );
-    }
+    assert_tensors_close(actual, expected, Tolerance::new(1e-5, 1e-5), what);
+}
+
+/// Pool indices as a flat list.
+fn indices<const D: usize>(indices: Tensor<D, Int>) -> Vec<i64> {
+    indices.into_data().iter::<i64>().collect()
 }
 
 /// A record file in the temp directory, removed when dropped (also when an assertion fails).
@@ -105,16 +104,10 @@ fn pool_modules_equal_the_functional_ops() {
         .with_stride([2, 2])
         .with_padding([1, 1])
         .with_ceil_mode(true);
-    let (out, indices) = max.forward_with_indices(x.clone());
+    let (out, pool_indices) = max.forward_with_indices(x.clone());
     let (expected, expected_indices) = max_pool2d_with_indices(x.clone(), options);
     assert_close(out, expected, "MaxPool2d");
-    assert_eq!(
-        indices.into_data().iter::<i64>().collect::<Vec<_>>(),
-        expected_indices
-            .into_data()
-            .iter::<i64>()
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(indices(pool_indices), indices(expected_indices));
 
     let avg = AvgPool2dConfig::new([2, 3])
         .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
@@ -186,16 +179,10 @@ fn adaptive_modules_keep_the_dims_given_as_none() {
         "AdaptiveAvgPool2d",
     );
     let columns = AdaptiveMaxPool2dConfig::new([Some(4), None]).init();
-    let (out, indices) = columns.forward_with_indices(x.clone());
+    let (out, pool_indices) = columns.forward_with_indices(x.clone());
     let (expected, expected_indices) = adaptive_max_pool2d_with_indices(x, [4, 10]);
     assert_close(out, expected, "AdaptiveMaxPool2d");
-    assert_eq!(
-        indices.into_data().iter::<i64>().collect::<Vec<_>>(),
-        expected_indices
-            .into_data()
-            .iter::<i64>()
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(indices(pool_indices), indices(expected_indices));
 
     let video = random([1, 2, 4, 5, 6]);
     let pool = AdaptiveMaxPool3dConfig::new([Some(2), None, None]).init();

@@ -135,6 +135,13 @@ fn check_port(format: Format, device: &Device, expected: &Expected) -> Vec<Strin
 
 #[test]
 fn a_pytorch_checkpoint_loads_and_matches_pytorch() {
+    // Our default kernels on the CubeCL device: this checks loading, not the tuner's choice
+    // (the golden cases and cube_cross cover every kernel), and tuning each of the network's
+    // shapes would cost lavapipe minutes.
+    #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+    let _pinned = crate::common::pin(burn_convpool::cube_kernels::CubeKernels::Ours(
+        Default::default(),
+    ));
     let expected = Expected::read().unwrap();
     let mut failures = Vec::new();
     for (device_name, device) in autodiff_devices() {

@@ -79,6 +79,12 @@ macro_rules! check_fused {
 
 /// Run one `fuse_conv_bn` case on `device`.
 pub fn run(case: &Case, device: &Device) -> Result<(), String> {
+    // Our default kernels on the CubeCL device: the case checks the fold, not the tuner's
+    // choice, and tuning each case's shape would cost lavapipe minutes.
+    #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+    let _pinned = super::pin(burn_convpool::cube_kernels::CubeKernels::Ours(
+        Default::default(),
+    ));
     let channels = [case.input("x").shape[1], case.input("bn_weight").shape[0]];
     let groups = case.usize("groups");
     match case.params["module"].as_str() {

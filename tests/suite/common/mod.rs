@@ -194,6 +194,25 @@ pub fn check_close(
     }
 }
 
+/// Panic unless `actual` has `expected`'s dims and each value is within `tolerance` of it.
+pub fn assert_tensors_close<const D: usize>(
+    actual: Tensor<D>,
+    expected: Tensor<D>,
+    tolerance: Tolerance,
+    what: &str,
+) {
+    assert_eq!(actual.dims(), expected.dims(), "{what}: dims");
+    let actual: Vec<f32> = actual.into_data().try_to_vec().unwrap();
+    let expected: Vec<f32> = expected.into_data().try_to_vec().unwrap();
+    for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
+        let bound = tolerance.atol + tolerance.rtol * f64::from(e.abs());
+        assert!(
+            f64::from((a - e).abs()) <= bound,
+            "{what}: element {i} is {a}, expected {e}"
+        );
+    }
+}
+
 /// A float tensor's values and dims, for [`check_close`].
 pub fn values<const D: usize>(tensor: Tensor<D>) -> (Vec<f64>, Vec<usize>) {
     let dims = tensor.dims().to_vec();
