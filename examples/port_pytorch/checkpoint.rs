@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use burn::store::{
-    ApplyResult, ModuleSnapshot, PyTorchToBurnAdapter, PytorchStore, SafetensorsStore,
+    ApplyResult, ModuleSnapshot, ModuleStore, PyTorchToBurnAdapter, PytorchStore, SafetensorsStore,
 };
 use burn::tensor::{Device, Tensor, TensorData};
 use serde::Deserialize;
@@ -34,23 +34,26 @@ pub enum Format {
 pub fn load(model: &mut PortNet, format: Format) -> Result<ApplyResult, String> {
     let (pattern, replacement) = REMAP;
     let result = match format {
-        Format::Safetensors => {
-            let mut store = SafetensorsStore::from_file(dir().join("portnet.safetensors"))
+        Format::Safetensors => apply(
+            model,
+            SafetensorsStore::from_file(dir().join("portnet.safetensors"))
                 .with_from_adapter(PyTorchToBurnAdapter)
-                .with_key_remapping(pattern, replacement);
-            model
-                .load_from(&mut store)
-                .map_err(|error| error.to_string())
-        }
-        Format::Pytorch => {
-            let mut store = PytorchStore::from_file(dir().join("portnet.pt"))
-                .with_key_remapping(pattern, replacement);
-            model
-                .load_from(&mut store)
-                .map_err(|error| error.to_string())
-        }
+                .with_key_remapping(pattern, replacement),
+        ),
+        Format::Pytorch => apply(
+            model,
+            PytorchStore::from_file(dir().join("portnet.pt"))
+                .with_key_remapping(pattern, replacement),
+        ),
     };
     result.map_err(|error| format!("loading {format:?}: {error}"))
+}
+
+/// `store`'s tensors loaded into `model`.
+fn apply<S: ModuleStore>(model: &mut PortNet, mut store: S) -> Result<ApplyResult, String> {
+    model
+        .load_from(&mut store)
+        .map_err(|error| error.to_string())
 }
 
 /// A tensor as `make_checkpoint.py` stores it: dims and row-major f64 values.

@@ -24,8 +24,9 @@ mod sealed {
 
     /// What folding needs of a conv; private, so only this crate's convs fold.
     pub trait Fold: Sized {
-        /// The number of output channels, which the batch norm must have as features.
-        fn out_channels(&self) -> usize;
+        /// The weight's dims seen as `[groups, lead, out_per_group, trail]`, where output
+        /// channel `g * out_per_group + j` owns the slice `[g, .., j, ..]`.
+        fn out_view(&self) -> [usize; 4];
 
         /// This conv with output channel `o`'s weights multiplied by `scale[o]` and its bias
         /// set to `bias` (the parameters keep their ids).
@@ -69,7 +70,8 @@ pub fn fuse_conv_bn<C: FuseBatchNorm>(conv: C, bn: &BatchNorm) -> C {
 /// conv's output channels.
 pub fn try_fuse_conv_bn<C: FuseBatchNorm>(conv: C, bn: &BatchNorm) -> SpecResult<C> {
     let [features] = bn.gamma.dims();
-    let out_channels = conv.out_channels();
+    let [groups, _, out_per_group, _] = conv.out_view();
+    let out_channels = groups * out_per_group;
     if features != out_channels {
         let kind = SpecErrorKind::Mismatch {
             what: "conv out_channels vs batch norm num_features",
@@ -92,28 +94,18 @@ pub fn try_fuse_conv_bn<C: FuseBatchNorm>(conv: C, bn: &BatchNorm) -> SpecResult
     Ok(conv.scaled(scale, bias))
 }
 
-/// `weight * scale` along the output channels of a conv weight, `[out, in / groups, *kernel]`.
-fn scale_conv_weight<const D: usize>(weight: Tensor<D>, scale: Tensor<1>) -> Tensor<D> {
-    let dims = weight.dims();
-    let rows: Tensor<2> = weight.reshape([dims[0], dims[1..].iter().product()]);
-    let scale = scale.to_device(&rows.device()).cast(rows.dtype());
-    (rows * scale.unsqueeze_dim::<2>(1)).reshape(dims)
-}
-
-/// `weight * scale` along the output channels of a transposed conv weight,
-/// `[in, out / groups, *kernel]`: input channel `i` of group `g` feeds output channel
-/// `g * out / groups + j` through `weight[i, j]`.
-fn scale_transposed_weight<const D: usize>(
+/// `weight * scale` along the output channels, the weight seen as `view` (see
+/// [`sealed::Fold::out_view`]).
+fn scale_out_channels<const D: usize>(
     weight: Tensor<D>,
     scale: Tensor<1>,
-    groups: usize,
+    view: [usize; 4],
 ) -> Tensor<D> {
     let dims = weight.dims();
-    let per_group = dims[1];
-    let taps = dims[2..].iter().product();
-    let blocks: Tensor<4> = weight.reshape([groups, dims[0] / groups, per_group, taps]);
+    let [groups, _, out_per_group, _] = view;
+    let blocks: Tensor<4> = weight.reshape(view);
     let scale = scale.to_device(&blocks.device()).cast(blocks.dtype());
-    let scale: Tensor<4> = scale.reshape([groups, 1, per_group, 1]);
+    let scale: Tensor<4> = scale.reshape([groups, 1, out_per_group, 1]);
     (blocks * scale).reshape(dims)
 }
 
@@ -146,18 +138,21 @@ fn refold<const D: usize>(
     fold(untracked(value)).set_require_grad(require_grad)
 }
 
-macro_rules! fuse_conv {
-    ($($module:ident),*) => {$(
+/// `Fold` for convs whose weight, seen as [`sealed::Fold::out_view`], is `$view`.
+macro_rules! fold {
+    ($($module:ident),* => |$conv:ident| $view:expr) => {$(
         impl sealed::Fold for $module {
-            fn out_channels(&self) -> usize {
-                self.weight.dims()[0]
+            fn out_view(&self) -> [usize; 4] {
+                let $conv = self;
+                $view
             }
 
             fn scaled(mut self, scale: Tensor<1>, bias: Tensor<1>) -> Self {
+                let view = self.out_view();
                 self.bias = fused_bias(&self.weight, self.bias, bias);
                 self.weight = self
                     .weight
-                    .map(|weight| refold(weight, |weight| scale_conv_weight(weight, scale)));
+                    .map(|weight| refold(weight, |weight| scale_out_channels(weight, scale, view)));
                 self
             }
 
@@ -168,30 +163,15 @@ macro_rules! fuse_conv {
     )*};
 }
 
-macro_rules! fuse_conv_transpose {
-    ($($module:ident),*) => {$(
-        impl sealed::Fold for $module {
-            fn out_channels(&self) -> usize {
-                self.weight.dims()[1] * self.groups
-            }
-
-            fn scaled(mut self, scale: Tensor<1>, bias: Tensor<1>) -> Self {
-                let groups = self.groups;
-                self.bias = fused_bias(&self.weight, self.bias, bias);
-                self.weight = self
-                    .weight
-                    .map(|weight| {
-                        refold(weight, |weight| scale_transposed_weight(weight, scale, groups))
-                    });
-                self
-            }
-
-            fn bias_value(&self) -> Option<Tensor<1>> {
-                self.bias.as_ref().map(Param::val)
-            }
-        }
-    )*};
-}
-
-fuse_conv!(Conv1d, Conv2d, Conv3d);
-fuse_conv_transpose!(ConvTranspose1d, ConvTranspose2d, ConvTranspose3d);
+// A conv weight is `[out, in / groups, *kernel]`: one block of every output channel.
+fold!(Conv1d, Conv2d, Conv3d => |conv| {
+    let dims = conv.weight.dims();
+    [1, 1, dims[0], dims[1..].iter().product()]
+});
+// A transposed conv weight is `[in, out / groups, *kernel]`: input channel `i` of group `g`
+// feeds output channel `g * out / groups + j` through `weight[i, j]`.
+fold!(ConvTranspose1d, ConvTranspose2d, ConvTranspose3d => |conv| {
+    let dims = conv.weight.dims();
+    let groups = conv.groups;
+    [groups, dims[0] / groups, dims[1], dims[2..].iter().product()]
+});

@@ -87,6 +87,18 @@ pub fn run(case: &Case, device: &Device) -> Result<(), String> {
     ));
     let channels = [case.input("x").shape[1], case.input("bn_weight").shape[0]];
     let groups = case.usize("groups");
+    // The 2D and 3D transposed configs take the case's lists as they are.
+    macro_rules! transposed {
+        ($config:ident, rank = $rank:literal) => {{
+            let config = $config::new(channels, case.axes("kernel_size"))
+                .with_stride(case.axes("stride"))
+                .with_padding(case.axes("padding"))
+                .with_padding_out(case.axes("output_padding"))
+                .with_dilation(case.axes("dilation"))
+                .with_groups(groups);
+            check_fused!(case, device, config, rank = $rank)
+        }};
+    }
     match case.params["module"].as_str() {
         Some("Conv1d") => {
             let ([kernel], [stride], [padding], [dilation]) = (
@@ -136,24 +148,8 @@ pub fn run(case: &Case, device: &Device) -> Result<(), String> {
                 .with_groups(groups);
             check_fused!(case, device, config, rank = 3)
         }
-        Some("ConvTranspose2d") => {
-            let config = ConvTranspose2dConfig::new(channels, case.axes("kernel_size"))
-                .with_stride(case.axes("stride"))
-                .with_padding(case.axes("padding"))
-                .with_padding_out(case.axes("output_padding"))
-                .with_dilation(case.axes("dilation"))
-                .with_groups(groups);
-            check_fused!(case, device, config, rank = 4)
-        }
-        Some("ConvTranspose3d") => {
-            let config = ConvTranspose3dConfig::new(channels, case.axes("kernel_size"))
-                .with_stride(case.axes("stride"))
-                .with_padding(case.axes("padding"))
-                .with_padding_out(case.axes("output_padding"))
-                .with_dilation(case.axes("dilation"))
-                .with_groups(groups);
-            check_fused!(case, device, config, rank = 5)
-        }
+        Some("ConvTranspose2d") => transposed!(ConvTranspose2dConfig, rank = 4),
+        Some("ConvTranspose3d") => transposed!(ConvTranspose3dConfig, rank = 5),
         other => Err(format!("case {}: unknown module {other:?}", case.name)),
     }
 }
