@@ -15,6 +15,10 @@
 #   bash scripts/gpu/run.sh cuda network  # the network bench alone (whole training steps, ours vs
 #                                         # built-in), for a call that carries only network.xz
 #   bash scripts/gpu/run.sh cuda resnet   # the example: ours, builtin, and the PyTorch twin
+#   bash scripts/gpu/run.sh cuda first-use # where the example's first epoch goes: one epoch of
+#                                         # ours tuned, ours pinned to our default kernels, and the
+#                                         # built-ins, each with its tuner log and one line per
+#                                         # compiled kernel
 #
 # The tuner's choices go to $OUT/autotune.log; on cuda each kernel's PTX goes to $OUT/ptx/ (check
 # registers and spills with `ptxas -arch=sm_90a -v`). PYTHON names a Python with torch (default
@@ -22,7 +26,8 @@
 # /usr/local/cuda).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=${OUT:-gpu-out}
+# Absolute, since the tuner and compiler logs are named in cubecl.toml.
+out=$(realpath -m "${OUT:-gpu-out}")
 python=${PYTHON:-python3}
 runtime=${1:-}
 step_name=${2:-}
@@ -30,15 +35,15 @@ mkdir -p "$out"
 case "$step_name" in
 tests | sanitize) bin=target/gpu/$runtime/tests ;;
 bench | network) bin=target/gpu/$runtime/benches ;;
-resnet) bin=target/gpu/$runtime/example ;;
+resnet | first-use) bin=target/gpu/$runtime/example ;;
 *)
-    echo "usage: run.sh vulkan|cuda tests|sanitize|bench|network|resnet" >&2
+    echo "usage: run.sh vulkan|cuda tests|sanitize|bench|network|resnet|first-use" >&2
     exit 2
     ;;
 esac
 if [ "$runtime" = cuda ]; then
     export CUDA_PATH=${CUDA_PATH:-/usr/local/cuda}
-    export CUBECL_CUDA_DUMP_PTX=$PWD/$out/ptx
+    export CUBECL_CUDA_DUMP_PTX=$out/ptx
     mkdir -p "$CUBECL_CUDA_DUMP_PTX"
 fi
 
@@ -74,7 +79,7 @@ step() {
 # CubeCL's tuner logs each choice (per key: ours and its variants or Burn's conv; pools packed or
 # spread) with its candidates' times to $out/autotune.log; CubeCL reads cubecl.toml from the
 # working directory.
-printf '[autotune.logger]\nfile = "%s"\nlevel = "minimal"\n' "$PWD/$out/autotune.log" >cubecl.toml
+printf '[autotune.logger]\nfile = "%s"\nlevel = "minimal"\n' "$out/autotune.log" >cubecl.toml
 
 case "$step_name" in
 tests)
@@ -127,5 +132,22 @@ resnet)
     step "PyTorch twin"
     PYTHONUNBUFFERED=1 "$python" examples/resnet/pytorch_twin.py --dataset mnist10k --epochs 2 \
         --device cuda 2>&1 | tee "$out/resnet-pytorch.log" | tail -4
+    ;;
+first-use)
+    # Each run gets its own logs: the tuner's (every candidate's compile-and-bench time) and
+    # the compiler's (one line per kernel compiled). NVIDIA's driver keeps compiled pipelines
+    # on disk across processes, so without its cache off a run would reuse the kernels an
+    # earlier one compiled (Burn's, when ours tuned ran first) and look cheaper than it is.
+    export __GL_SHADER_DISK_CACHE=0
+    for run in "ours tuned" "ours ours" "builtin tuned"; do
+        read -r ops kernels <<<"$run"
+        name=$ops-$kernels-$runtime
+        printf '[autotune.logger]\nfile = "%s"\nlevel = "minimal"\n[compilation.logger]\nfile = "%s"\nlevel = "basic"\n' \
+            "$out/autotune-$name.log" "$out/compile-$name.log" >cubecl.toml
+        step "resnet --ops $ops --kernels $kernels"
+        "$bin/resnet" --device "$runtime" --dataset mnist10k --epochs 1 --ops "$ops" \
+            --kernels "$kernels" 2>&1 | tee "$out/resnet-$name.log" | tail -3
+        echo "$(wc -l <"$out/compile-$name.log") kernels compiled"
+    done
     ;;
 esac

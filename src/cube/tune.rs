@@ -1,17 +1,25 @@
 //! Autotuned choice, per convolution pass and shape, between our kernels and Burn's own.
 //!
 //! Each pass (forward, input gradient, weight gradient; `conv_transpose` reaches them through
-//! `conv_routing`) has one CubeCL [`LocalTuner`] whose candidates are our kernels in four
-//! settings ([`OURS`]: the shape's schedule double-buffered, its direct schedule spread, its
-//! tiled schedule single-buffered, and untiled where the tiled schedule is the default and the
-//! untiled one may win), each declined where it changes nothing, Burn's (`builtin.rs`, itself
-//! autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels), and,
-//! for input gradients, Burn's transposed conv (what Burn's `conv_transpose2d` runs). The key
-//! buckets batch, channels and spatial sizes with CubeCL's `anchor`, so
-//! `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per key
-//! and device and then fixed, so a process computes each shape with one kernel. Neither side
-//! accumulates with atomics, so every candidate is bitwise reproducible. A device whose kernels
-//! are pinned ([`super::choice`]) skips the tuner.
+//! `conv_routing`) has one CubeCL [`LocalTuner`] whose candidates are our kernels in three
+//! settings ([`OURS`]: the shape's schedule double-buffered, its direct schedule spread, and
+//! its tiled schedule single-buffered), each declined where it changes nothing, and Burn's
+//! (`builtin.rs`, itself autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1 and
+//! direct kernels; for an input gradient, the transposed conv Burn's own `conv_transpose2d`
+//! runs where it expresses the geometry). The key buckets batch, channels and spatial sizes
+//! with CubeCL's `anchor`, so `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart;
+//! the winner is cached per key and device and then fixed, so a process computes each shape
+//! with one kernel. Neither side accumulates with atomics, so every candidate is bitwise
+//! reproducible. A device whose kernels are pinned ([`super::choice`]) skips the tuner.
+//!
+//! The set is kept small because a user pays for it in the first epoch: each candidate is
+//! compiled on first use, and the compiles, not the timings, are most of a tuning round. On
+//! an H100 over Vulkan, with the driver's pipeline cache off, the ResNet example's first epoch
+//! took 149 s tuned against 45.5 s with our kernels pinned; most of the difference is Burn's
+//! own tuner compiling its GEMM candidates. Two former candidates won none of the example's
+//! 31 keys and were dropped: the untiled schedule where the tiled one is the default (32 s of
+//! the rounds), and Burn's `conv_data_backward` beside its transposed conv (within 3% of each
+//! other on all seven input gradients, so timing both paid Burn's own tuning twice).
 //!
 //! Burn's candidate runs its own tuner, and a tuning round cannot run inside another one's
 //! measurement (both take the device exclusively). So before our first round for a key, Burn's
@@ -103,7 +111,7 @@ fn activation<'a>(pass: Pass, a: &'a CubeTensor, b: &'a CubeTensor) -> &'a CubeT
 
 /// Our settings among the candidates, in the order they are tried (the default first: it
 /// accepts every geometry, so it is also the fallback).
-const OURS: [OurKernels; 4] = {
+const OURS: [OurKernels; 3] = {
     let default = OurKernels::DEFAULT;
     [
         default,
@@ -115,10 +123,6 @@ const OURS: [OurKernels; 4] = {
             conv: ConvSchedule::Tiled(Buffering::Single),
             ..default
         },
-        OurKernels {
-            conv: ConvSchedule::Untiled,
-            ..default
-        },
     ]
 };
 
@@ -127,12 +131,10 @@ const OURS: [OurKernels; 4] = {
 enum Candidate {
     /// Ours with these settings.
     Ours(OurKernels),
-    /// Burn's autotuned conv.
+    /// Burn's autotuned conv; for an input gradient, Burn's transposed conv
+    /// (`builtin::transposed`: what Burn's own `conv_transpose2d` runs) where it expresses
+    /// the geometry, else Burn's `conv_data_backward`.
     Burn,
-    /// An input gradient as Burn's transposed conv (`builtin::transposed`: what Burn's own
-    /// `conv_transpose2d` runs, where our transposed convs' forward passes land); declines
-    /// for the other passes and where Burn's transposed conv cannot express the geometry.
-    BurnTransposed,
 }
 
 impl core::fmt::Display for Candidate {
@@ -145,7 +147,6 @@ impl core::fmt::Display for Candidate {
                 (ConvSchedule::Untiled, _) => "burn_convpool_direct",
             },
             Self::Burn => "burn_cubecl_autotune",
-            Self::BurnTransposed => "burn_cubecl_conv_transpose",
         })
     }
 }
@@ -160,9 +161,6 @@ fn declines(pass: Pass, geometry: &ConvGeometry, ours: &OurKernels) -> Option<&'
     match ours.conv {
         ConvSchedule::Tiled(Buffering::Single) if !conv::is_tiled(geometry, kind) => {
             Some("no tiled schedule to single-buffer")
-        }
-        ConvSchedule::Untiled if !conv::untiled_may_win(geometry, kind) => {
-            Some("the untiled schedule is the default or slower")
         }
         _ if ours.packing == Packing::Spread && !spreads(pass, geometry) => {
             Some("spreading changes nothing here")
@@ -181,12 +179,9 @@ fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, S
         },
         Candidate::Burn => match pass {
             Pass::Forward => builtin::forward(&geometry, a, b, bias),
-            Pass::Data => builtin::data(&geometry, a, b, bias),
+            Pass::Data => builtin::transposed(&geometry, a.clone(), b.clone(), bias.clone())
+                .or_else(|_| builtin::data(&geometry, a, b, bias)),
             Pass::Weight => builtin::weight(&geometry, a, b),
-        },
-        Candidate::BurnTransposed => match pass {
-            Pass::Data => builtin::transposed(&geometry, a, b, bias),
-            _ => Err("Burn's transposed conv only computes input gradients".into()),
         },
     }
 }
@@ -220,7 +215,7 @@ fn candidates(pass: Pass) -> Set {
     };
     OURS.map(Candidate::Ours)
         .into_iter()
-        .chain([Candidate::Burn, Candidate::BurnTransposed])
+        .chain([Candidate::Burn])
         .fold(TunableSet::new_cloning_inputs(key), |set, candidate| {
             set.with(Tunable::identified(candidate, move |inputs: Inputs| {
                 run(pass, candidate, inputs)
@@ -243,8 +238,7 @@ pub fn execute(pass: Pass, inputs: Inputs) -> Result<CubeTensor, LaunchError> {
     match kernels_of(&a.device) {
         _ if empty => run_ours(pass, inputs, OurKernels::default()),
         CubeKernels::Ours(ours) => run_ours(pass, inputs, ours),
-        CubeKernels::Burn => run(pass, Candidate::BurnTransposed, inputs.clone())
-            .or_else(|_| run(pass, Candidate::Burn, inputs.clone()))
+        CubeKernels::Burn => run(pass, Candidate::Burn, inputs.clone())
             .or_else(|_| run_ours(pass, inputs, OurKernels::default())),
         CubeKernels::Tuned if cfg!(feature = "autotune") => Ok(tuned(pass, inputs)),
         CubeKernels::Tuned => run_ours(pass, inputs, OurKernels::default()),
@@ -264,10 +258,9 @@ fn tuned(pass: Pass, inputs: Inputs) -> CubeTensor {
     let set = tuner.init(&id, move || candidates(pass));
     let key = set.generate_key(&inputs);
     if tuner.fastest_identity(&id, &set, &key).is_none() {
-        // Let Burn's tuners settle their own choices outside ours (see the module docs); a
+        // Let Burn's tuner settle its own choice outside ours (see the module docs); a
         // geometry Burn declines leaves nothing to settle.
         let _ = run(pass, Candidate::Burn, inputs.clone());
-        let _ = run(pass, Candidate::BurnTransposed, inputs.clone());
     }
     tuner.execute(&id, &client, set, inputs)
 }

@@ -6,8 +6,8 @@
 //!   while the previous one computes (or, single-buffered, after it: fewer registers), a
 //!   strided input gradient one launch per stride phase over the taps that reach it;
 //! - direct (`direct.rs`: a unit per block of outputs) when `n` or `k` is under a tile's depth,
-//!   as in depthwise convs, where a tile would be mostly padding, and where the tuner finds it
-//!   faster ([`untiled_may_win`]);
+//!   as in depthwise convs, where a tile would be mostly padding (pinned with
+//!   `ConvSchedule::Untiled`, it runs every shape);
 //! - the weight gradient's direct and split schedules (`weight.rs`) for weight gradients with
 //!   few outputs, such as depthwise and grouped convs, and for the bias gradient.
 //!
@@ -157,22 +157,6 @@ pub fn is_tiled(geometry: &ConvGeometry, kind: GemmKind) -> bool {
 pub(super) fn channel_side(geometry: &ConvGeometry, kind: GemmKind) -> usize {
     let (m, n, _) = gemm_sizes(geometry, kind);
     if kind == GemmKind::Weight { m } else { n }
-}
-
-/// Whether the untiled schedule is worth timing against the tiled default of the GEMM of
-/// `kind`: always for a forward, for an input gradient at unit stride or whose stride phases
-/// meet more than one tap of a comptime row, and for a weight gradient whose kernel row the
-/// direct schedule keeps in registers, where a unit's loads serve several products; otherwise
-/// only where a group's channel side (`n`, or a weight gradient's `m`) is at most one tile,
-/// since wider sides share the tiled kernel's gathers among many columns (the case of
-/// `resnet50_1x1_proj_s2` grad_input).
-pub fn untiled_may_win(geometry: &ConvGeometry, kind: GemmKind) -> bool {
-    let always = match kind {
-        GemmKind::Forward => true,
-        GemmKind::Data => geometry.stride == [1; 3] || direct::row_taps(geometry, kind) > 1,
-        GemmKind::Weight => geometry.kernel[2] <= DIRECT_WEIGHT_KERNEL_W,
-    };
-    is_tiled(geometry, kind) && (always || channel_side(geometry, kind) <= conv::TILE_N)
 }
 
 /// Whether [`Packing::Spread`] changes [`gemm`]'s launch: the direct schedule over rows
