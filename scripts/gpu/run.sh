@@ -78,8 +78,14 @@ step() {
 
 # CubeCL's tuner logs each choice (per key: ours and its variants or Burn's conv; pools packed or
 # spread) with its candidates' times to $out/autotune.log; CubeCL reads cubecl.toml from the
-# working directory.
-printf '[autotune.logger]\nfile = "%s"\nlevel = "minimal"\n' "$out/autotune.log" >cubecl.toml
+# working directory. With a second path, one line per compiled kernel goes there.
+cubecl_logs() {
+    printf '[autotune.logger]\nfile = "%s"\nlevel = "minimal"\n' "$1" >cubecl.toml
+    if [ -n "${2:-}" ]; then
+        printf '[compilation.logger]\nfile = "%s"\nlevel = "basic"\n' "$2" >>cubecl.toml
+    fi
+}
+cubecl_logs "$out/autotune.log"
 
 case "$step_name" in
 tests)
@@ -142,8 +148,7 @@ first-use)
     for run in "ours tuned" "ours ours" "builtin tuned"; do
         read -r ops kernels <<<"$run"
         name=$ops-$kernels-$runtime
-        printf '[autotune.logger]\nfile = "%s"\nlevel = "minimal"\n[compilation.logger]\nfile = "%s"\nlevel = "basic"\n' \
-            "$out/autotune-$name.log" "$out/compile-$name.log" >cubecl.toml
+        cubecl_logs "$out/autotune-$name.log" "$out/compile-$name.log"
         step "resnet --ops $ops --kernels $kernels"
         "$bin/resnet" --device "$runtime" --dataset mnist10k --epochs 1 --ops "$ops" \
             --kernels "$kernels" 2>&1 | tee "$out/resnet-$name.log" | tail -3

@@ -51,8 +51,21 @@ pub fn forward(
     at_rank!(rank, geometry, conv_forward(x, weight, bias)).map(|out| in_layout(out, layout))
 }
 
-/// The input-side gradient `[+ bias]` with Burn's kernels.
+/// The input-side gradient `[+ bias]` with Burn's kernels: its transposed conv where that
+/// expresses the geometry ([`transposed`]), else its `conv_data_backward`. One of the two,
+/// since they tied on the H100 and each runs Burn's own tuner (see `tune.rs`).
 pub fn data(
+    geometry: &ConvGeometry,
+    weight: CubeTensor,
+    out_grad: CubeTensor,
+    bias: Option<CubeTensor>,
+) -> Result<CubeTensor, String> {
+    transposed(geometry, weight.clone(), out_grad.clone(), bias.clone())
+        .or_else(|_| data_backward(geometry, weight, out_grad, bias))
+}
+
+/// The input-side gradient `[+ bias]` with Burn's `conv_data_backward`.
+fn data_backward(
     geometry: &ConvGeometry,
     weight: CubeTensor,
     out_grad: CubeTensor,
@@ -89,7 +102,7 @@ pub fn data(
 /// kernels Burn's own transposed convs run, autotuned where its `autotune` feature is on):
 /// 1D and 2D geometries whose input size the transposed conv reaches with a `padding_out`
 /// below the stride or the dilation, as Burn's transposed convs take it.
-pub fn transposed(
+fn transposed(
     geometry: &ConvGeometry,
     weight: CubeTensor,
     out_grad: CubeTensor,

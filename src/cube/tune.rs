@@ -131,9 +131,8 @@ const OURS: [OurKernels; 3] = {
 enum Candidate {
     /// Ours with these settings.
     Ours(OurKernels),
-    /// Burn's autotuned conv; for an input gradient, Burn's transposed conv
-    /// (`builtin::transposed`: what Burn's own `conv_transpose2d` runs) where it expresses
-    /// the geometry, else Burn's `conv_data_backward`.
+    /// Burn's autotuned conv (for an input gradient, `builtin::data`: Burn's transposed conv
+    /// where it expresses the geometry, else its `conv_data_backward`).
     Burn,
 }
 
@@ -179,8 +178,7 @@ fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, S
         },
         Candidate::Burn => match pass {
             Pass::Forward => builtin::forward(&geometry, a, b, bias),
-            Pass::Data => builtin::transposed(&geometry, a.clone(), b.clone(), bias.clone())
-                .or_else(|_| builtin::data(&geometry, a, b, bias)),
+            Pass::Data => builtin::data(&geometry, a, b, bias),
             Pass::Weight => builtin::weight(&geometry, a, b),
         },
     }
