@@ -5,16 +5,21 @@
 //! cargo run --release --example resnet -- --dataset mnist10k  # 28x28 MNIST subset
 //! cargo run --release --example resnet -- --ops builtin       # same network on burn::nn
 //! cargo run --release --features wgpu --example resnet -- --device wgpu
+//! cargo run --release --example resnet -- --trainer learner   # burn-train's Learner
 //! ```
 //!
 //! Prints the train loss, test accuracy and images/s of every epoch, saves the model with Burn's
-//! recorder (`<out>/resnet-<dataset>-<ops>.bpk`) and plots the curves (`<out>/...png`).
+//! recorder (`<out>/resnet-<dataset>-<ops>.bpk`) and plots the curves (`<out>/...png`). With
+//! `--trainer learner`, burn-train runs the epochs instead (same data, Adam and cosine decay),
+//! with its metrics, summary and per-epoch checkpoints under `<out>/learner/`.
 
 mod data;
+mod learner;
 mod model;
 mod plot;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use burn::module::Module;
@@ -34,9 +39,19 @@ enum Ops {
     Builtin,
 }
 
+/// Who runs the epochs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trainer {
+    /// This file's loop: a progress bar, images/s per epoch and a plot.
+    Loop,
+    /// burn-train's `SupervisedTraining` (`learner.rs`).
+    Learner,
+}
+
 struct Args {
     dataset: String,
     ops: Ops,
+    trainer: Trainer,
     device: String,
     /// On a CubeCL device: our kernels tuned per shape against Burn's (`tuned`), or ours only.
     kernels: String,
@@ -50,13 +65,14 @@ struct Args {
 }
 
 const USAGE: &str = "usage: resnet [--dataset digits|mnist10k] [--ops ours|builtin] \
-[--device flex|wgpu|vulkan|cuda] [--kernels tuned|ours] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
+[--trainer loop|learner] [--device flex|wgpu|vulkan|cuda] [--kernels tuned|ours] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
 [--seed N] [--out DIR]";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         dataset: "digits".into(),
         ops: Ops::Ours,
+        trainer: Trainer::Loop,
         device: "flex".into(),
         kernels: "tuned".into(),
         epochs: 0,
@@ -83,6 +99,13 @@ fn parse_args() -> Result<Args, String> {
                     "ours" => Ops::Ours,
                     "builtin" => Ops::Builtin,
                     other => return Err(format!("--ops {other}: expected ours or builtin")),
+                }
+            }
+            "--trainer" => {
+                args.trainer = match value.as_str() {
+                    "loop" => Trainer::Loop,
+                    "learner" => Trainer::Learner,
+                    other => return Err(format!("--trainer {other}: expected loop or learner")),
                 }
             }
             "--device" => args.device = value,
@@ -183,6 +206,7 @@ fn main() {
         .join("examples/data")
         .join(dir);
     let (train, test) = data::load(&data_dir, scale).unwrap_or_else(|e| panic!("{e}"));
+    let test = Arc::new(test);
     let base = device(&args.device).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2);
@@ -221,13 +245,68 @@ fn main() {
         args.batch_size,
         args.lr,
     );
+    let stem = format!("resnet-{}-{ops_name}", args.dataset);
+    std::fs::create_dir_all(&args.out).expect("create the output directory");
+    let model = match args.trainer {
+        Trainer::Loop => {
+            let title = format!(
+                "ResNet on {} ({ops_name} ops, {})",
+                args.dataset, args.device
+            );
+            let (model, history) = train_loop(model, &args, &train, &test, &device, title);
+            let plot_path = args.out.join(format!("{stem}.png"));
+            plot::write_png(&history, &plot_path).expect("write the plot");
+            println!("plotted {}", plot_path.display());
+            model
+        }
+        Trainer::Learner => {
+            let dir = args.out.join("learner");
+            let fit = learner::Fit {
+                dir: &dir,
+                epochs: args.epochs,
+                batch_size: args.batch_size,
+                lr: args.lr,
+                seed: args.seed,
+                devices: Vec::new(),
+                experiment_log: true,
+            };
+            let start = Instant::now();
+            let result = learner::fit(model, &Arc::new(train), &test, &fit);
+            if let Some(error) = result.error {
+                eprintln!("training failed: {error}");
+                std::process::exit(1);
+            }
+            let accuracy = evaluate(&result.model, &test, 256, &base);
+            println!(
+                "trained in {:.1} s, test accuracy {accuracy:.2}%; metric logs and checkpoints in {}",
+                start.elapsed().as_secs_f64(),
+                dir.display()
+            );
+            result.model
+        }
+    };
+    let model_path = args.out.join(format!("{stem}.bpk"));
+    model
+        .valid()
+        .save_file(&model_path)
+        .expect("save the model");
+    println!("saved {}", model_path.display());
+}
+
+/// Run the epochs with this file's loop: Adam with cosine decay, the train loss and images/s of
+/// every epoch and its test accuracy. Returns the trained model and the curves to plot.
+fn train_loop(
+    mut model: ResNet,
+    args: &Args,
+    train: &data::Split,
+    test: &data::Split,
+    device: &Device,
+    title: String,
+) -> (ResNet, plot::History) {
     let mut optimizer = AdamConfig::new().init();
-    let loss_fn = CrossEntropyLossConfig::new().init(&device);
+    let loss_fn = CrossEntropyLossConfig::new().init(device);
     let mut history = plot::History {
-        title: format!(
-            "ResNet on {} ({ops_name} ops, {})",
-            args.dataset, args.device
-        ),
+        title,
         step_loss: Vec::new(),
         epoch_loss: Vec::new(),
         test_accuracy: Vec::new(),
@@ -244,7 +323,7 @@ fn main() {
         let start = Instant::now();
         let (mut loss_sum, mut seen) = (0.0f64, 0usize);
         for (step, chunk) in order.chunks(args.batch_size).enumerate() {
-            let (images, labels) = train.batch(chunk, &device);
+            let (images, labels) = train.batch(chunk, device);
             let loss = loss_fn.forward(model.forward(images), labels);
             let loss_value = loss.clone().into_scalar::<f32>();
             let grads = GradientsParams::from_grads(loss.backward(), &model);
@@ -261,7 +340,7 @@ fn main() {
         bar.finish_and_clear();
         let seconds = start.elapsed().as_secs_f64();
         let train_loss = (loss_sum / seen as f64) as f32;
-        let accuracy = evaluate(&model, &test, 256, &base);
+        let accuracy = evaluate(&model, test, 256, &device.clone().inner());
         history.epoch_loss.push((epoch as f32, train_loss));
         history.test_accuracy.push((epoch as f32, accuracy));
         println!(
@@ -271,15 +350,5 @@ fn main() {
         );
     }
     println!("trained in {:.1} s", run_start.elapsed().as_secs_f64());
-
-    std::fs::create_dir_all(&args.out).expect("create the output directory");
-    let stem = format!("resnet-{}-{ops_name}", args.dataset);
-    let model_path = args.out.join(format!("{stem}.bpk"));
-    model
-        .valid()
-        .save_file(&model_path)
-        .expect("save the model");
-    let plot_path = args.out.join(format!("{stem}.png"));
-    plot::write_png(&history, &plot_path).expect("write the plot");
-    println!("saved {} and {}", model_path.display(), plot_path.display());
+    (model, history)
 }

@@ -76,6 +76,7 @@ if [ "$what" = all ] || [ "$what" = benches ]; then
     build benches bench --no-run --bench conv --bench pool --bench network --bench report
 fi
 if [ "$what" = all ] || [ "$what" = example ]; then
-    build example build --release --example resnet
+    # The bench profile, as the benches: the two steps share every dependency.
+    build example bench --no-run --example resnet
 fi
 du -sh target/gpu/"$runtime"/*

@@ -31,7 +31,8 @@ use std::cell::Cell;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
     /// A vectorised stencil over each channel's plane, no lowering: the forward pass of a
-    /// depthwise convolution (one input and one output channel per group).
+    /// depthwise convolution (one input and one output channel per group), and its weight
+    /// gradient where the stride along W is 1.
     Depthwise,
     /// Winograd's F(2, 3) per 3-tap axis: stride-1, undilated convolutions whose kernel axes
     /// have 1 or 3 taps (at least one 3), all three passes.

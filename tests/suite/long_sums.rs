@@ -1,8 +1,8 @@
 //! Long reductions keep f32's precision: a 4096 x 4096 plane of 0.1 averages to 0.1 within
 //! 1e-6 relative (16 running sums of a million terms each gave 0.10099), and so do 100 x 100
 //! windows that are not whole planes, in f64 and f16 too (f16 sums in f32), on every backend,
-//! forward and backward; an LP pool with p = 1 sums 2^24 terms and the bias gradient
-//! 2^20 as accurately. The reference is the value the tensor holds, times the count.
+//! forward and backward; an LP pool with p = 1 sums 2^24 terms and a convolution's bias
+//! gradient 2^20 as accurately, and so does its weight gradient on the CPU. The reference is the value the tensor holds, times the count.
 
 use burn::tensor::{DType, Device, Tensor};
 use burn_convpool::*;
@@ -125,13 +125,13 @@ fn lp_pools_and_bias_gradients_sum_millions_of_tenths_within_1e_6() {
             assert_all_near(lp.detach(), sum, &what("lp_pool2d with p = 1"));
 
             // A 1x1 convolution whose output gradient is 0.1 everywhere: the bias gradient
-            // sums the 2^20 tenths.
+            // sums the 2^20 tenths, the weight gradient 2^20 products of two tenths.
             let (x, _) = tenths(CONV_SIDE, &device, dtype);
-            let weight = Tensor::<4>::full([1, 1, 1, 1], 1.0, (&device, dtype));
+            let weight = Tensor::<4>::full([1, 1, 1, 1], 1.0, (&device, dtype)).require_grad();
             let bias = Tensor::<1>::full([1], 0.0, (&device, dtype)).require_grad();
             let out = conv2d(
                 x.detach(),
-                weight,
+                weight.clone(),
                 Some(bias.clone()),
                 ConvNdOptions::default(),
             );
@@ -139,6 +139,14 @@ fn lp_pools_and_bias_gradients_sum_millions_of_tenths_within_1e_6() {
             let bias_grad = bias.grad(&grads).expect("bias gradient");
             let positions = (CONV_SIDE * CONV_SIDE) as f64;
             assert_all_near(bias_grad, value * positions, &what("conv2d bias gradient"));
+            // The CubeCL weight gradients (ours and Burn's, whichever the tuner picks) sum
+            // their 2^20 products about 1.4e-5 off in f32 on lavapipe: not yet blocked.
+            if name != "cube" {
+                let weight_grad = weight.grad(&grads).expect("weight gradient");
+                let product = value * value;
+                let what = what("conv2d weight gradient");
+                assert_all_near(weight_grad, product * positions, &what);
+            }
         }
     }
 }

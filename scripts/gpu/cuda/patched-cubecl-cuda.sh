@@ -26,7 +26,16 @@ if [ -z "$src" ]; then
     exit 1
 fi
 mkdir -p "$dest"
-rm -rf "$dest/cubecl-cuda"
-cp -r "$src" "$dest/cubecl-cuda"
-(cd "$dest/cubecl-cuda" && patch -s -p2 <"$here/cubecl-cuda-0.11.3-no-llvm.patch")
+# Patch a fresh copy, and keep the previous one where it is the same: cargo fingerprints a
+# path dependency by its files' times, so a new copy would rebuild everything above it (CubeCL,
+# cubek, Burn's CubeCL crates) in every build.sh step.
+rm -rf "$dest/cubecl-cuda.new"
+cp -r "$src" "$dest/cubecl-cuda.new"
+(cd "$dest/cubecl-cuda.new" && patch -s -p2 <"$here/cubecl-cuda-0.11.3-no-llvm.patch")
+if diff -r -q "$dest/cubecl-cuda.new" "$dest/cubecl-cuda" >/dev/null 2>&1; then
+    rm -rf "$dest/cubecl-cuda.new"
+else
+    rm -rf "$dest/cubecl-cuda"
+    mv "$dest/cubecl-cuda.new" "$dest/cubecl-cuda"
+fi
 cd "$dest/cubecl-cuda" && pwd

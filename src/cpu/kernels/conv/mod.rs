@@ -32,7 +32,12 @@ pub enum Pass {
 /// Whether `algorithm` computes `pass` over `geometry`, fast or not.
 fn serves(algorithm: Algorithm, geometry: &ConvGeometry, pass: Pass) -> bool {
     match algorithm {
-        Algorithm::Depthwise => pass == Pass::Forward && depthwise::is_depthwise(geometry),
+        Algorithm::Depthwise => match pass {
+            Pass::Forward => depthwise::is_depthwise(geometry),
+            Pass::Weight => depthwise::serves_weight(geometry),
+            // The adjoint runs the depthwise forward pass for it.
+            Pass::Data => false,
+        },
         Algorithm::Winograd => winograd::serves(geometry),
         Algorithm::Phases => phases::serves(geometry),
         Algorithm::Adjoint => pass == Pass::Data && adjoint::serves(geometry),
@@ -146,9 +151,10 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
     }
     run_pass(geometry, Pass::Weight, |algorithm| {
         let weight_grad = match algorithm {
+            Algorithm::Depthwise => Some(depthwise::weight_backward(geometry, x, out_grad)),
             Algorithm::Winograd => winograd::weight_backward(geometry, x, out_grad),
             Algorithm::Phases => phases::weight_backward(geometry, x, out_grad),
-            Algorithm::Depthwise | Algorithm::Adjoint | Algorithm::Lowered => None,
+            Algorithm::Adjoint | Algorithm::Lowered => None,
         };
         weight_grad.unwrap_or_else(|| lowered::weight_backward(geometry, x, out_grad))
     })

@@ -439,8 +439,39 @@ fn depthwise_rows_of_every_width() {
     );
 }
 
-/// Depthwise (the stencil, or tap masks for a "same" plane) and channel multipliers (still
-/// the GEMM) side by side.
+/// The depthwise weight gradient over rows longer than its leaf of products (several
+/// segments a row), a batch of three, a 1D signal, D and H strides (the copy cut short where
+/// the stride leaves the last input rows unread), and no padding at all.
+#[test]
+fn depthwise_weight_gradient_of_long_rows() {
+    check(
+        [3, 2, 1, 3, 300],
+        2,
+        [1, 3, 5],
+        ConvOptions::new([1; 3], [0, 1, 2], [1, 1, 2], 2),
+    );
+    check(
+        [2, 3, 1, 1, 1000],
+        3,
+        [1, 1, 9],
+        ConvOptions::new([1; 3], [0, 0, 4], [1; 3], 3),
+    );
+    check(
+        [2, 2, 5, 7, 9],
+        2,
+        [3, 3, 3],
+        ConvOptions::new([2, 3, 1], [1, 0, 1], [1; 3], 2),
+    );
+    check(
+        [1, 2, 1, 6, 20],
+        2,
+        [1, 3, 3],
+        ConvOptions::new([1; 3], [0, 0, 0], [1; 3], 2),
+    );
+}
+
+/// Depthwise (the bordered rows, or the stencil where the W stride is not 1) and channel
+/// multipliers (still the GEMM) side by side.
 #[test]
 fn depthwise_and_channel_multipliers() {
     check(

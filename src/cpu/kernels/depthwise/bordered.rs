@@ -1,0 +1,183 @@
+//! A depthwise plane copied into a zero border, and the unit-W-stride forward pass over the
+//! copy: runs of output columns accumulated in registers, with no edge cases.
+
+use pulp::{Simd, WithSimd};
+
+use crate::spec::ConvGeometry;
+
+use super::super::element::Element;
+
+/// The extent of a plane copied into a zero border: just the region the taps read, the
+/// padding included. The copy costs one pass over the plane (which the taps then read from
+/// cache), and the padding then multiplies like the GEMM path's zero-filled patches.
+pub(super) struct Bordered {
+    size: [usize; 3],
+}
+
+impl Bordered {
+    /// `None` where the stride along W is not 1 (the row runs would gather), the output is
+    /// empty, or the border would make the copy much larger than the plane (padding far wider
+    /// than the kernel).
+    pub(super) fn new(g: &ConvGeometry) -> Option<Self> {
+        if g.stride[2] != 1 {
+            return None;
+        }
+        // An empty output reads nothing: no copy (and no `out - 1` below).
+        let mut size = [0; 3];
+        for (axis, size) in size.iter_mut().enumerate() {
+            let reach = (g.out_size[axis].checked_sub(1)?)
+                .checked_mul(g.stride[axis])?
+                .checked_add(
+                    g.kernel[axis]
+                        .checked_sub(1)?
+                        .checked_mul(g.dilation[axis])?,
+                )?;
+            *size = reach.checked_add(1)?;
+        }
+        let volume = size
+            .iter()
+            .try_fold(1usize, |volume, &len| volume.checked_mul(len))?;
+        let bound = g.in_volume().saturating_mul(2).saturating_add(4096);
+        (volume <= bound).then_some(Self { size })
+    }
+
+    /// The copy's extent `[D, H, W]`: position `p` along an axis holds input `p - pad_begin`.
+    pub(super) fn size(&self) -> [usize; 3] {
+        self.size
+    }
+
+    /// Copy `x_plane` into `copy`, zeros wherever the copy's position is outside the input.
+    pub(super) fn fill<T: Element>(&self, g: &ConvGeometry, x_plane: &[T], copy: &mut Vec<T>) {
+        let [size_d, size_h, size_w] = self.size;
+        let [in_d, in_h, in_w] = g.in_size;
+        let [pad_d, pad_h, pad_w] = g.pad_begin;
+        copy.clear();
+        copy.resize(size_d * size_h * size_w, T::ZERO);
+        // The copy's columns that hold input columns, and the first of those input columns.
+        let columns = pad_w.min(size_w)..(pad_w + in_w).min(size_w);
+        for (row, copy_row) in copy.chunks_mut(size_w).enumerate() {
+            let (d, h) = (row / size_h, row % size_h);
+            let (Some(id), Some(ih)) = (d.checked_sub(pad_d), h.checked_sub(pad_h)) else {
+                continue;
+            };
+            if id < in_d && ih < in_h && !columns.is_empty() {
+                let x_row = &x_plane[(id * in_h + ih) * in_w..][..columns.len()];
+                copy_row[columns.clone()].copy_from_slice(x_row);
+            }
+        }
+    }
+}
+
+/// One output plane from its bordered copy `x_copy` (filled by [`Bordered::fill`]).
+pub(super) fn forward_plane<T: Element>(
+    arch: &pulp::Arch,
+    geometry: &ConvGeometry,
+    bordered: &Bordered,
+    x_copy: &[T],
+    taps: &[T],
+    bias: T,
+    out_plane: &mut [T],
+) {
+    arch.dispatch(BorderedPlane {
+        geometry,
+        size: bordered.size,
+        x_plane: x_copy,
+        taps,
+        bias,
+        out_plane,
+    });
+}
+
+/// Output columns per register run of [`BorderedPlane`]: enough independent accumulators
+/// that the adds of successive taps do not wait on each other (four AVX2 or two AVX-512
+/// registers of f32).
+const RUN: usize = 32;
+
+/// One output plane of a unit-W-stride depthwise convolution, read from its bordered copy.
+/// A [`WithSimd`] op, so that the runs use the widest vectors the CPU has.
+struct BorderedPlane<'a, T> {
+    geometry: &'a ConvGeometry,
+    size: [usize; 3],
+    x_plane: &'a [T],
+    taps: &'a [T],
+    bias: T,
+    out_plane: &'a mut [T],
+}
+
+impl<T: Element> WithSimd for BorderedPlane<'_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) {
+        let g = self.geometry;
+        let [_, size_h, size_w] = self.size;
+        let [_, out_h, out_w] = g.out_size;
+        let [s_d, s_h, _] = g.stride;
+        for (row, out_row) in self.out_plane.chunks_mut(out_w).enumerate() {
+            let (od, oh) = (row / out_h, row % out_h);
+            // Where this output row's first tap row starts in the copy.
+            let first = (od * s_d * size_h + oh * s_h) * size_w;
+            let rows = TapRows {
+                geometry: g,
+                size: self.size,
+                first,
+                x_plane: self.x_plane,
+                taps: self.taps,
+                bias: self.bias,
+            };
+            let mut columns = out_row.chunks_exact_mut(RUN);
+            let mut column = 0;
+            for run in &mut columns {
+                rows.accumulate::<RUN>(column, run.try_into().expect("RUN columns"));
+                column += RUN;
+            }
+            let mut tail = columns.into_remainder().chunks_exact_mut(8);
+            for run in &mut tail {
+                rows.accumulate::<8>(column, run.try_into().expect("8 columns"));
+                column += 8;
+            }
+            for slot in tail.into_remainder() {
+                rows.accumulate::<1>(column, core::slice::from_mut(slot).try_into().unwrap());
+                column += 1;
+            }
+        }
+    }
+}
+
+/// The taps of one output row, over the bordered copy.
+struct TapRows<'a, T> {
+    geometry: &'a ConvGeometry,
+    size: [usize; 3],
+    first: usize,
+    x_plane: &'a [T],
+    taps: &'a [T],
+    bias: T,
+}
+
+impl<T: Element> TapRows<'_, T> {
+    /// `out[i] = bias + sum over taps of tap * x[column + i + tap's offset]`, the taps in weight
+    /// order (as the stencil and the GEMM add them), accumulated in registers.
+    #[inline(always)]
+    fn accumulate<const L: usize>(&self, column: usize, out: &mut [T; L]) {
+        let g = self.geometry;
+        let [_, size_h, size_w] = self.size;
+        let [k_d, k_h, k_w] = g.kernel;
+        let [d_d, d_h, d_w] = g.dilation;
+        let mut acc = [self.bias; L];
+        let mut taps = self.taps.iter();
+        for kd in 0..k_d {
+            for kh in 0..k_h {
+                let row = self.first + (kd * d_d * size_h + kh * d_h) * size_w + column;
+                for (kw, &tap) in (0..k_w).zip(&mut taps) {
+                    let x: &[T; L] = self.x_plane[row + kw * d_w..][..L]
+                        .try_into()
+                        .expect("L inputs");
+                    for (slot, &value) in acc.iter_mut().zip(x) {
+                        *slot += tap * value;
+                    }
+                }
+            }
+        }
+        *out = acc;
+    }
+}

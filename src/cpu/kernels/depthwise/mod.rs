@@ -1,0 +1,65 @@
+//! Depthwise convolution (one input and one output channel per group) as a direct stencil.
+//! With unit stride along W (nearly every depthwise layer), each plane is first copied into a
+//! zero border ([`Bordered`]), so every tap of every output reads inside the copy: an output
+//! row is then computed a register-sized run of columns at a time, every tap accumulated
+//! before the run is stored once, with no edge cases. Otherwise every output row accumulates
+//! its `kD * kH * kW` shifted input rows in place. Lowered to a GEMM, each plane would be a
+//! `1 x taps` weight times a `taps`-fold copy of the plane, and the copy costs more than the
+//! arithmetic.
+
+mod bordered;
+mod stencil;
+mod weight;
+
+use rayon::prelude::*;
+
+use crate::spec::ConvGeometry;
+
+use super::element::Element;
+use bordered::Bordered;
+pub use weight::{serves_weight, weight_backward};
+
+/// True when each group maps one input channel to one output channel, the case the stencil
+/// serves. With more output channels per group (a channel multiplier, or a single-channel stem
+/// with `groups = 1`) the GEMM wins: it reuses one lowering across all of them.
+pub fn is_depthwise(geometry: &ConvGeometry) -> bool {
+    geometry.in_per_group() == 1 && geometry.out_per_group() == 1
+}
+
+/// `out = conv(x, weight) + bias` for a depthwise geometry, shape `geometry.out_shape()`.
+pub fn forward<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    weight: &[T],
+    bias: Option<&[T]>,
+) -> Vec<T> {
+    let g = geometry;
+    debug_assert!(is_depthwise(g));
+    let (in_vol, out_vol, taps) = (g.in_volume(), g.out_volume(), g.patch_len());
+    let mut out = vec![T::ZERO; g.out_shape().iter().product()];
+    if out_vol == 0 {
+        return out;
+    }
+    let bordered = Bordered::new(g);
+    let runs = stencil::column_runs(g);
+    let arch = pulp::Arch::new();
+    out.par_chunks_mut(out_vol)
+        .enumerate()
+        .for_each_init(Vec::new, |copy, (plane, out_plane)| {
+            let (n, channel) = (plane / g.out_channels, plane % g.out_channels);
+            let bias = bias.map_or(T::ZERO, |bias| bias[channel]);
+            let x_plane = &x[(n * g.in_channels + channel) * in_vol..][..in_vol];
+            let taps = &weight[channel * taps..][..taps];
+            match &bordered {
+                Some(bordered) => {
+                    bordered.fill(g, x_plane, copy);
+                    bordered::forward_plane(&arch, g, bordered, copy, taps, bias, out_plane);
+                }
+                None => {
+                    out_plane.fill(bias);
+                    stencil::forward_plane(&arch, g, &runs, x_plane, taps, out_plane);
+                }
+            }
+        });
+    out
+}
