@@ -127,7 +127,15 @@ fn lp_pools_and_bias_gradients_sum_millions_of_tenths_within_1e_6() {
             // A 1x1 convolution whose output gradient is 0.1 everywhere: the bias gradient
             // sums the 2^20 tenths, the weight gradient 2^20 products of two tenths.
             let (x, _) = tenths(CONV_SIDE, &device, dtype);
-            let weight = Tensor::<4>::full([1, 1, 1, 1], 1.0, (&device, dtype)).require_grad();
+            // The CubeCL weight gradients (ours and Burn's, whichever the tuner picks) sum
+            // their 2^20 products about 1.4e-5 off in f32 on lavapipe: not yet blocked, so
+            // only the CPU backends' weight gradient is checked (and computed).
+            let weight = Tensor::<4>::full([1, 1, 1, 1], 1.0, (&device, dtype));
+            let weight = if name == "cube" {
+                weight
+            } else {
+                weight.require_grad()
+            };
             let bias = Tensor::<1>::full([1], 0.0, (&device, dtype)).require_grad();
             let out = conv2d(
                 x.detach(),
@@ -139,8 +147,6 @@ fn lp_pools_and_bias_gradients_sum_millions_of_tenths_within_1e_6() {
             let bias_grad = bias.grad(&grads).expect("bias gradient");
             let positions = (CONV_SIDE * CONV_SIDE) as f64;
             assert_all_near(bias_grad, value * positions, &what("conv2d bias gradient"));
-            // The CubeCL weight gradients (ours and Burn's, whichever the tuner picks) sum
-            // their 2^20 products about 1.4e-5 off in f32 on lavapipe: not yet blocked.
             if name != "cube" {
                 let weight_grad = weight.grad(&grads).expect("weight gradient");
                 let product = value * value;
