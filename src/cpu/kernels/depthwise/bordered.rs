@@ -12,6 +12,8 @@ use super::super::element::Element;
 /// cache), and the padding then multiplies like the GEMM path's zero-filled patches.
 pub(super) struct Bordered {
     size: [usize; 3],
+    /// Each tap's offset in the copy from an output row's origin, in weight order.
+    offsets: Vec<usize>,
 }
 
 impl Bordered {
@@ -38,12 +40,30 @@ impl Bordered {
             .iter()
             .try_fold(1usize, |volume, &len| volume.checked_mul(len))?;
         let bound = g.in_volume().saturating_mul(2).saturating_add(4096);
-        (volume <= bound).then_some(Self { size })
+        if volume > bound {
+            return None;
+        }
+        let [_, size_h, size_w] = size;
+        let [k_d, k_h, k_w] = g.kernel;
+        let [d_d, d_h, d_w] = g.dilation;
+        let offsets = (0..k_d)
+            .flat_map(|kd| (0..k_h).flat_map(move |kh| (0..k_w).map(move |kw| (kd, kh, kw))))
+            .map(|(kd, kh, kw)| (kd * d_d * size_h + kh * d_h) * size_w + kw * d_w)
+            .collect();
+        Some(Self { size, offsets })
     }
 
-    /// The copy's extent `[D, H, W]`: position `p` along an axis holds input `p - pad_begin`.
-    pub(super) fn size(&self) -> [usize; 3] {
-        self.size
+    /// Where output row `row` (of a plane's `D_out * H_out` rows) reads its first tap in the
+    /// copy: its column 0 with every tap index 0.
+    pub(super) fn row_origin(&self, g: &ConvGeometry, row: usize) -> usize {
+        let [_, size_h, size_w] = self.size;
+        let (od, oh) = (row / g.out_size[1], row % g.out_size[1]);
+        (od * g.stride[0] * size_h + oh * g.stride[1]) * size_w
+    }
+
+    /// Each tap's offset in the copy from a row origin, in weight order.
+    pub(super) fn offsets(&self) -> &[usize] {
+        &self.offsets
     }
 
     /// Copy `x_plane` into `copy`, zeros wherever the copy's position is outside the input.
@@ -80,7 +100,7 @@ pub(super) fn forward_plane<T: Element>(
 ) {
     arch.dispatch(BorderedPlane {
         geometry,
-        size: bordered.size,
+        bordered,
         x_plane: x_copy,
         taps,
         bias,
@@ -97,7 +117,7 @@ const RUN: usize = 32;
 /// A [`WithSimd`] op, so that the runs use the widest vectors the CPU has.
 struct BorderedPlane<'a, T> {
     geometry: &'a ConvGeometry,
-    size: [usize; 3],
+    bordered: &'a Bordered,
     x_plane: &'a [T],
     taps: &'a [T],
     bias: T,
@@ -110,17 +130,10 @@ impl<T: Element> WithSimd for BorderedPlane<'_, T> {
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
         let g = self.geometry;
-        let [_, size_h, size_w] = self.size;
-        let [_, out_h, out_w] = g.out_size;
-        let [s_d, s_h, _] = g.stride;
-        for (row, out_row) in self.out_plane.chunks_mut(out_w).enumerate() {
-            let (od, oh) = (row / out_h, row % out_h);
-            // Where this output row's first tap row starts in the copy.
-            let first = (od * s_d * size_h + oh * s_h) * size_w;
+        for (row, out_row) in self.out_plane.chunks_mut(g.out_size[2]).enumerate() {
             let rows = TapRows {
-                geometry: g,
-                size: self.size,
-                first,
+                origin: self.bordered.row_origin(g, row),
+                offsets: self.bordered.offsets(),
                 x_plane: self.x_plane,
                 taps: self.taps,
                 bias: self.bias,
@@ -146,9 +159,8 @@ impl<T: Element> WithSimd for BorderedPlane<'_, T> {
 
 /// The taps of one output row, over the bordered copy.
 struct TapRows<'a, T> {
-    geometry: &'a ConvGeometry,
-    size: [usize; 3],
-    first: usize,
+    origin: usize,
+    offsets: &'a [usize],
     x_plane: &'a [T],
     taps: &'a [T],
     bias: T,
@@ -159,23 +171,13 @@ impl<T: Element> TapRows<'_, T> {
     /// order (as the stencil and the GEMM add them), accumulated in registers.
     #[inline(always)]
     fn accumulate<const L: usize>(&self, column: usize, out: &mut [T; L]) {
-        let g = self.geometry;
-        let [_, size_h, size_w] = self.size;
-        let [k_d, k_h, k_w] = g.kernel;
-        let [d_d, d_h, d_w] = g.dilation;
         let mut acc = [self.bias; L];
-        let mut taps = self.taps.iter();
-        for kd in 0..k_d {
-            for kh in 0..k_h {
-                let row = self.first + (kd * d_d * size_h + kh * d_h) * size_w + column;
-                for (kw, &tap) in (0..k_w).zip(&mut taps) {
-                    let x: &[T; L] = self.x_plane[row + kw * d_w..][..L]
-                        .try_into()
-                        .expect("L inputs");
-                    for (slot, &value) in acc.iter_mut().zip(x) {
-                        *slot += tap * value;
-                    }
-                }
+        for (&tap, &offset) in self.taps.iter().zip(self.offsets) {
+            let x: &[T; L] = self.x_plane[self.origin + column + offset..][..L]
+                .try_into()
+                .expect("L inputs");
+            for (slot, &value) in acc.iter_mut().zip(x) {
+                *slot += tap * value;
             }
         }
         *out = acc;

@@ -46,7 +46,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
                 bordered.fill(g, &x[plane * in_vol..][..in_vol], copy);
                 arch.dispatch(PlaneProducts {
                     geometry: g,
-                    size: bordered.size(),
+                    bordered: &bordered,
                     x_copy: copy,
                     out_grad: &out_grad[plane * out_vol..][..out_vol],
                     sums: &mut sums,
@@ -103,7 +103,7 @@ impl<T: Element> TapSums<T> {
 /// loops use the widest vectors the CPU has.
 struct PlaneProducts<'a, T> {
     geometry: &'a ConvGeometry,
-    size: [usize; 3],
+    bordered: &'a Bordered,
     x_copy: &'a [T],
     out_grad: &'a [T],
     sums: &'a mut TapSums<T>,
@@ -114,21 +114,11 @@ impl<T: Element> WithSimd for PlaneProducts<'_, T> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
-        let g = self.geometry;
-        let [_, size_h, size_w] = self.size;
-        let [_, out_h, out_w] = g.out_size;
-        let [s_d, s_h, _] = g.stride;
-        let [k_d, k_h, k_w] = g.kernel;
-        let [d_d, d_h, d_w] = g.dilation;
-        // Each tap's offset in the copy from an output row's first read.
-        let offsets: Vec<usize> = (0..k_d)
-            .flat_map(|kd| (0..k_h).flat_map(move |kh| (0..k_w).map(move |kw| (kd, kh, kw))))
-            .map(|(kd, kh, kw)| (kd * d_d * size_h + kh * d_h) * size_w + kw * d_w)
-            .collect();
+        let (g, bordered) = (self.geometry, self.bordered);
+        let offsets = bordered.offsets();
         let sums = self.sums;
-        for (row, grad_row) in self.out_grad.chunks(out_w).enumerate() {
-            let (od, oh) = (row / out_h, row % out_h);
-            let first = (od * s_d * size_h + oh * s_h) * size_w;
+        for (row, grad_row) in self.out_grad.chunks(g.out_size[2]).enumerate() {
+            let first = bordered.row_origin(g, row);
             for (segment, grads) in grad_row.chunks(LEAF).enumerate() {
                 let start = first + segment * LEAF;
                 let runs = grads.chunks_exact(LANES);
@@ -136,7 +126,7 @@ impl<T: Element> WithSimd for PlaneProducts<'_, T> {
                 for (run, grads) in runs.enumerate() {
                     let grads: &[T; LANES] = grads.try_into().expect("LANES columns");
                     let column = start + run * LANES;
-                    for (lanes, &offset) in sums.lanes.iter_mut().zip(&offsets) {
+                    for (lanes, &offset) in sums.lanes.iter_mut().zip(offsets) {
                         let x: &[T; LANES] = self.x_copy[column + offset..][..LANES]
                             .try_into()
                             .expect("LANES inputs");
@@ -146,7 +136,7 @@ impl<T: Element> WithSimd for PlaneProducts<'_, T> {
                     }
                 }
                 let column = start + (grads.len() - tail.len());
-                for (rest, &offset) in sums.rest.iter_mut().zip(&offsets) {
+                for (rest, &offset) in sums.rest.iter_mut().zip(offsets) {
                     let x = &self.x_copy[column + offset..][..tail.len()];
                     for (&grad, &x) in tail.iter().zip(x) {
                         *rest += grad * x;
