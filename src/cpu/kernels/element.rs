@@ -1,5 +1,6 @@
 //! The float types the CPU kernels compute in, and the batch/GEMM parallelism split.
 
+use core::mem::MaybeUninit;
 use core::ops::Range;
 
 use gemm::Parallelism;
@@ -181,4 +182,38 @@ pub fn sum_of_partials<T: Element>(
         sum.iter_mut().zip(&other).for_each(|(a, b)| *a += *b);
     }
     sum
+}
+
+/// `planes * plane_len` values, each plane zeroed and then filled by `body(scratch, index,
+/// plane)` on the rayon task that owns it, with one `init()` scratch per worker: the zeroes
+/// are written in parallel and are still in cache when `body` writes over them (a
+/// `vec![0; n]` is one thread's memset of the whole output, up front: an eighth of a
+/// depthwise forward pass's time, `conv/flex/mobilenet_depthwise_3x3/forward`).
+pub fn zeroed_per_plane<T: Element, S>(
+    planes: usize,
+    plane_len: usize,
+    init: impl Fn() -> S + Sync + Send,
+    body: impl Fn(&mut S, usize, &mut [T]) + Sync + Send,
+) -> Vec<T> {
+    let total = planes * plane_len;
+    let mut out = Vec::with_capacity(total);
+    if plane_len > 0 {
+        out.spare_capacity_mut()[..total]
+            .par_chunks_mut(plane_len)
+            .enumerate()
+            .for_each_init(init, |scratch, (p, chunk)| body(scratch, p, zeroed(chunk)));
+    }
+    // SAFETY: `zeroed` initialised each of the first `total` elements (the planes tile them);
+    // had `body` panicked, the length would still be 0.
+    unsafe { out.set_len(total) };
+    out
+}
+
+/// Write zeroes over `chunk` and view it as initialised.
+fn zeroed<T: Element>(chunk: &mut [MaybeUninit<T>]) -> &mut [T] {
+    for slot in chunk.iter_mut() {
+        slot.write(T::ZERO);
+    }
+    // SAFETY: every element was just written, and `MaybeUninit<T>` has the layout of `T`.
+    unsafe { &mut *(chunk as *mut [MaybeUninit<T>] as *mut [T]) }
 }

@@ -437,6 +437,16 @@ fn depthwise_rows_of_every_width() {
         [1, 3, 3],
         ConvOptions::new([1; 3], [0, 1, 2], [1, 1, 2], 2),
     );
+    // Output rows around the register runs' widths: under 8, whole runs of 32, and every
+    // remainder run (8, 16, 24, 32 columns) overlapping the run before it.
+    for out_w in [7, 8, 15, 31, 32, 33, 40, 48, 56, 63, 64, 72, 95] {
+        check(
+            [2, 2, 1, 3, out_w],
+            2,
+            [1, 3, 3],
+            ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 2),
+        );
+    }
 }
 
 /// The depthwise weight gradient over rows longer than its leaf of products (several

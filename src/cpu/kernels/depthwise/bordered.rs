@@ -67,12 +67,16 @@ impl Bordered {
     }
 
     /// Copy `x_plane` into `copy`, zeros wherever the copy's position is outside the input.
+    /// A `copy` already of the copy's size was filled for this geometry before: its zeros are
+    /// where they belong, so only the input is written again.
     pub(super) fn fill<T: Element>(&self, g: &ConvGeometry, x_plane: &[T], copy: &mut Vec<T>) {
         let [size_d, size_h, size_w] = self.size;
         let [in_d, in_h, in_w] = g.in_size;
         let [pad_d, pad_h, pad_w] = g.pad_begin;
-        copy.clear();
-        copy.resize(size_d * size_h * size_w, T::ZERO);
+        if copy.len() != size_d * size_h * size_w {
+            copy.clear();
+            copy.resize(size_d * size_h * size_w, T::ZERO);
+        }
         // The copy's columns that hold input columns, and the first of those input columns.
         let columns = pad_w.min(size_w)..(pad_w + in_w).min(size_w);
         for (row, copy_row) in copy.chunks_mut(size_w).enumerate() {
@@ -138,21 +142,7 @@ impl<T: Element> WithSimd for BorderedPlane<'_, T> {
                 taps: self.taps,
                 bias: self.bias,
             };
-            let mut columns = out_row.chunks_exact_mut(RUN);
-            let mut column = 0;
-            for run in &mut columns {
-                rows.accumulate::<RUN>(column, run.try_into().expect("RUN columns"));
-                column += RUN;
-            }
-            let mut tail = columns.into_remainder().chunks_exact_mut(8);
-            for run in &mut tail {
-                rows.accumulate::<8>(column, run.try_into().expect("8 columns"));
-                column += 8;
-            }
-            for slot in tail.into_remainder() {
-                rows.accumulate::<1>(column, core::slice::from_mut(slot).try_into().unwrap());
-                column += 1;
-            }
+            rows.accumulate_row(out_row);
         }
     }
 }
@@ -167,6 +157,47 @@ struct TapRows<'a, T> {
 }
 
 impl<T: Element> TapRows<'_, T> {
+    /// The whole output row: runs of [`RUN`] columns, then the rest in one run of a multiple of
+    /// 8 that ends flush with the row, overlapping the run before it by under 8 columns (a row
+    /// narrower than [`RUN`] runs 8 at a time, the last run again flush with its end). Each
+    /// column's sum is the same whichever run computes it, and the copy has no edge, so an
+    /// overlap only recomputes: a 56-wide row is runs of 32 and 24, where runs of 8 would each
+    /// wait on every tap's add in their single accumulator.
+    #[inline(always)]
+    fn accumulate_row(&self, out_row: &mut [T]) {
+        let width = out_row.len();
+        if width < 8 {
+            for (column, slot) in out_row.iter_mut().enumerate() {
+                self.accumulate::<1>(column, core::slice::from_mut(slot).try_into().unwrap());
+            }
+            return;
+        }
+        if width < RUN {
+            let starts = (0..width - 8).step_by(8).chain([width - 8]);
+            return starts.for_each(|column| self.run::<8>(out_row, column));
+        }
+        let whole = width - width % RUN;
+        (0..whole)
+            .step_by(RUN)
+            .for_each(|column| self.run::<RUN>(out_row, column));
+        match (width % RUN).next_multiple_of(8) {
+            0 => {}
+            8 => self.run::<8>(out_row, width - 8),
+            16 => self.run::<16>(out_row, width - 16),
+            24 => self.run::<24>(out_row, width - 24),
+            _ => self.run::<RUN>(out_row, width - RUN),
+        }
+    }
+
+    /// The run of `L` columns from `column`.
+    #[inline(always)]
+    fn run<const L: usize>(&self, out_row: &mut [T], column: usize) {
+        let run = (&mut out_row[column..column + L])
+            .try_into()
+            .expect("L columns");
+        self.accumulate::<L>(column, run);
+    }
+
     /// `out[i] = bias + sum over taps of tap * x[column + i + tap's offset]`, the taps in weight
     /// order (as the stencil and the GEMM add them), accumulated in registers.
     #[inline(always)]

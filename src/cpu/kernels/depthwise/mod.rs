@@ -11,11 +11,9 @@ mod bordered;
 mod stencil;
 mod weight;
 
-use rayon::prelude::*;
-
 use crate::spec::ConvGeometry;
 
-use super::element::Element;
+use super::element::{Element, zeroed_per_plane};
 use bordered::Bordered;
 pub use weight::{serves_weight, weight_backward};
 
@@ -36,30 +34,27 @@ pub fn forward<T: Element>(
     let g = geometry;
     debug_assert!(is_depthwise(g));
     let (in_vol, out_vol, taps) = (g.in_volume(), g.out_volume(), g.patch_len());
-    let mut out = vec![T::ZERO; g.out_shape().iter().product()];
+    let planes = g.batch * g.out_channels;
     if out_vol == 0 {
-        return out;
+        return Vec::new();
     }
     let bordered = Bordered::new(g);
     let runs = stencil::column_runs(g);
     let arch = pulp::Arch::new();
-    out.par_chunks_mut(out_vol)
-        .enumerate()
-        .for_each_init(Vec::new, |copy, (plane, out_plane)| {
-            let (n, channel) = (plane / g.out_channels, plane % g.out_channels);
-            let bias = bias.map_or(T::ZERO, |bias| bias[channel]);
-            let x_plane = &x[(n * g.in_channels + channel) * in_vol..][..in_vol];
-            let taps = &weight[channel * taps..][..taps];
-            match &bordered {
-                Some(bordered) => {
-                    bordered.fill(g, x_plane, copy);
-                    bordered::forward_plane(&arch, g, bordered, copy, taps, bias, out_plane);
-                }
-                None => {
-                    out_plane.fill(bias);
-                    stencil::forward_plane(&arch, g, &runs, x_plane, taps, out_plane);
-                }
+    zeroed_per_plane(planes, out_vol, Vec::new, |copy, plane, out_plane| {
+        let (n, channel) = (plane / g.out_channels, plane % g.out_channels);
+        let bias = bias.map_or(T::ZERO, |bias| bias[channel]);
+        let x_plane = &x[(n * g.in_channels + channel) * in_vol..][..in_vol];
+        let taps = &weight[channel * taps..][..taps];
+        match &bordered {
+            Some(bordered) => {
+                bordered.fill(g, x_plane, copy);
+                bordered::forward_plane(&arch, g, bordered, copy, taps, bias, out_plane);
             }
-        });
-    out
+            None => {
+                out_plane.fill(bias);
+                stencil::forward_plane(&arch, g, &runs, x_plane, taps, out_plane);
+            }
+        }
+    })
 }

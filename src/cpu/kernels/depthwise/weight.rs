@@ -99,6 +99,11 @@ impl<T: Element> TapSums<T> {
     }
 }
 
+/// Taps whose lanes one pass over a row segment accumulates: each tap's lanes are a chain of
+/// dependent adds, so several taps side by side keep the vector units busy, and their lanes
+/// stay in registers for the whole segment.
+const TAP_BLOCK: usize = 4;
+
 /// One image's products for every tap of one channel. A [`WithSimd`] op, so that the lane
 /// loops use the widest vectors the CPU has.
 struct PlaneProducts<'a, T> {
@@ -120,22 +125,25 @@ impl<T: Element> WithSimd for PlaneProducts<'_, T> {
         for (row, grad_row) in self.out_grad.chunks(g.out_size[2]).enumerate() {
             let first = bordered.row_origin(g, row);
             for (segment, grads) in grad_row.chunks(LEAF).enumerate() {
-                let start = first + segment * LEAF;
-                let runs = grads.chunks_exact(LANES);
-                let tail = runs.remainder();
-                for (run, grads) in runs.enumerate() {
-                    let grads: &[T; LANES] = grads.try_into().expect("LANES columns");
-                    let column = start + run * LANES;
-                    for (lanes, &offset) in sums.lanes.iter_mut().zip(offsets) {
-                        let x: &[T; LANES] = self.x_copy[column + offset..][..LANES]
-                            .try_into()
-                            .expect("LANES inputs");
-                        for ((lane, &grad), &x) in lanes.iter_mut().zip(grads).zip(x) {
-                            *lane += grad * x;
-                        }
-                    }
+                let segment = Segment {
+                    start: first + segment * LEAF,
+                    grads,
+                    x_copy: self.x_copy,
+                };
+                let mut lanes = sums.lanes.chunks_exact_mut(TAP_BLOCK);
+                let mut offset_blocks = offsets.chunks_exact(TAP_BLOCK);
+                for (lanes, offsets) in (&mut lanes).zip(&mut offset_blocks) {
+                    segment.accumulate::<TAP_BLOCK>(lanes, offsets);
                 }
-                let column = start + (grads.len() - tail.len());
+                for (lanes, &offset) in lanes
+                    .into_remainder()
+                    .iter_mut()
+                    .zip(offset_blocks.remainder())
+                {
+                    segment.accumulate::<1>(core::slice::from_mut(lanes), &[offset]);
+                }
+                let column = segment.start + (grads.len() - grads.len() % LANES);
+                let tail = &grads[grads.len() - grads.len() % LANES..];
                 for (rest, &offset) in sums.rest.iter_mut().zip(offsets) {
                     let x = &self.x_copy[column + offset..][..tail.len()];
                     for (&grad, &x) in tail.iter().zip(x) {
@@ -147,6 +155,38 @@ impl<T: Element> WithSimd for PlaneProducts<'_, T> {
                     sums.flush();
                 }
             }
+        }
+    }
+}
+
+/// Up to [`LEAF`] output-gradient columns of one row, starting at `start` in the copy.
+struct Segment<'a, T> {
+    start: usize,
+    grads: &'a [T],
+    x_copy: &'a [T],
+}
+
+impl<T: Element> Segment<'_, T> {
+    /// Add the segment's whole runs of [`LANES`] products to `B` taps' lanes (their offsets in
+    /// `offsets`), held in registers across the runs; the lanes' sums are those of a
+    /// tap-at-a-time loop, column `c` always in lane `c % LANES`.
+    #[inline(always)]
+    fn accumulate<const B: usize>(&self, lanes: &mut [[T; LANES]], offsets: &[usize]) {
+        let mut acc: [[T; LANES]; B] = core::array::from_fn(|tap| lanes[tap]);
+        for (run, grads) in self.grads.chunks_exact(LANES).enumerate() {
+            let grads: &[T; LANES] = grads.try_into().expect("LANES columns");
+            let column = self.start + run * LANES;
+            for (acc, &offset) in acc.iter_mut().zip(offsets) {
+                let x: &[T; LANES] = self.x_copy[column + offset..][..LANES]
+                    .try_into()
+                    .expect("LANES inputs");
+                for ((lane, &grad), &x) in acc.iter_mut().zip(grads).zip(x) {
+                    *lane += grad * x;
+                }
+            }
+        }
+        for (lanes, acc) in lanes.iter_mut().zip(acc) {
+            *lanes = acc;
         }
     }
 }

@@ -2,14 +2,12 @@
 //! `spec::pool`), one `(n, c)` plane per rayon task, with the reduction as a closure.
 //! Backward passes scatter within a plane, sequentially, so results are deterministic.
 
-use core::mem::MaybeUninit;
-
 use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 
 use crate::spec::{AvgPoolNdOptions, Span, Spans};
 
-use super::element::Element;
+use super::element::{Element, zeroed_per_plane};
 use super::sum::{BLOCK, PairwiseSum, lane_sum};
 
 /// Call `visit(out_index, [d, h, w] spans)` for every output position, in row-major order.
@@ -584,51 +582,25 @@ pub fn scatter_by_index<T: Element, I: Copy + Into<i64> + Sync>(
     accumulate: bool,
 ) -> Vec<T> {
     let planes = values.len().checked_div(value_volume).unwrap_or(0);
-    zeroed_per_plane(planes, target_volume, |p, target_plane| {
-        let value_plane = &values[p * value_volume..][..value_volume];
-        let index_plane = &indices[p * value_volume..][..value_volume];
-        for (value, &index) in value_plane.iter().zip(index_plane) {
-            let Some(slot) = plane_slot(index.into(), target_volume) else {
-                bad_index(op, index.into(), target_volume)
-            };
-            if accumulate {
-                target_plane[slot] += *value;
-            } else {
-                target_plane[slot] = *value;
+    zeroed_per_plane(
+        planes,
+        target_volume,
+        || (),
+        |_, p, target_plane| {
+            let value_plane = &values[p * value_volume..][..value_volume];
+            let index_plane = &indices[p * value_volume..][..value_volume];
+            for (value, &index) in value_plane.iter().zip(index_plane) {
+                let Some(slot) = plane_slot(index.into(), target_volume) else {
+                    bad_index(op, index.into(), target_volume)
+                };
+                if accumulate {
+                    target_plane[slot] += *value;
+                } else {
+                    target_plane[slot] = *value;
+                }
             }
-        }
-    })
-}
-
-/// `planes * plane_len` values, each plane zeroed and then filled by `body` on the rayon task
-/// that owns it: the zeroes are written in parallel and are still in cache when `body` scatters
-/// into them (a `vec![0; n]` is one thread's memset of the whole output, up front).
-fn zeroed_per_plane<T: Element>(
-    planes: usize,
-    plane_len: usize,
-    body: impl Fn(usize, &mut [T]) + Sync,
-) -> Vec<T> {
-    let total = planes * plane_len;
-    let mut out = Vec::with_capacity(total);
-    if plane_len > 0 {
-        out.spare_capacity_mut()[..total]
-            .par_chunks_mut(plane_len)
-            .enumerate()
-            .for_each(|(p, chunk)| body(p, zeroed(chunk)));
-    }
-    // SAFETY: `zeroed` initialised each of the first `total` elements (the planes tile them);
-    // had `body` panicked, the length would still be 0.
-    unsafe { out.set_len(total) };
-    out
-}
-
-/// Write zeroes over `chunk` and view it as initialised.
-fn zeroed<T: Element>(chunk: &mut [MaybeUninit<T>]) -> &mut [T] {
-    for slot in chunk.iter_mut() {
-        slot.write(T::ZERO);
-    }
-    // SAFETY: every element was just written, and `MaybeUninit<T>` has the layout of `T`.
-    unsafe { &mut *(chunk as *mut [MaybeUninit<T>] as *mut [T]) }
+        },
+    )
 }
 
 /// `out[o] = source[index[o]]` in every plane: the gradient of max-unpool.
