@@ -167,10 +167,7 @@ impl<T: Element> TapRows<'_, T> {
     fn accumulate_row(&self, out_row: &mut [T]) {
         let width = out_row.len();
         if width < 8 {
-            for (column, slot) in out_row.iter_mut().enumerate() {
-                self.accumulate::<1>(column, core::slice::from_mut(slot).try_into().unwrap());
-            }
-            return;
+            return (0..width).for_each(|column| self.run::<1>(out_row, column));
         }
         if width < RUN {
             let starts = (0..width - 8).step_by(8).chain([width - 8]);

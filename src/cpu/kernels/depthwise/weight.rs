@@ -142,8 +142,8 @@ impl<T: Element> WithSimd for PlaneProducts<'_, T> {
                 {
                     segment.accumulate::<1>(core::slice::from_mut(lanes), &[offset]);
                 }
-                let column = segment.start + (grads.len() - grads.len() % LANES);
-                let tail = &grads[grads.len() - grads.len() % LANES..];
+                let whole = grads.len() - grads.len() % LANES;
+                let (column, tail) = (segment.start + whole, &grads[whole..]);
                 for (rest, &offset) in sums.rest.iter_mut().zip(offsets) {
                     let x = &self.x_copy[column + offset..][..tail.len()];
                     for (&grad, &x) in tail.iter().zip(x) {
