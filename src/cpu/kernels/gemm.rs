@@ -48,12 +48,6 @@ impl<'a, T> MatRef<'a, T> {
         Self::strided(data, rows, cols, 1, rows)
     }
 
-    /// `rows x cols` stored column by column, each column `col_stride` apart (a column-major
-    /// matrix, or every so many columns of one): the layout `gemm` reads without packing.
-    pub fn column_major(data: &'a [T], rows: usize, cols: usize, col_stride: usize) -> Self {
-        Self::strided(data, rows, cols, 1, col_stride)
-    }
-
     /// The transpose of this matrix, without copying.
     pub fn transpose(self) -> Self {
         Self {

@@ -123,17 +123,24 @@ fn run_forward<T: Element>(
                     let transformed = &mut transformed[..points * cin_g * len];
                     let products = &mut products[..points * cout_g * len];
                     plan.transform_inputs(&padded, group, tiles.clone(), transformed, &mut scratch);
-                    let group_filters = &filters[group * cin_g * points * cout_g..];
+                    let group_filters = &filters[group * points * cout_g * cin_g..];
+                    // Tiles by output channels, `products` column-major: `gemm` packs only
+                    // the block's transformed inputs, not the filters it reads again for
+                    // every block.
                     for point in 0..points {
                         matmul(
-                            MatMut::rows(&mut products[point * cout_g * len..], cout_g, len),
-                            MatRef::column_major(
-                                &group_filters[point * cout_g..],
+                            MatMut::column_major(
+                                &mut products[point * cout_g * len..],
+                                len,
                                 cout_g,
-                                cin_g,
-                                points * cout_g,
                             ),
-                            MatRef::rows(&transformed[point * cin_g * len..], cin_g, len),
+                            MatRef::rows(&transformed[point * cin_g * len..], cin_g, len)
+                                .transpose(),
+                            MatRef::transposed(
+                                &group_filters[point * cout_g * cin_g..],
+                                cin_g,
+                                cout_g,
+                            ),
                             false,
                             split.inner,
                         );

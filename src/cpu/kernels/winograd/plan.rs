@@ -31,14 +31,17 @@ const MIN_BLOCK_TILES: usize = 64;
 /// Tiles per 512-bit vector of f32.
 const VECTOR_TILES: usize = 16;
 
-/// Input channels whose filters are transformed together.
-const CHANNEL_BLOCK: usize = 16;
-
-/// Filters moved together in the filters' transpose: one cache line of f32.
-const TRANSPOSE_BLOCK: usize = 16;
+/// Filter elements (output by input channels) whose taps are transformed together: each
+/// task's vectors, long enough for the transform's loops, short enough for its scratch
+/// (`2 * points` of them) to stay in L2.
+const FILTER_BLOCK: usize = 1024;
 
 /// Filters per task in the filter gradient's final transform.
 const FILTER_PIECE: usize = 1024;
+
+/// Elements added to the rows of gathered filter taps, so rows a multiple of 4 KiB long do not
+/// map every tap's write to the same L1 set.
+const ROW_SKEW: usize = 16;
 
 /// Transformed filter elements from which their transform is spread over threads.
 const PARALLEL_FILTERS: usize = 1 << 16;
@@ -260,81 +263,90 @@ impl<'a, T: Element> Plan<'a, T> {
         2 * self.points() * len
     }
 
-    /// The transformed filters of every group, `[group][cin_g][point][cout_g]`: each point's
-    /// matrix is the GEMM's left operand stored column-major (leading dimension `points *
-    /// cout_g`), which it reads without packing. One task per [`CHANNEL_BLOCK`] input
-    /// channels, which read each filter's taps for those channels as one contiguous run.
+    /// The transformed filters of every group, `[group][point][cout_g][cin_g]`: each point's
+    /// matrix, read as `cin_g x cout_g` column-major, is the right operand of that point's GEMM
+    /// (`gemm` reads it without packing; see [`super::run_forward`]). One task per
+    /// [`FILTER_BLOCK`] elements of whole filters (an output channel's taps for every input
+    /// channel of its group), transformed as one run of vectors.
     pub fn filters(&self, weight: &[T], layout: Layout) -> Vec<T> {
         let g = self.geometry;
         let (cin_g, cout_g, points) = (g.in_per_group(), g.out_per_group(), self.points());
         let taps: usize = g.kernel.iter().product();
-        let per_channel = points * cout_g;
-        let mut filters = vec![T::ZERO; g.in_channels * per_channel];
-        let transform_block = |(first, dst): (usize, &mut [T])| {
-            let channels = dst.len() / per_channel;
-            let (group, c0) = (first / cin_g, first % cin_g);
-            let mut gathered = vec![T::ZERO; channels * taps * cout_g];
-            match layout {
-                // A transpose, `TRANSPOSE_BLOCK` filters at a time: the writes fill runs of a
-                // cache line, the reads are that many contiguous streams.
-                Layout::Conv => {
-                    let run = channels * taps;
-                    for first_k in (0..cout_g).step_by(TRANSPOSE_BLOCK) {
-                        let ks = first_k..(first_k + TRANSPOSE_BLOCK).min(cout_g);
-                        let rows: Vec<&[T]> = ks
-                            .clone()
-                            .map(|k| &weight[((group * cout_g + k) * cin_g + c0) * taps..][..run])
-                            .collect();
-                        for index in 0..run {
-                            let dst = &mut gathered[index * cout_g..][ks.clone()];
-                            for (slot, row) in dst.iter_mut().zip(&rows) {
-                                *slot = row[index];
-                            }
-                        }
-                    }
-                }
-                // Each input channel's filters are one contiguous run already.
-                Layout::Adjoint => {
-                    for (c, dst) in gathered.chunks_mut(taps * cout_g).enumerate() {
-                        let src = &weight[(group * cin_g + c0 + c) * cout_g * taps..];
-                        for (k, filter) in src[..cout_g * taps].chunks(taps).enumerate() {
-                            for (tap, &value) in filter.iter().rev().enumerate() {
-                                dst[tap * cout_g + k] = value;
-                            }
-                        }
-                    }
-                }
+        let matrix_len = cout_g * cin_g;
+        let mut filters = vec![T::ZERO; g.groups * points * matrix_len];
+        let per_block = (FILTER_BLOCK / cin_g).clamp(1, cout_g);
+        let blocks_per_group = cout_g.div_ceil(per_block);
+        // Each block's piece of every point's matrix: `per_block` output channels' rows.
+        let mut pieces: Vec<Vec<&mut [T]>> = (0..g.groups * blocks_per_group)
+            .map(|_| Vec::with_capacity(points))
+            .collect();
+        for (index, matrix) in filters.chunks_mut(matrix_len).enumerate() {
+            let group = index / points;
+            for (block, piece) in matrix.chunks_mut(per_block * cin_g).enumerate() {
+                pieces[group * blocks_per_group + block].push(piece);
             }
-            let mut temp = vec![T::ZERO; self.temp_len(cout_g)];
-            let packed = Rows::packed(cout_g);
-            for (gathered, dst) in gathered
-                .chunks(taps * cout_g)
-                .zip(dst.chunks_mut(per_channel))
-            {
+        }
+        let longest = per_block * cin_g;
+        let scratch = || {
+            let buffer = |len: usize| vec![T::ZERO; len];
+            [
+                taps * (longest + ROW_SKEW),
+                points * longest,
+                self.temp_len(longest),
+            ]
+            .map(buffer)
+        };
+        let transform_block =
+            |scratch: &mut [Vec<T>; 3], (index, pieces): (usize, Vec<&mut [T]>)| {
+                let (group, first_k) = (
+                    index / blocks_per_group,
+                    index % blocks_per_group * per_block,
+                );
+                let len = pieces[0].len();
+                let [gathered, transformed, temp] = scratch;
+                // Each filter's taps go to `taps` rows at once; the rows are a little longer than
+                // `len` (often a multiple of 4 KiB, where such writes would collide in one L1 set).
+                let rows = Rows {
+                    base: 0,
+                    stride: len + ROW_SKEW,
+                };
+                for at in 0..len {
+                    let (k, c) = (first_k + at / cin_g, at % cin_g);
+                    let filter = match layout {
+                        Layout::Conv => ((group * cout_g + k) * cin_g + c) * taps,
+                        Layout::Adjoint => ((group * cin_g + c) * cout_g + k) * taps,
+                    };
+                    let filter = &weight[filter..][..taps];
+                    for (tap, &value) in filter.iter().enumerate() {
+                        let tap = match layout {
+                            Layout::Conv => tap,
+                            Layout::Adjoint => taps - 1 - tap,
+                        };
+                        gathered[rows.at(tap) + at] = value;
+                    }
+                }
+                let packed = Rows::packed(len);
                 transform(
                     &self.filter,
                     g.kernel,
-                    cout_g,
+                    len,
                     gathered,
+                    rows,
+                    transformed,
                     packed,
-                    dst,
-                    packed,
-                    &mut temp,
+                    temp,
                 );
-            }
-        };
-        // Blocks never straddle a group: `CHANNEL_BLOCK` divides `cin_g` or exceeds it.
-        let block = if cin_g % CHANNEL_BLOCK == 0 {
-            CHANNEL_BLOCK
+                for (piece, point) in pieces.into_iter().zip(transformed.chunks(len)) {
+                    piece.copy_from_slice(point);
+                }
+            };
+        if g.groups * points * matrix_len >= PARALLEL_FILTERS {
+            let blocks = pieces.into_par_iter().enumerate();
+            blocks.for_each_init(scratch, transform_block);
         } else {
-            1
-        };
-        let blocks = filters.chunks_mut(block * per_channel).enumerate();
-        let blocks = blocks.map(|(index, dst)| (index * block, dst));
-        if g.in_channels * per_channel >= PARALLEL_FILTERS {
-            blocks.par_bridge().for_each(transform_block);
-        } else {
-            blocks.for_each(transform_block);
+            let mut scratch = scratch();
+            let blocks = pieces.into_iter().enumerate();
+            blocks.for_each(|block| transform_block(&mut scratch, block));
         }
         filters
     }

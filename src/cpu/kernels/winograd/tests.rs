@@ -51,6 +51,9 @@ fn every_padding_of_a_3_tap_axis() {
 #[test]
 fn groups_and_batches() {
     check(&geometry([3, 16, 1, 9, 6], 24, [1, 3, 3], [0, 1, 1], 2));
+    // 24 input channels per group: the filters are transformed 42 output channels at a time,
+    // so each group's last block is a partial one.
+    check(&geometry([2, 48, 1, 6, 5], 96, [1, 3, 3], [0, 1, 1], 2));
 }
 
 #[test]

@@ -138,7 +138,7 @@ impl Rows {
         }
     }
 
-    fn at(self, index: usize) -> usize {
+    pub fn at(self, index: usize) -> usize {
         self.base + index * self.stride
     }
 }
