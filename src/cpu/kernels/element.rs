@@ -14,6 +14,7 @@ pub trait Element:
     + PartialOrd
     + core::ops::Add<Output = Self>
     + core::ops::AddAssign
+    + core::ops::Sub<Output = Self>
     + core::ops::Mul<Output = Self>
     + Send
     + Sync

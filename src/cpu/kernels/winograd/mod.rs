@@ -12,6 +12,7 @@
 //! outputs whose window never saw it into NaN, and large finite ones could overflow where the
 //! direct sum does not: inputs and filters outside [`SAFE_MAGNITUDE`] take the GEMM path.
 
+mod lanes;
 mod plan;
 mod transform;
 
@@ -21,7 +22,7 @@ use super::element::{
     Element, Split, all_within, for_each_chunk, items_per_thread, sum_of_partials,
 };
 use super::gemm::{MatMut, MatRef, matmul};
-use plan::{Layout, Pass, Plan};
+use plan::{Layout, Pass, Plan, point_stride};
 
 /// Channels per group (in and out) from which Winograd pays: with fewer, the transforms cost
 /// more than the products save; decided by `resnet_3x3_56` (64 channels, Winograd) against
@@ -114,45 +115,40 @@ fn run_forward<T: Element>(
             let padded = plan.pad(x, images.clone());
             let total = images.len() * plan.tiles_per_image();
             let block = plan.largest_block(total, Pass::Data);
-            let mut transformed = vec![T::ZERO; points * cin_g * block];
-            let mut products = vec![T::ZERO; points * cout_g * block];
-            let mut scratch = vec![T::ZERO; plan.scratch_len(block)];
+            let mut transformed = vec![T::ZERO; points * point_stride(block, cin_g)];
+            let mut products = vec![T::ZERO; points * point_stride(block, cout_g)];
             for tiles in plan.blocks(total, Pass::Data) {
                 let len = tiles.len();
                 for group in 0..g.groups {
-                    let transformed = &mut transformed[..points * cin_g * len];
-                    let products = &mut products[..points * cout_g * len];
-                    plan.transform_inputs(&padded, group, tiles.clone(), transformed, &mut scratch);
-                    let group_filters = &filters[group * points * cout_g * cin_g..];
-                    // Tiles by output channels, `products` column-major: `gemm` packs only
-                    // the block's transformed inputs, not the filters it reads again for
-                    // every block.
+                    let transformed = &mut transformed[..points * point_stride(len, cin_g)];
+                    let products = &mut products[..points * point_stride(len, cout_g)];
+                    plan.transform_inputs(&padded, group, tiles.clone(), transformed);
+                    let group_filters = &filters[group * points * cin_g * cout_g..];
+                    // Every operand column-major, channels contiguous: `gemm` reads the
+                    // transformed inputs in place, and packs the filters only for blocks wider
+                    // than its packing threshold.
                     for point in 0..points {
                         matmul(
                             MatMut::column_major(
-                                &mut products[point * cout_g * len..],
+                                &mut products[point * point_stride(len, cout_g)..],
+                                cout_g,
                                 len,
-                                cout_g,
                             ),
-                            MatRef::rows(&transformed[point * cin_g * len..], cin_g, len)
-                                .transpose(),
                             MatRef::transposed(
-                                &group_filters[point * cout_g * cin_g..],
-                                cin_g,
+                                &group_filters[point * cin_g * cout_g..],
                                 cout_g,
+                                cin_g,
+                            ),
+                            MatRef::transposed(
+                                &transformed[point * point_stride(len, cin_g)..],
+                                cin_g,
+                                len,
                             ),
                             false,
                             split.inner,
                         );
                     }
-                    plan.transform_outputs(
-                        products,
-                        group,
-                        tiles.clone(),
-                        bias,
-                        out_chunk,
-                        &mut scratch,
-                    );
+                    plan.transform_outputs(products, group, tiles.clone(), bias, out_chunk);
                 }
             }
         },
@@ -226,28 +222,25 @@ fn run_weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
         let total = images.len() * plan.tiles_per_image();
         let block = plan.largest_block(total, Pass::Weight);
         let mut products = vec![T::ZERO; products_len];
-        let mut transformed = vec![T::ZERO; points * cin_g * block];
-        let mut transformed_grad = vec![T::ZERO; points * cout_g * block];
-        let mut scratch = vec![T::ZERO; plan.scratch_len(block)];
+        let mut transformed = vec![T::ZERO; points * point_stride(block, cin_g)];
+        let mut transformed_grad = vec![T::ZERO; points * point_stride(block, cout_g)];
         for (index, tiles) in plan.blocks(total, Pass::Weight).enumerate() {
             let len = tiles.len();
             for group in 0..g.groups {
-                let transformed = &mut transformed[..points * cin_g * len];
-                let transformed_grad = &mut transformed_grad[..points * cout_g * len];
-                plan.transform_inputs(&padded, group, tiles.clone(), transformed, &mut scratch);
-                plan.transform_out_grads(
-                    out_grad,
-                    group,
-                    tiles.clone(),
-                    transformed_grad,
-                    &mut scratch,
-                );
+                let transformed = &mut transformed[..points * point_stride(len, cin_g)];
+                let transformed_grad = &mut transformed_grad[..points * point_stride(len, cout_g)];
+                plan.transform_inputs(&padded, group, tiles.clone(), transformed);
+                plan.transform_out_grads(out_grad, group, tiles.clone(), transformed_grad);
                 for point in 0..points {
                     let at = (group * points + point) * cout_g * cin_g;
                     matmul(
                         MatMut::rows(&mut products[at..], cout_g, cin_g),
-                        MatRef::rows(&transformed_grad[point * cout_g * len..], cout_g, len),
-                        MatRef::rows(&transformed[point * cin_g * len..], cin_g, len).transpose(),
+                        MatRef::transposed(
+                            &transformed_grad[point * point_stride(len, cout_g)..],
+                            cout_g,
+                            len,
+                        ),
+                        MatRef::rows(&transformed[point * point_stride(len, cin_g)..], len, cin_g),
                         index > 0,
                         split.inner,
                     );

@@ -1,8 +1,8 @@
 //! The tiling of one Winograd convolution and the moves between its three domains: inputs to
-//! transformed tiles, filters to transformed filters, products back to outputs. Every move
-//! works on vectors holding one point of every tile in a block, so its inner loops run along
-//! contiguous memory; the input and output moves are `pulp` ops, compiled for the CPU's widest
-//! vectors.
+//! transformed tiles, filters to transformed filters, products back to outputs. The input and
+//! output moves work tile by tile on a few channels at once, from a channels-last copy of the
+//! input, so every load and store of a transformed value is a vector; they are `pulp` ops,
+//! compiled for the CPU's widest vectors. The filter moves work on long vectors of filters.
 
 use core::ops::Range;
 
@@ -11,11 +11,12 @@ use rayon::prelude::*;
 use crate::spec::ConvGeometry;
 
 use super::super::element::Element;
-use super::super::points;
 use super::transform::{F2, F4, Matrix, Minimal, Rows, along_axis};
 
 // The input and output moves as `pulp` ops: more `impl Plan` methods.
 mod moves;
+
+use moves::channels_last;
 
 /// Bytes of transformed inputs and products per block of tiles: inside one core's L2.
 const BLOCK_BYTES: usize = 1 << 20;
@@ -28,9 +29,6 @@ const WEIGHT_BLOCK_BYTES: usize = 4 << 20;
 /// Tiles per block at the least, so each per-point GEMM is wide enough to pay its packing.
 const MIN_BLOCK_TILES: usize = 64;
 
-/// Tiles per 512-bit vector of f32.
-const VECTOR_TILES: usize = 16;
-
 /// Filter elements (output by input channels) whose taps are transformed together: each
 /// task's vectors, long enough for the transform's loops, short enough for its scratch
 /// (`2 * points` of them) to stay in L2.
@@ -42,6 +40,9 @@ const FILTER_PIECE: usize = 1024;
 /// Elements added to the rows of gathered filter taps, so rows a multiple of 4 KiB long do not
 /// map every tap's write to the same L1 set.
 const ROW_SKEW: usize = 16;
+
+/// Elements between consecutive points' blocks of transformed values: one cache line of f32.
+const POINT_SKEW: usize = 16;
 
 /// Transformed filter elements from which their transform is spread over threads.
 const PARALLEL_FILTERS: usize = 1 << 16;
@@ -57,32 +58,17 @@ struct Axis {
     padded: usize,
 }
 
-/// A run of tiles along the last axis of one image: what the gather and the scatter loop over.
-pub struct Run {
+/// One tile: its image (within the chunk) and its first output position per axis, which is
+/// also its window's first position in the padded input.
+pub struct Tile {
     image: usize,
-    tile: [usize; 3],
-    count: usize,
-    column: usize,
-}
-
-/// Where one point of an output tile lands for a run of tiles: its output row (an offset in a
-/// plane), its first column, and how many of the run's tiles put it inside the output (none
-/// past an edge, when `row` and `first` are not to be used).
-struct OutputPoint {
-    row: usize,
-    first: usize,
-    count: usize,
+    first: [usize; 3],
 }
 
 /// The tiling and transforms of one convolution.
-///
-/// The padded input keeps each row in `m` phases (`x = m * i + phase` at `phase * phase_len +
-/// i`), so the inputs one point of a run of tiles reads, `m` apart in the image, are
-/// contiguous: gathering a block is a series of copies.
 pub struct Plan<'a, T> {
     geometry: &'a ConvGeometry,
     axes: [Axis; 3],
-    phase_len: usize,
     input: Vec<(usize, Matrix<T>)>,
     filter: Vec<(usize, Matrix<T>)>,
     output: Vec<(usize, Matrix<T>)>,
@@ -160,7 +146,6 @@ impl<'a, T: Element> Plan<'a, T> {
         Self {
             geometry,
             axes,
-            phase_len: axes[2].padded.div_ceil(axes[2].m),
             input: matrices(|f| (f.alpha, f.alpha, f.input), false),
             filter: matrices(|f| (f.alpha, 3, f.filter), false),
             output: matrices(|f| (f.m, f.alpha, f.output), false),
@@ -179,19 +164,14 @@ impl<'a, T: Element> Plan<'a, T> {
         self.axes.iter().map(|a| a.tiles).product()
     }
 
-    /// One padded row, all its phases.
-    fn row_len(&self) -> usize {
-        self.phase_len * self.axes[2].m
-    }
-
+    /// Positions of one padded channel.
     fn padded_volume(&self) -> usize {
-        self.axes[0].padded * self.axes[1].padded * self.row_len()
+        self.axes.iter().map(|a| a.padded).product()
     }
 
     /// The blocks the `total` tiles of a chunk are cut into: about [`BLOCK_BYTES`] of
     /// transformed inputs and products each, at least [`MIN_BLOCK_TILES`], of nearly equal
-    /// size, every boundary a multiple of [`VECTOR_TILES`] so the transforms' loops have no
-    /// scalar remainder (but in the last block).
+    /// size.
     pub fn blocks(&self, total: usize, pass: Pass) -> impl Iterator<Item = Range<usize>> + use<T> {
         let g = self.geometry;
         let per_tile = self.points() * (g.in_per_group() + g.out_per_group()) * size_of::<T>();
@@ -200,9 +180,8 @@ impl<'a, T: Element> Plan<'a, T> {
             Pass::Weight => WEIGHT_BLOCK_BYTES,
         };
         let budget = (bytes / per_tile.max(1)).max(MIN_BLOCK_TILES);
-        let vectors = total.div_ceil(VECTOR_TILES);
-        let count = total.div_ceil(budget).clamp(1, vectors.max(1));
-        let boundary = move |i: usize| (VECTOR_TILES * (vectors * i / count)).min(total);
+        let count = total.div_ceil(budget).max(1);
+        let boundary = move |i: usize| total * i / count;
         (0..count).map(move |i| boundary(i)..boundary(i + 1))
     }
 
@@ -211,50 +190,16 @@ impl<'a, T: Element> Plan<'a, T> {
         self.blocks(total, pass).map(|b| b.len()).max().unwrap_or(0)
     }
 
-    /// The runs of tiles `tiles` (numbered image by image, then in row-major tile order) cut
-    /// into, each within one row of tiles.
-    fn runs(&self, tiles: Range<usize>) -> impl Iterator<Item = Run> + use<'a, T> {
-        let [depth, rows, width] = self.axes.map(|a| a.tiles);
-        let per_image = depth * rows * width;
-        let mut next = tiles.start;
-        core::iter::from_fn(move || {
-            if next >= tiles.end {
-                return None;
-            }
-            let (image, index) = (next / per_image, next % per_image);
-            let first = index % width;
-            let count = (width - first).min(tiles.end - next);
-            let run = Run {
-                image,
-                tile: [index / width / rows, index / width % rows, first],
-                count,
-                column: next - tiles.start,
-            };
-            next += count;
-            Some(run)
-        })
-    }
-
-    /// For every point of an output tile (in [`points`] order), where it lands for `run`: the
-    /// one home of the output-tile geometry, shared by the scatter of
-    /// [`Plan::transform_outputs`] and the gather of its adjoint [`Plan::transform_out_grads`].
-    fn output_points(&self, run: &Run) -> impl Iterator<Item = OutputPoint> + use<'a, T> {
-        let ms = self.axes.map(|a| a.m);
-        let [out_d, out_h, out_w] = self.geometry.out_size;
-        let ([td, th, tw], run_count) = (run.tile, run.count);
-        points(ms).map(move |[rd, rh, rw]| {
-            let (od, oh, first) = (td * ms[0] + rd, th * ms[1] + rh, tw * ms[2] + rw);
-            let inside = od < out_d && oh < out_h && first < out_w;
-            OutputPoint {
-                row: (od * out_h + oh) * out_w,
-                first,
-                count: if inside {
-                    run_count.min((out_w - first).div_ceil(ms[2]))
-                } else {
-                    0
-                },
-            }
-        })
+    /// Tile `index` of a chunk, the tiles numbered image by image, then in row-major order.
+    fn tile(&self, index: usize) -> Tile {
+        let [_, rows, width] = self.axes.map(|a| a.tiles);
+        let per_image = self.tiles_per_image();
+        let (image, within) = (index / per_image, index % per_image);
+        let position = [within / width / rows, within / width % rows, within % width];
+        Tile {
+            image,
+            first: core::array::from_fn(|a| position[a] * self.axes[a].m),
+        }
     }
 
     /// Vectors of scratch the transforms need for `len`-long vectors: two blocks of the most
@@ -263,30 +208,30 @@ impl<'a, T: Element> Plan<'a, T> {
         2 * self.points() * len
     }
 
-    /// The transformed filters of every group, `[group][point][cout_g][cin_g]`: each point's
-    /// matrix, read as `cin_g x cout_g` column-major, is the right operand of that point's GEMM
-    /// (`gemm` reads it without packing; see [`super::run_forward`]). One task per
-    /// [`FILTER_BLOCK`] elements of whole filters (an output channel's taps for every input
-    /// channel of its group), transformed as one run of vectors.
+    /// The transformed filters of every group, `[group][point][cin_g][cout_g]`: each point's
+    /// matrix, read as `cout_g x cin_g` column-major, is the left operand of that point's GEMM
+    /// (see [`super::run_forward`]). One task per [`FILTER_BLOCK`] elements of whole filters
+    /// (every output channel's taps for some input channels of a group), transformed as one
+    /// run of vectors.
     pub fn filters(&self, weight: &[T], layout: Layout) -> Vec<T> {
         let g = self.geometry;
         let (cin_g, cout_g, points) = (g.in_per_group(), g.out_per_group(), self.points());
         let taps: usize = g.kernel.iter().product();
-        let matrix_len = cout_g * cin_g;
+        let matrix_len = cin_g * cout_g;
         let mut filters = vec![T::ZERO; g.groups * points * matrix_len];
-        let per_block = (FILTER_BLOCK / cin_g).clamp(1, cout_g);
-        let blocks_per_group = cout_g.div_ceil(per_block);
-        // Each block's piece of every point's matrix: `per_block` output channels' rows.
+        let per_block = (FILTER_BLOCK / cout_g).clamp(1, cin_g);
+        let blocks_per_group = cin_g.div_ceil(per_block);
+        // Each block's piece of every point's matrix: `per_block` input channels' columns.
         let mut pieces: Vec<Vec<&mut [T]>> = (0..g.groups * blocks_per_group)
             .map(|_| Vec::with_capacity(points))
             .collect();
         for (index, matrix) in filters.chunks_mut(matrix_len).enumerate() {
             let group = index / points;
-            for (block, piece) in matrix.chunks_mut(per_block * cin_g).enumerate() {
+            for (block, piece) in matrix.chunks_mut(per_block * cout_g).enumerate() {
                 pieces[group * blocks_per_group + block].push(piece);
             }
         }
-        let longest = per_block * cin_g;
+        let longest = per_block * cout_g;
         let scratch = || {
             let buffer = |len: usize| vec![T::ZERO; len];
             [
@@ -298,7 +243,7 @@ impl<'a, T: Element> Plan<'a, T> {
         };
         let transform_block =
             |scratch: &mut [Vec<T>; 3], (index, pieces): (usize, Vec<&mut [T]>)| {
-                let (group, first_k) = (
+                let (group, first_c) = (
                     index / blocks_per_group,
                     index % blocks_per_group * per_block,
                 );
@@ -311,17 +256,13 @@ impl<'a, T: Element> Plan<'a, T> {
                     stride: len + ROW_SKEW,
                 };
                 for at in 0..len {
-                    let (k, c) = (first_k + at / cin_g, at % cin_g);
-                    let filter = match layout {
-                        Layout::Conv => ((group * cout_g + k) * cin_g + c) * taps,
-                        Layout::Adjoint => ((group * cin_g + c) * cout_g + k) * taps,
+                    let (c, k) = (first_c + at / cout_g, at % cout_g);
+                    let (filter, flipped) = match layout {
+                        Layout::Conv => (((group * cout_g + k) * cin_g + c) * taps, false),
+                        Layout::Adjoint => (((group * cin_g + c) * cout_g + k) * taps, true),
                     };
-                    let filter = &weight[filter..][..taps];
-                    for (tap, &value) in filter.iter().enumerate() {
-                        let tap = match layout {
-                            Layout::Conv => tap,
-                            Layout::Adjoint => taps - 1 - tap,
-                        };
+                    for (tap, &value) in weight[filter..][..taps].iter().enumerate() {
+                        let tap = if flipped { taps - 1 - tap } else { tap };
                         gathered[rows.at(tap) + at] = value;
                     }
                 }
@@ -351,35 +292,26 @@ impl<'a, T: Element> Plan<'a, T> {
         filters
     }
 
-    /// The inputs of `images`, each channel zero-padded to `padded` per axis with the data at
-    /// `pad_begin`, rows in phases: tiles then read whole windows without bounds checks.
+    /// The inputs of `images`, zero-padded to `padded` per axis with the data at `pad_begin`,
+    /// channels last (`[image][d][h][w][channel]`): a tile's window is then the same few
+    /// positions of every channel, each position a contiguous run of channels.
     pub fn pad(&self, x: &[T], images: Range<usize>) -> Vec<T> {
         let g = self.geometry;
         let [pd, ph, pw] = self.axes.map(|a| a.padded);
-        let (m, phase_len, row_len) = (self.axes[2].m, self.phase_len, self.row_len());
         let [in_d, in_h, in_w] = g.in_size;
         let [bd, bh, bw] = g.pad_begin;
+        // Inputs past the last tile's window (a negative end padding) are never read.
         let (copy_d, copy_h, copy_w) = (in_d.min(pd - bd), in_h.min(ph - bh), in_w.min(pw - bw));
-        let volume = self.padded_volume();
-        let planes = images.len() * g.in_channels;
-        let mut padded = vec![T::ZERO; planes * volume];
-        let first = images.start * g.in_channels;
-        for (plane, dst) in padded.chunks_mut(volume).enumerate() {
-            let src = &x[(first + plane) * g.in_volume()..][..g.in_volume()];
+        let (channels, in_volume) = (g.in_channels, g.in_volume());
+        let volume = self.padded_volume() * channels;
+        let mut padded = vec![T::ZERO; images.len() * volume];
+        for (image, dst) in images.zip(padded.chunks_mut(volume)) {
+            let src = &x[image * channels * in_volume..][..channels * in_volume];
             for d in 0..copy_d {
                 for h in 0..copy_h {
-                    let src = &src[(d * in_h + h) * in_w..][..copy_w];
-                    let row = &mut dst[((d + bd) * ph + h + bh) * row_len..][..row_len];
-                    for phase in 0..m {
-                        // Image columns `x ≡ phase (mod m)` from `first_x` on.
-                        let first_x = (phase + m - bw % m) % m;
-                        let dst = &mut row[phase * phase_len + (first_x + bw) / m..];
-                        for (slot, &value) in
-                            dst.iter_mut().zip(src.iter().skip(first_x).step_by(m))
-                        {
-                            *slot = value;
-                        }
-                    }
+                    let row = (d * in_h + h) * in_w;
+                    let dst = &mut dst[(((d + bd) * ph + h + bh) * pw + bw) * channels..];
+                    channels_last(src, in_volume, row..row + copy_w, dst);
                 }
             }
         }
@@ -437,11 +369,14 @@ impl<'a, T: Element> Plan<'a, T> {
         }
         weight_grad
     }
+}
 
-    /// Scratch `transform_inputs` and `transform_outputs` need for a block of `len` tiles.
-    pub fn scratch_len(&self, len: usize) -> usize {
-        self.points() * len + self.temp_len(len)
-    }
+/// Where point `p` of a block's transformed values starts, `p * point_stride(len, channels)`:
+/// `len` tiles of `channels` each, and [`POINT_SKEW`] more, so the moves' writes to every
+/// point of a tile fall in different L1 sets even where `len * channels` is a multiple of
+/// 4 KiB.
+pub fn point_stride(len: usize, channels: usize) -> usize {
+    len * channels + POINT_SKEW
 }
 
 /// `steps` applied axis by axis to a block of `len`-long vectors shaped `dims`, read from `src`

@@ -67,14 +67,14 @@ fn one_and_three_dimensional_kernels() {
 #[test]
 fn several_blocks_and_runs_across_images() {
     // 64 channels each way: blocks of 64 tiles at most. On one thread the chunk holds all three
-    // 20 x 19 images (25 tiles of F(4, 3) each): blocks of 32 and 43 tiles, the first cut
+    // 20 x 19 images (25 tiles of F(4, 3) each): blocks of 37 and 38 tiles, the first cut
     // mid-image and partway along a row of tiles, so the weight gradient accumulates over
     // blocks; on two, chunks of two images and one whose weight-gradient products are summed.
     let g = geometry([3, 64, 1, 20, 19], 64, [1, 3, 3], [0, 1, 1], 1);
     let plan = Plan::<f64>::new(&g);
     let total = 3 * plan.tiles_per_image();
     let blocks: Vec<_> = plan.blocks(total, Pass::Data).collect();
-    assert_eq!(blocks, [0..32, 32..75]);
+    assert_eq!(blocks, [0..37, 37..75]);
     for threads in [1, 2] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)

@@ -83,30 +83,82 @@ pub struct Matrix<T> {
     rows: usize,
     cols: usize,
     values: Vec<T>,
+    /// The nonzero entries as (column, coefficient), row after row; row `r`'s are
+    /// `nonzero[row_starts[r]..row_starts[r + 1]]`.
+    nonzero: Vec<(usize, T)>,
+    row_starts: Vec<usize>,
+    /// Which F(2, 3) map it is, if it is one: the tile moves then apply it as straight-line
+    /// additions.
+    f2_map: Option<F2Map>,
+}
+
+/// The maps of F(2, 3) the tile moves apply, each with its own straight-line code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum F2Map {
+    /// Bᵀ: inputs to the transformed domain.
+    Input,
+    /// Aᵀ: products back to outputs.
+    Output,
+    /// A: output gradients to the transformed domain.
+    OutputAdjoint,
+}
+
+impl F2Map {
+    /// The map `table` (or its transpose, for `adjoint`) is, if F(2, 3)'s.
+    fn of(table: &[f64], adjoint: bool) -> Option<Self> {
+        match adjoint {
+            false if table == F2.input => Some(Self::Input),
+            false if table == F2.output => Some(Self::Output),
+            true if table == F2.output => Some(Self::OutputAdjoint),
+            _ => None,
+        }
+    }
 }
 
 impl<T: Element> Matrix<T> {
     /// `rows x cols` from a row-major table of `f64`.
     pub fn new(rows: usize, cols: usize, table: &[f64]) -> Self {
         assert_eq!(table.len(), rows * cols, "transform table size");
+        let values = table.iter().map(|&v| T::from_f64(v)).collect();
+        Self::from_values(rows, cols, values, F2Map::of(table, false))
+    }
+
+    fn from_values(rows: usize, cols: usize, values: Vec<T>, f2_map: Option<F2Map>) -> Self {
+        let mut nonzero = Vec::new();
+        let mut row_starts = vec![0];
+        for row in values.chunks(cols) {
+            let terms = row.iter().enumerate().filter(|&(_, &v)| v != T::ZERO);
+            nonzero.extend(terms.map(|(c, &v)| (c, v)));
+            row_starts.push(nonzero.len());
+        }
         Self {
             rows,
             cols,
-            values: table.iter().map(|&v| T::from_f64(v)).collect(),
+            values,
+            nonzero,
+            row_starts,
+            f2_map,
         }
+    }
+
+    /// Which F(2, 3) map it is, if one.
+    pub fn f2_map(&self) -> Option<F2Map> {
+        self.f2_map
+    }
+
+    /// Row `r`'s nonzero entries, (column, coefficient).
+    pub fn terms(&self, r: usize) -> &[(usize, T)] {
+        &self.nonzero[self.row_starts[r]..self.row_starts[r + 1]]
     }
 
     /// The transpose of the `rows x cols` table: the adjoint of its map, which the weight
     /// gradient applies.
     pub fn transposed(rows: usize, cols: usize, table: &[f64]) -> Self {
         assert_eq!(table.len(), rows * cols, "transform table size");
-        Self {
-            rows: cols,
-            cols: rows,
-            values: (0..cols)
-                .flat_map(|c| (0..rows).map(move |r| T::from_f64(table[r * cols + c])))
-                .collect(),
-        }
+        let values = (0..cols)
+            .flat_map(|c| (0..rows).map(move |r| T::from_f64(table[r * cols + c])))
+            .collect();
+        Self::from_values(cols, rows, values, F2Map::of(table, true))
     }
 
     /// Its column count: the length of the axis it is applied along.

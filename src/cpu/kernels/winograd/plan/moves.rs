@@ -1,5 +1,10 @@
 //! The three moves of a [`Plan`] as `pulp` ops, compiled for the CPU's widest vectors: inputs
 //! to transformed tiles, products back to outputs, output gradients to transformed tiles.
+//!
+//! Each works tile by tile on [`LANES`] channels at once ([`in_lanes`]). The transformed domain
+//! keeps a tile's channels contiguous (`[point][tile][channel]`), so its loads and stores are
+//! whole vectors; so is every load from the channels-last padded input. Only the output's
+//! scatter and the output gradient's gather, channel-planar, move one element at a time.
 
 use core::ops::Range;
 
@@ -7,18 +12,21 @@ use pulp::{Simd, WithSimd};
 
 use super::super::super::element::Element;
 use super::super::super::points;
-use super::super::transform::Rows;
-use super::{Plan, transform};
+use super::super::lanes::{MAX_POINTS, Transposer, add, buffers, in_lanes};
+use super::{Plan, Tile, point_stride};
+
+/// Channels moved together: one 256-bit vector of f32.
+const LANES: usize = 8;
 
 impl<T: Element> Plan<'_, T> {
-    /// The transformed inputs of group `group` for the block `tiles`, `[point][cin_g][len]`.
+    /// The transformed inputs of group `group` for the block `tiles`, `[point][tile][cin_g]` (points [`point_stride`] apart),
+    /// from the channels-last copy [`Plan::pad`] made of this chunk's images.
     pub fn transform_inputs(
         &self,
         padded: &[T],
         group: usize,
         tiles: Range<usize>,
         transformed: &mut [T],
-        scratch: &mut [T],
     ) {
         pulp::Arch::new().dispatch(Inputs {
             plan: self,
@@ -26,11 +34,10 @@ impl<T: Element> Plan<'_, T> {
             group,
             tiles,
             transformed,
-            scratch,
         });
     }
 
-    /// The products of group `group` for the block `tiles` (`[point][cout_g][len]`) brought
+    /// The products of group `group` for the block `tiles` (`[point][tile][cout_g]`, points [`point_stride`] apart) brought
     /// back to outputs, plus `bias`, written into `out` (the images of this chunk).
     pub fn transform_outputs(
         &self,
@@ -39,7 +46,6 @@ impl<T: Element> Plan<'_, T> {
         tiles: Range<usize>,
         bias: Option<&[T]>,
         out: &mut [T],
-        scratch: &mut [T],
     ) {
         pulp::Arch::new().dispatch(Outputs {
             plan: self,
@@ -48,12 +54,11 @@ impl<T: Element> Plan<'_, T> {
             tiles,
             bias,
             out,
-            scratch,
         });
     }
 
     /// The output gradients of group `group` for the block `tiles` taken to the transformed
-    /// domain, `[point][cout_g][len]` (the adjoint of [`Plan::transform_outputs`]; positions
+    /// domain, `[point][tile][cout_g]`, points [`point_stride`] apart (the adjoint of [`Plan::transform_outputs`]; positions
     /// past the output's edge read as zero). `out_grad` holds this chunk's images.
     pub fn transform_out_grads(
         &self,
@@ -61,7 +66,6 @@ impl<T: Element> Plan<'_, T> {
         group: usize,
         tiles: Range<usize>,
         transformed: &mut [T],
-        scratch: &mut [T],
     ) {
         pulp::Arch::new().dispatch(OutGrads {
             plan: self,
@@ -69,9 +73,109 @@ impl<T: Element> Plan<'_, T> {
             group,
             tiles,
             transformed,
-            scratch,
         });
     }
+
+    /// Where the output positions of `tile` that lie inside the output are, as (index among
+    /// the tile's output points, offset in a channel plane of its image): the one home of the
+    /// output-tile geometry, shared by the scatter of [`Plan::transform_outputs`] and the
+    /// gather of its adjoint, [`Plan::transform_out_grads`].
+    fn landings(&self, tile: &Tile, landings: &mut Vec<(usize, usize)>) {
+        let [_, out_h, out_w] = self.geometry.out_size;
+        let out_size = self.geometry.out_size;
+        landings.clear();
+        for (q, offset) in points(self.axes.map(|a| a.m)).enumerate() {
+            let at: [usize; 3] = core::array::from_fn(|a| tile.first[a] + offset[a]);
+            if (0..3).all(|a| at[a] < out_size[a]) {
+                landings.push((q, (at[0] * out_h + at[1]) * out_w + at[2]));
+            }
+        }
+    }
+}
+
+/// Positions `row` of every channel plane in `src` (each `in_volume` long) written
+/// channels-last into `dst`, position by position. A `pulp` op: blocks of [`LANES`] channels
+/// by [`LANES`] positions are read a vector per channel and transposed, so every load and
+/// store is a vector.
+pub fn channels_last<T: Element>(src: &[T], in_volume: usize, row: Range<usize>, dst: &mut [T]) {
+    pulp::Arch::new().dispatch(ChannelsLast {
+        src,
+        in_volume,
+        row,
+        dst,
+    });
+}
+
+/// [`channels_last`] as a `pulp` op.
+struct ChannelsLast<'s, T> {
+    src: &'s [T],
+    in_volume: usize,
+    row: Range<usize>,
+    dst: &'s mut [T],
+}
+
+impl<T: Element> WithSimd for ChannelsLast<'_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _simd: S) {
+        let Self {
+            src,
+            in_volume,
+            row,
+            dst,
+        } = self;
+        let channels = src.len() / in_volume;
+        let (whole_channels, width) = (channels - channels % LANES, row.len());
+        let whole_width = width - width % LANES;
+        let at = |c: usize, w: usize| c * in_volume + row.start + w;
+        let transposer = Transposer::new();
+        for first in (0..whole_channels).step_by(LANES) {
+            for w in (0..whole_width).step_by(LANES) {
+                let block: [[T; LANES]; LANES] =
+                    core::array::from_fn(|i| lanes(&src[at(first + i, w)..]));
+                for (j, column) in transposer.transpose(block).iter().enumerate() {
+                    dst[(w + j) * channels + first..][..LANES].copy_from_slice(column);
+                }
+            }
+            for w in whole_width..width {
+                for c in first..first + LANES {
+                    dst[w * channels + c] = src[at(c, w)];
+                }
+            }
+        }
+        for c in whole_channels..channels {
+            for w in 0..width {
+                dst[w * channels + c] = src[at(c, w)];
+            }
+        }
+    }
+}
+
+/// The first channel of each group of `L` among `channels` (at least `L`): the last group ends
+/// at the last channel, overlapping its neighbour where `L` does not divide `channels` (its
+/// values are computed twice, identically).
+fn channel_groups<const L: usize>(channels: usize) -> impl Iterator<Item = usize> + Clone {
+    (0..channels.div_ceil(L)).map(move |i| (i * L).min(channels - L))
+}
+
+/// `move_tiles::<LANES>` over `channels` channels, or one channel at a time where there are
+/// fewer than [`LANES`].
+macro_rules! in_channel_groups {
+    ($channels:expr, $move_tiles:ident($op:expr)) => {{
+        let channels = $channels;
+        if channels >= LANES {
+            $move_tiles::<_, LANES>($op, channel_groups::<LANES>(channels))
+        } else {
+            $move_tiles::<_, 1>($op, channel_groups::<1>(channels))
+        }
+    }};
+}
+
+/// `L` values from `src`.
+#[inline(always)]
+fn lanes<T: Element, const L: usize>(src: &[T]) -> [T; L] {
+    src[..L].try_into().expect("L values")
 }
 
 /// [`Plan::transform_inputs`] as a `pulp` op.
@@ -81,7 +185,6 @@ struct Inputs<'p, 's, T> {
     group: usize,
     tiles: Range<usize>,
     transformed: &'s mut [T],
-    scratch: &'s mut [T],
 }
 
 impl<T: Element> WithSimd for Inputs<'_, '_, T> {
@@ -89,54 +192,45 @@ impl<T: Element> WithSimd for Inputs<'_, '_, T> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
-        let Self {
-            plan,
-            padded,
-            group,
-            tiles,
-            transformed,
-            scratch,
-        } = self;
-        let g = plan.geometry;
-        let len = tiles.len();
-        let cin_g = g.in_per_group();
-        let ph = plan.axes[1].padded;
-        let (phase_len, row_len) = (plan.phase_len, plan.row_len());
-        let [md, mh, mw] = plan.axes.map(|a| a.m);
-        let alphas = plan.axes.map(|a| a.alpha);
-        let offsets: Vec<usize> = points(alphas)
-            .map(|[d, h, w]| (d * ph + h) * row_len + (w % mw) * phase_len + w / mw)
-            .collect();
-        let volume = plan.padded_volume();
-        let (gathered, temp) = scratch.split_at_mut(plan.points() * len);
-        for c in 0..cin_g {
-            let channel = group * cin_g + c;
-            for run in plan.runs(tiles.clone()) {
-                let [td, th, tw] = run.tile;
-                let plane = &padded[(run.image * g.in_channels + channel) * volume..][..volume];
-                let origin = (td * md * ph + th * mh) * row_len + tw;
-                for (point, &offset) in offsets.iter().enumerate() {
-                    // A loop, not `copy_from_slice`: runs are a few tiles long, too short
-                    // for a `memcpy` call to pay.
-                    let dst = &mut gathered[point * len + run.column..][..run.count];
-                    for (slot, &value) in dst.iter_mut().zip(&plane[origin + offset..]) {
-                        *slot = value;
-                    }
-                }
-            }
-            let dst = Rows {
-                base: c * len,
-                stride: cin_g * len,
-            };
-            transform(
+        in_channel_groups!(self.plan.geometry.in_per_group(), inputs(self));
+    }
+}
+
+#[inline(always)]
+fn inputs<T: Element, const L: usize>(
+    op: Inputs<'_, '_, T>,
+    groups: impl Iterator<Item = usize> + Clone,
+) {
+    let Inputs {
+        plan,
+        padded,
+        group,
+        tiles,
+        transformed,
+    } = op;
+    let g = plan.geometry;
+    let (channels, cin_g) = (g.in_channels, g.in_per_group());
+    let stride = point_stride(tiles.len(), cin_g);
+    let [_, ph, pw] = plan.axes.map(|a| a.padded);
+    let alphas = plan.axes.map(|a| a.alpha);
+    let offsets: Vec<usize> = points(alphas)
+        .map(|[d, h, w]| ((d * ph + h) * pw + w) * channels)
+        .collect();
+    let volume = plan.padded_volume() * channels;
+    let mut buffers = buffers();
+    for (column, index) in tiles.enumerate() {
+        let tile = plan.tile(index);
+        let [d, h, w] = tile.first;
+        let origin = tile.image * volume + ((d * ph + h) * pw + w) * channels + group * cin_g;
+        for first in groups.clone() {
+            let window = &padded[origin + first..];
+            let dst = &mut transformed[column * cin_g + first..];
+            in_lanes(
                 &plan.input,
                 alphas,
-                len,
-                gathered,
-                Rows::packed(len),
-                transformed,
-                dst,
-                temp,
+                |position| lanes(&window[offsets[position]..]),
+                |point, value: [T; L]| dst[point * stride..][..L].copy_from_slice(&value),
+                &mut buffers,
             );
         }
     }
@@ -150,7 +244,6 @@ struct Outputs<'p, 's, T> {
     tiles: Range<usize>,
     bias: Option<&'s [T]>,
     out: &'s mut [T],
-    scratch: &'s mut [T],
 }
 
 impl<T: Element> WithSimd for Outputs<'_, '_, T> {
@@ -158,53 +251,99 @@ impl<T: Element> WithSimd for Outputs<'_, '_, T> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
-        let Self {
-            plan,
-            products,
-            group,
-            tiles,
-            bias,
-            out,
-            scratch,
-        } = self;
-        let g = plan.geometry;
-        let len = tiles.len();
-        let cout_g = g.out_per_group();
-        let step = plan.axes[2].m;
-        let alphas = plan.axes.map(|a| a.alpha);
-        let out_vol = g.out_volume();
-        let (values, temp) = scratch.split_at_mut(plan.points() * len);
-        for k in 0..cout_g {
-            let channel = group * cout_g + k;
-            let src = Rows {
-                base: k * len,
-                stride: cout_g * len,
-            };
-            transform(
-                &plan.output,
-                alphas,
-                len,
-                products,
-                src,
-                values,
-                Rows::packed(len),
-                temp,
-            );
-            let shift = bias.map_or(T::ZERO, |bias| bias[channel]);
-            for run in plan.runs(tiles.clone()) {
-                let plane = &mut out[(run.image * g.out_channels + channel) * out_vol..][..out_vol];
-                for (q, point) in plan.output_points(&run).enumerate() {
-                    if point.count == 0 {
+        in_channel_groups!(self.plan.geometry.out_per_group(), outputs(self));
+    }
+}
+
+#[inline(always)]
+fn outputs<T: Element, const L: usize>(
+    op: Outputs<'_, '_, T>,
+    groups: impl Iterator<Item = usize> + Clone,
+) {
+    let Outputs {
+        plan,
+        products,
+        group,
+        tiles,
+        bias,
+        out,
+    } = op;
+    let g = plan.geometry;
+    let (cout_g, out_volume) = (g.out_per_group(), g.out_volume());
+    let [out_d, out_h, out_w] = g.out_size;
+    let stride = point_stride(tiles.len(), cout_g);
+    let alphas = plan.axes.map(|a| a.alpha);
+    let [md, mh, mw] = plan.axes.map(|a| a.m);
+    let per_tile = md * mh * mw;
+    // Runs of tiles along W whose outputs along W fill one vector: each output row of a run
+    // is transposed into `L` channels' rows and stored a vector per channel. Where `mw` does
+    // not divide `L`, runs are single tiles, scattered element by element.
+    let by_rows = L.is_multiple_of(mw);
+    let run_len = if by_rows { L / mw } else { 1 };
+    let mut buffers = buffers();
+    let transposer = Transposer::new();
+    let mut results = [[T::ZERO; L]; MAX_POINTS];
+    let mut landings = Vec::new();
+    let mut index = tiles.start;
+    while index < tiles.end {
+        let tile = plan.tile(index);
+        let tiles_left_in_row = plan.axes[2].tiles - tile.first[2] / mw;
+        let count = run_len.min(tiles_left_in_row).min(tiles.end - index);
+        let column = index - tiles.start;
+        if !by_rows {
+            plan.landings(&tile, &mut landings);
+        }
+        for first in groups.clone() {
+            for (j, results) in results.chunks_mut(per_tile).take(count).enumerate() {
+                let src = &products[(column + j) * cout_g + first..];
+                in_lanes(
+                    &plan.output,
+                    alphas,
+                    |point| lanes(&src[point * stride..]),
+                    |q, value| results[q] = value,
+                    &mut buffers,
+                );
+            }
+            let channel = group * cout_g + first;
+            let shift: [T; L] = bias.map_or([T::ZERO; L], |bias| lanes(&bias[channel..]));
+            let planes = &mut out[(tile.image * g.out_channels + channel) * out_volume..];
+            if !by_rows {
+                for &(q, offset) in &landings {
+                    for (lane, value) in add(results[q], shift).into_iter().enumerate() {
+                        planes[lane * out_volume + offset] = value;
+                    }
+                }
+                continue;
+            }
+            let along = (count * mw).min(out_w - tile.first[2]);
+            for rd in 0..md {
+                for rh in 0..mh {
+                    let (od, oh) = (tile.first[0] + rd, tile.first[1] + rh);
+                    if od >= out_d || oh >= out_h {
                         continue;
                     }
-                    let src = &values[q * len + run.column..][..point.count];
-                    let dst = plane[point.row + point.first..].iter_mut().step_by(step);
-                    for (slot, &value) in dst.zip(src) {
-                        *slot = value + shift;
+                    // Position `t * mw + rw` of the run's row: tile `t`'s output `rw` along W.
+                    let mut row = [[T::ZERO; L]; L];
+                    let first_point = (rd * mh + rh) * mw;
+                    let tiles_results = results.chunks(per_tile).take(count);
+                    for (row, results) in row.chunks_mut(mw).zip(tiles_results) {
+                        for (slot, &value) in row.iter_mut().zip(&results[first_point..]) {
+                            *slot = add(value, shift);
+                        }
+                    }
+                    let offset = (od * out_h + oh) * out_w + tile.first[2];
+                    for (lane, values) in transposer.transpose(row).iter().enumerate() {
+                        let dst = &mut planes[lane * out_volume + offset..];
+                        if along == L {
+                            dst[..L].copy_from_slice(values);
+                        } else {
+                            dst[..along].copy_from_slice(&values[..along]);
+                        }
                     }
                 }
             }
         }
+        index += count;
     }
 }
 
@@ -215,7 +354,6 @@ struct OutGrads<'p, 's, T> {
     group: usize,
     tiles: Range<usize>,
     transformed: &'s mut [T],
-    scratch: &'s mut [T],
 }
 
 impl<T: Element> WithSimd for OutGrads<'_, '_, T> {
@@ -223,45 +361,50 @@ impl<T: Element> WithSimd for OutGrads<'_, '_, T> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
-        let Self {
-            plan,
-            out_grad,
-            group,
-            tiles,
-            transformed,
-            scratch,
-        } = self;
-        let g = plan.geometry;
-        let len = tiles.len();
-        let cout_g = g.out_per_group();
-        let ms = plan.axes.map(|a| a.m);
-        let out_vol = g.out_volume();
-        let (gathered, temp) = scratch.split_at_mut(plan.points() * len);
-        for k in 0..cout_g {
-            let channel = group * cout_g + k;
-            for run in plan.runs(tiles.clone()) {
-                let plane =
-                    &out_grad[(run.image * g.out_channels + channel) * out_vol..][..out_vol];
-                for (q, point) in plan.output_points(&run).enumerate() {
-                    let dst = &mut gathered[q * len + run.column..][..run.count];
-                    let (inside, outside) = dst.split_at_mut(point.count);
-                    outside.fill(T::ZERO);
-                    if point.count == 0 {
-                        continue;
-                    }
-                    let src = plane[point.row + point.first..].iter().step_by(ms[2]);
-                    for (slot, &value) in inside.iter_mut().zip(src) {
-                        *slot = value;
-                    }
+        in_channel_groups!(self.plan.geometry.out_per_group(), out_grads(self));
+    }
+}
+
+#[inline(always)]
+fn out_grads<T: Element, const L: usize>(
+    op: OutGrads<'_, '_, T>,
+    groups: impl Iterator<Item = usize> + Clone,
+) {
+    let OutGrads {
+        plan,
+        out_grad,
+        group,
+        tiles,
+        transformed,
+    } = op;
+    let g = plan.geometry;
+    let (cout_g, out_volume) = (g.out_per_group(), g.out_volume());
+    let stride = point_stride(tiles.len(), cout_g);
+    let ms = plan.axes.map(|a| a.m);
+    let outputs: usize = ms.iter().product();
+    let mut buffers = buffers();
+    let mut values = [[T::ZERO; L]; MAX_POINTS];
+    let mut landings = Vec::new();
+    for (column, index) in tiles.enumerate() {
+        let tile = plan.tile(index);
+        plan.landings(&tile, &mut landings);
+        for first in groups.clone() {
+            let channel = group * cout_g + first;
+            let planes = &out_grad[(tile.image * g.out_channels + channel) * out_volume..];
+            values[..outputs].fill([T::ZERO; L]);
+            for &(q, offset) in &landings {
+                for (lane, value) in values[q].iter_mut().enumerate() {
+                    *value = planes[lane * out_volume + offset];
                 }
             }
-            let dst = Rows {
-                base: k * len,
-                stride: cout_g * len,
-            };
-            let packed = Rows::packed(len);
-            let adjoint = &plan.output_adjoint;
-            transform(adjoint, ms, len, gathered, packed, transformed, dst, temp);
+            let dst = &mut transformed[column * cout_g + first..];
+            in_lanes(
+                &plan.output_adjoint,
+                ms,
+                |q| values[q],
+                |point, value: [T; L]| dst[point * stride..][..L].copy_from_slice(&value),
+                &mut buffers,
+            );
         }
     }
 }
