@@ -57,6 +57,13 @@ fn groups_and_batches() {
 }
 
 #[test]
+fn fewer_channels_than_a_vector() {
+    // One channel at a time in every move, each output tile scattered element by element.
+    check(&geometry([2, 3, 1, 7, 6], 5, [1, 3, 3], [0, 1, 1], 1));
+    check(&geometry([1, 2, 4, 5, 3], 3, [3, 3, 3], [1, 1, 1], 1));
+}
+
+#[test]
 fn one_and_three_dimensional_kernels() {
     // 1D along the last axis, 3D with F(2, 3) on every axis, and a (3, 1, 3) mixture.
     check(&geometry([2, 8, 1, 1, 37], 8, [1, 1, 3], [0, 0, 1], 1));

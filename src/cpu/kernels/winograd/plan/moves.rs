@@ -18,6 +18,10 @@ use super::{Plan, Tile, point_stride};
 /// Channels moved together: one 256-bit vector of f32.
 const LANES: usize = 8;
 
+/// The most rows (positions along D and H) an output tile has: 2 x 2 for F(2, 3) in 3D, 4 for
+/// F(4, 3) in 2D.
+const MAX_OUTPUT_ROWS: usize = 16;
+
 impl<T: Element> Plan<'_, T> {
     /// The transformed inputs of group `group` for the block `tiles`, `[point][tile][cin_g]` (points [`point_stride`] apart),
     /// from the channels-last copy [`Plan::pad`] made of this chunk's images.
@@ -274,15 +278,21 @@ fn outputs<T: Element, const L: usize>(
     let stride = point_stride(tiles.len(), cout_g);
     let alphas = plan.axes.map(|a| a.alpha);
     let [md, mh, mw] = plan.axes.map(|a| a.m);
-    let per_tile = md * mh * mw;
-    // Runs of tiles along W whose outputs along W fill one vector: each output row of a run
-    // is transposed into `L` channels' rows and stored a vector per channel. Where `mw` does
-    // not divide `L`, runs are single tiles, scattered element by element.
+    // Runs of tiles along W whose outputs along W fill one vector (`mw` is 1, 2 or 4): the
+    // transform leaves each output row of a run as `L` positions of `L` channels, transposed
+    // into a vector per channel and stored whole. Where `mw` does not divide `L` (one channel
+    // at a time), runs are single tiles, scattered element by element.
     let by_rows = L.is_multiple_of(mw);
     let run_len = if by_rows { L / mw } else { 1 };
+    let (rows_per_tile, along_shift) = (md * mh, mw.trailing_zeros());
+    assert!(
+        rows_per_tile <= MAX_OUTPUT_ROWS,
+        "output tile of {rows_per_tile} rows"
+    );
     let mut buffers = buffers();
     let transposer = Transposer::new();
-    let mut results = [[T::ZERO; L]; MAX_POINTS];
+    // A row holds `L` positions on the vector path, `mw` (at most 4) on the scattered one.
+    let mut rows = [[[T::ZERO; L]; LANES]; MAX_OUTPUT_ROWS];
     let mut landings = Vec::new();
     let mut index = tiles.start;
     while index < tiles.end {
@@ -294,51 +304,46 @@ fn outputs<T: Element, const L: usize>(
             plan.landings(&tile, &mut landings);
         }
         for first in groups.clone() {
-            for (j, results) in results.chunks_mut(per_tile).take(count).enumerate() {
-                let src = &products[(column + j) * cout_g + first..];
+            let channel = group * cout_g + first;
+            let shift: [T; L] = bias.map_or([T::ZERO; L], |bias| lanes(&bias[channel..]));
+            let planes = &mut out[(tile.image * g.out_channels + channel) * out_volume..];
+            for t in 0..count {
+                let src = &products[(column + t) * cout_g + first..];
+                // Output `q` of tile `t`: row `q / mw`, position `t * mw + q % mw` along it.
                 in_lanes(
                     &plan.output,
                     alphas,
                     |point| lanes(&src[point * stride..]),
-                    |q, value| results[q] = value,
+                    |q, value| {
+                        let at = (t << along_shift) + (q & (mw - 1));
+                        rows[q >> along_shift][at] = add(value, shift);
+                    },
                     &mut buffers,
                 );
             }
-            let channel = group * cout_g + first;
-            let shift: [T; L] = bias.map_or([T::ZERO; L], |bias| lanes(&bias[channel..]));
-            let planes = &mut out[(tile.image * g.out_channels + channel) * out_volume..];
             if !by_rows {
                 for &(q, offset) in &landings {
-                    for (lane, value) in add(results[q], shift).into_iter().enumerate() {
+                    let values = rows[q >> along_shift][q & (mw - 1)];
+                    for (lane, value) in values.into_iter().enumerate() {
                         planes[lane * out_volume + offset] = value;
                     }
                 }
                 continue;
             }
             let along = (count * mw).min(out_w - tile.first[2]);
-            for rd in 0..md {
-                for rh in 0..mh {
-                    let (od, oh) = (tile.first[0] + rd, tile.first[1] + rh);
-                    if od >= out_d || oh >= out_h {
-                        continue;
-                    }
-                    // Position `t * mw + rw` of the run's row: tile `t`'s output `rw` along W.
-                    let mut row = [[T::ZERO; L]; L];
-                    let first_point = (rd * mh + rh) * mw;
-                    let tiles_results = results.chunks(per_tile).take(count);
-                    for (row, results) in row.chunks_mut(mw).zip(tiles_results) {
-                        for (slot, &value) in row.iter_mut().zip(&results[first_point..]) {
-                            *slot = add(value, shift);
-                        }
-                    }
-                    let offset = (od * out_h + oh) * out_w + tile.first[2];
-                    for (lane, values) in transposer.transpose(row).iter().enumerate() {
-                        let dst = &mut planes[lane * out_volume + offset..];
-                        if along == L {
-                            dst[..L].copy_from_slice(values);
-                        } else {
-                            dst[..along].copy_from_slice(&values[..along]);
-                        }
+            for (row, positions) in rows[..rows_per_tile].iter().enumerate() {
+                let (od, oh) = (tile.first[0] + row / mh, tile.first[1] + row % mh);
+                if od >= out_d || oh >= out_h {
+                    continue;
+                }
+                let offset = (od * out_h + oh) * out_w + tile.first[2];
+                let positions: [[T; L]; L] = positions[..L].try_into().expect("L positions");
+                for (lane, values) in transposer.transpose(positions).iter().enumerate() {
+                    let dst = &mut planes[lane * out_volume + offset..];
+                    if along == L {
+                        dst[..L].copy_from_slice(values);
+                    } else {
+                        dst[..along].copy_from_slice(&values[..along]);
                     }
                 }
             }
