@@ -3,8 +3,9 @@
 //!
 //! Each works tile by tile on [`LANES`] channels at once ([`in_lanes`]). The transformed domain
 //! keeps a tile's channels contiguous (`[point][tile][channel]`), so its loads and stores are
-//! whole vectors; so is every load from the channels-last padded input. Only the output's
-//! scatter and the output gradient's gather, channel-planar, move one element at a time.
+//! whole vectors; so is every load from the channels-last padded input. The output's scatter
+//! transposes runs of tiles into a vector per channel; only the output gradient's gather,
+//! channel-planar, moves one element at a time.
 
 use core::ops::Range;
 
@@ -23,8 +24,9 @@ const LANES: usize = 8;
 const MAX_OUTPUT_ROWS: usize = 16;
 
 impl<T: Element> Plan<'_, T> {
-    /// The transformed inputs of group `group` for the block `tiles`, `[point][tile][cin_g]` (points [`point_stride`] apart),
-    /// from the channels-last copy [`Plan::pad`] made of this chunk's images.
+    /// The transformed inputs of group `group` for the block `tiles`, `[point][tile][cin_g]`
+    /// (points [`point_stride`] apart), from the channels-last copy [`Plan::pad`] made of this
+    /// chunk's images.
     pub fn transform_inputs(
         &self,
         padded: &[T],
@@ -41,8 +43,9 @@ impl<T: Element> Plan<'_, T> {
         });
     }
 
-    /// The products of group `group` for the block `tiles` (`[point][tile][cout_g]`, points [`point_stride`] apart) brought
-    /// back to outputs, plus `bias`, written into `out` (the images of this chunk).
+    /// The products of group `group` for the block `tiles` (`[point][tile][cout_g]`, points
+    /// [`point_stride`] apart) brought back to outputs, plus `bias`, written into `out` (the
+    /// images of this chunk).
     pub fn transform_outputs(
         &self,
         products: &[T],
@@ -62,8 +65,9 @@ impl<T: Element> Plan<'_, T> {
     }
 
     /// The output gradients of group `group` for the block `tiles` taken to the transformed
-    /// domain, `[point][tile][cout_g]`, points [`point_stride`] apart (the adjoint of [`Plan::transform_outputs`]; positions
-    /// past the output's edge read as zero). `out_grad` holds this chunk's images.
+    /// domain, `[point][tile][cout_g]`, points [`point_stride`] apart (the adjoint of
+    /// [`Plan::transform_outputs`]; positions past the output's edge read as zero). `out_grad`
+    /// holds this chunk's images.
     pub fn transform_out_grads(
         &self,
         out_grad: &[T],
@@ -81,9 +85,9 @@ impl<T: Element> Plan<'_, T> {
     }
 
     /// Where the output positions of `tile` that lie inside the output are, as (index among
-    /// the tile's output points, offset in a channel plane of its image): the one home of the
-    /// output-tile geometry, shared by the scatter of [`Plan::transform_outputs`] and the
-    /// gather of its adjoint, [`Plan::transform_out_grads`].
+    /// the tile's output points, offset in a channel plane of its image): what the gather of
+    /// [`Plan::transform_out_grads`] reads and the element-by-element scatter of
+    /// [`Plan::transform_outputs`] (one channel at a time) writes.
     fn landings(&self, tile: &Tile, landings: &mut Vec<(usize, usize)>) {
         let [_, out_h, out_w] = self.geometry.out_size;
         let out_size = self.geometry.out_size;
