@@ -78,11 +78,11 @@ pub const F4: Minimal = Minimal {
     ],
 };
 
-/// A row-major matrix in the element type.
+/// A matrix in the element type, kept as its nonzero entries: every transform skips zero
+/// coefficients.
 pub struct Matrix<T> {
     rows: usize,
     cols: usize,
-    values: Vec<T>,
     /// The nonzero entries as (column, coefficient), row after row; row `r`'s are
     /// `nonzero[row_starts[r]..row_starts[r + 1]]`.
     nonzero: Vec<(usize, T)>,
@@ -119,11 +119,12 @@ impl<T: Element> Matrix<T> {
     /// `rows x cols` from a row-major table of `f64`.
     pub fn new(rows: usize, cols: usize, table: &[f64]) -> Self {
         assert_eq!(table.len(), rows * cols, "transform table size");
-        let values = table.iter().map(|&v| T::from_f64(v)).collect();
-        Self::from_values(rows, cols, values, F2Map::of(table, false))
+        let values: Vec<T> = table.iter().map(|&v| T::from_f64(v)).collect();
+        Self::from_values(rows, cols, &values, F2Map::of(table, false))
     }
 
-    fn from_values(rows: usize, cols: usize, values: Vec<T>, f2_map: Option<F2Map>) -> Self {
+    /// `rows x cols` from its row-major `values`.
+    fn from_values(rows: usize, cols: usize, values: &[T], f2_map: Option<F2Map>) -> Self {
         let mut nonzero = Vec::new();
         let mut row_starts = vec![0];
         for row in values.chunks(cols) {
@@ -134,7 +135,6 @@ impl<T: Element> Matrix<T> {
         Self {
             rows,
             cols,
-            values,
             nonzero,
             row_starts,
             f2_map,
@@ -155,10 +155,10 @@ impl<T: Element> Matrix<T> {
     /// gradient applies.
     pub fn transposed(rows: usize, cols: usize, table: &[f64]) -> Self {
         assert_eq!(table.len(), rows * cols, "transform table size");
-        let values = (0..cols)
+        let values: Vec<T> = (0..cols)
             .flat_map(|c| (0..rows).map(move |r| T::from_f64(table[r * cols + c])))
             .collect();
-        Self::from_values(cols, rows, values, F2Map::of(table, true))
+        Self::from_values(cols, rows, &values, F2Map::of(table, true))
     }
 
     /// Its column count: the length of the axis it is applied along.
@@ -219,19 +219,15 @@ pub fn along_axis<T: Element>(
     assert!(cols <= MAX_COLS, "transform wider than {MAX_COLS}");
     for o in 0..outer {
         for r in 0..rows {
-            let coefficients = &matrix.values[r * cols..][..cols];
+            let row_terms = matrix.terms(r);
             for q in 0..mid {
                 let out = &mut dst[dst_rows.at((o * rows + r) * mid + q)..][..len];
                 let mut terms = [(T::ZERO, &src[..0]); MAX_COLS];
-                let mut count = 0;
-                for (c, &coefficient) in coefficients.iter().enumerate() {
-                    if coefficient != T::ZERO {
-                        let input = &src[src_rows.at((o * cols + c) * mid + q)..][..len];
-                        terms[count] = (coefficient, input);
-                        count += 1;
-                    }
+                for (term, &(c, coefficient)) in terms.iter_mut().zip(row_terms) {
+                    let input = &src[src_rows.at((o * cols + c) * mid + q)..][..len];
+                    *term = (coefficient, input);
                 }
-                combine(out, &terms[..count]);
+                combine(out, &terms[..row_terms.len()]);
             }
         }
     }

@@ -344,6 +344,7 @@ fn outputs<T: Element, const L: usize>(
                 let positions: [[T; L]; L] = positions[..L].try_into().expect("L positions");
                 for (lane, values) in transposer.transpose(positions).iter().enumerate() {
                     let dst = &mut planes[lane * out_volume + offset..];
+                    // The same copy either way; a length known at compile time is one store.
                     if along == L {
                         dst[..L].copy_from_slice(values);
                     } else {
