@@ -78,7 +78,8 @@ fn run_pass<T>(
 
 /// The algorithm for `pass` over `geometry` by rule: the one [`pinned`] on this thread where
 /// it serves the shape, else the one that is fastest on most machines (Winograd and the phase
-/// grids only where they pay). Passes too small to time take it; larger ones time every
+/// grids only where they pay, the adjoint for the input gradient of a layer with few output
+/// channels). Passes too small to time take it; larger ones time every
 /// algorithm that serves them (see [`run_pass`]). Winograd's transforms and the phase grids'
 /// gradients still refuse values they cannot carry (past Winograd's safe magnitude, a
 /// non-finite operand the grids' padding would multiply); those calls take the lowered path.
@@ -92,6 +93,7 @@ pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
         }
         _ if winograd::fits(geometry) => Algorithm::Winograd,
         _ if phases::fits(geometry) => Algorithm::Phases,
+        _ if pass == Pass::Data && adjoint::pays(geometry) => Algorithm::Adjoint,
         _ => Algorithm::Lowered,
     }
 }

@@ -560,6 +560,41 @@ fn pinned_algorithms_run_where_they_serve() {
     assert_eq!(algorithm(&g3, Pass::Forward), Algorithm::Lowered);
 }
 
+/// By rule, the input gradient of a stride-1 layer with few output channels and at least as
+/// many input channels runs as its adjoint; a one-channel stem's, a wide layer's and a strided
+/// layer's do not.
+#[test]
+fn adjoint_input_gradient_by_rule() {
+    let geometry = |cin: usize, cout: usize, stride: usize| {
+        let options = ConvOptions::new([1, stride, stride], [0, 1, 1], [1; 3], 1);
+        ConvGeometry::conv(&[64, cin, 1, 14, 14], &[cout, cin, 1, 3, 3], &options)
+    };
+    assert_eq!(
+        algorithm(&geometry(16, 16, 1), Pass::Data),
+        Algorithm::Adjoint
+    );
+    assert_eq!(
+        algorithm(&geometry(32, 16, 1), Pass::Data),
+        Algorithm::Adjoint
+    );
+    assert_eq!(
+        algorithm(&geometry(16, 16, 1), Pass::Forward),
+        Algorithm::Lowered
+    );
+    assert_eq!(
+        algorithm(&geometry(1, 16, 1), Pass::Data),
+        Algorithm::Lowered
+    );
+    assert_ne!(
+        algorithm(&geometry(64, 64, 1), Pass::Data),
+        Algorithm::Adjoint
+    );
+    assert_ne!(
+        algorithm(&geometry(16, 16, 2), Pass::Data),
+        Algorithm::Adjoint
+    );
+}
+
 /// The input gradient as the forward convolution of the output gradient (pinned), against the
 /// definition through the adjoint identity: groups, dilation, uneven and one-sided padding,
 /// 1D/2D/3D, a depthwise layer (whose adjoint runs the depthwise stencil), a batch of two.
