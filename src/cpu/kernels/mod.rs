@@ -10,6 +10,7 @@ pub(super) mod pool;
 mod sum;
 mod tap_masks;
 mod tap_table;
+mod transpose;
 mod winograd;
 
 use crate::spec::points;

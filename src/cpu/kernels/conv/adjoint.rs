@@ -8,6 +8,7 @@
 use crate::spec::ConvGeometry;
 
 use super::super::element::Element;
+use super::super::transpose::transpose;
 
 /// Whether the input gradient of `geometry` is a forward convolution: stride 1 on every axis,
 /// and neither side padded past the dilated kernel's reach (else the adjoint would crop).
@@ -71,6 +72,12 @@ pub fn weight<T: Element>(geometry: &ConvGeometry, weight: &[T]) -> Vec<T> {
     for group in 0..g.groups {
         let source = &weight[group * cout_g * cin_g * taps..][..cout_g * cin_g * taps];
         let target = &mut flipped[group * cout_g * cin_g * taps..][..cout_g * cin_g * taps];
+        // A pointwise kernel only swaps channel roles: a plain transpose, where the loop below
+        // slices per kernel (5% of `resnet50_1x1_reduce` grad_input's samples).
+        if taps == 1 {
+            transpose(source, cout_g, cin_g, target);
+            continue;
+        }
         for first in (0..cout_g).step_by(BLOCK) {
             let block = first..(first + BLOCK).min(cout_g);
             for ci in 0..cin_g {

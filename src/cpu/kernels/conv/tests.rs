@@ -185,6 +185,21 @@ fn check(x_shape: [usize; 5], out_channels: usize, kernel: [usize; 3], options: 
     );
 }
 
+/// Pointwise layers, whose input gradients read the weight transposed (the lowered GEMM's left
+/// operand, the adjoint's weight), with groups of unequal input and output widths, 1D to 3D.
+#[test]
+fn pointwise_transposed_weights() {
+    use crate::cpu::choice::with_conv_algorithm;
+    for algorithm in [Algorithm::Lowered, Algorithm::Adjoint] {
+        with_conv_algorithm(algorithm, || {
+            let options = |groups| ConvOptions::new([1; 3], [0; 3], [1; 3], groups);
+            check([2, 6, 1, 5, 7], 9, [1, 1, 1], options(3));
+            check([1, 17, 1, 1, 6], 19, [1, 1, 1], options(1));
+            check([2, 4, 3, 2, 5], 10, [1, 1, 1], options(2));
+        });
+    }
+}
+
 #[test]
 fn several_tiles_of_2d_rows() {
     // 144 f64 per column: tiles of 15 rows of 64 (4 full tiles and a remainder); at stride 2,

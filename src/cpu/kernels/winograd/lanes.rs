@@ -127,100 +127,10 @@ fn sub<T: Element, const L: usize>(a: [T; L], b: [T; L]) -> [T; L] {
     core::array::from_fn(|l| a[l] - b[l])
 }
 
-/// Transposes blocks of `L` vectors of `L` lanes: lane `j` of vector `i` becomes lane `i` of
-/// vector `j` (positions by channel to channels by position). With AVX on x86-64, blocks of 8
-/// f32 take 24 shuffles in registers; anything else goes element by element, through memory.
-#[derive(Clone, Copy)]
-pub struct Transposer {
-    #[cfg(target_arch = "x86_64")]
-    avx: Option<pulp::x86::V3>,
-}
-
-impl Transposer {
-    /// The fastest transposer this CPU runs.
-    pub fn new() -> Self {
-        Self {
-            #[cfg(target_arch = "x86_64")]
-            avx: pulp::x86::V3::try_new(),
-        }
-    }
-
-    /// `x` transposed.
-    #[inline(always)]
-    pub fn transpose<T: Element, const L: usize>(self, x: [[T; L]; L]) -> [[T; L]; L] {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(simd) = self.avx
-            && L == 8
-            && core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
-        {
-            return bytemuck::cast(transpose_f32x8(simd, bytemuck::cast(x)));
-        }
-        core::array::from_fn(|i| core::array::from_fn(|j| x[j][i]))
-    }
-}
-
-/// The 8 x 8 f32 transpose in AVX registers: interleave pairs of rows, then pairs of pairs,
-/// then swap 128-bit halves.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn transpose_f32x8(simd: pulp::x86::V3, rows: [[f32; 8]; 8]) -> [[f32; 8]; 8] {
-    use core::arch::x86_64::__m256;
-    let avx = simd.avx;
-    let r: [__m256; 8] = rows.map(bytemuck::cast);
-    let pairs: [__m256; 8] = core::array::from_fn(|i| {
-        let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
-        if i % 2 == 0 {
-            avx._mm256_unpacklo_ps(a, b)
-        } else {
-            avx._mm256_unpackhi_ps(a, b)
-        }
-    });
-    // Quads: (pairs 0, 2) low and high halves, (1, 3), then the same for 4..8.
-    let quads: [__m256; 8] = core::array::from_fn(|i| {
-        let base = i / 4 * 4 + i % 4 / 2;
-        let (a, b) = (pairs[base], pairs[base + 2]);
-        if i % 2 == 0 {
-            avx._mm256_shuffle_ps::<0x44>(a, b)
-        } else {
-            avx._mm256_shuffle_ps::<0xEE>(a, b)
-        }
-    });
-    let columns: [__m256; 8] = core::array::from_fn(|i| {
-        let (a, b) = (quads[i % 4], quads[i % 4 + 4]);
-        if i < 4 {
-            avx._mm256_permute2f128_ps::<0x20>(a, b)
-        } else {
-            avx._mm256_permute2f128_ps::<0x31>(a, b)
-        }
-    });
-    columns.map(bytemuck::cast)
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::transform::{F2, F4};
     use super::*;
-
-    #[test]
-    fn transposes_blocks() {
-        let transposer = Transposer::new();
-        let x: [[f32; 8]; 8] =
-            core::array::from_fn(|i| core::array::from_fn(|j| (i * 8 + j) as f32));
-        let y = transposer.transpose(x);
-        let z: [[f64; 3]; 3] =
-            core::array::from_fn(|i| core::array::from_fn(|j| (i * 3 + j) as f64));
-        let w = transposer.transpose(z);
-        for i in 0..8 {
-            for j in 0..8 {
-                assert_eq!(y[i][j], x[j][i], "f32 ({i}, {j})");
-            }
-        }
-        for i in 0..3 {
-            for j in 0..3 {
-                assert_eq!(w[i][j], z[j][i], "f64 ({i}, {j})");
-            }
-        }
-    }
 
     /// The straight-line F(2, 3) maps and the general path agree with the tables, on a 3D tile
     /// (every axis transformed) and along the middle axis of a 2D one.

@@ -16,7 +16,7 @@ use super::transform::{F2, F4, Matrix, Minimal, Rows, along_axis};
 // The input and output moves as `pulp` ops: more `impl Plan` methods.
 mod moves;
 
-use moves::channels_last;
+use super::super::transpose::channels_last;
 
 /// Bytes of transformed inputs and products per block of tiles: inside one core's L2.
 const BLOCK_BYTES: usize = 1 << 20;

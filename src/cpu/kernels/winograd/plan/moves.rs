@@ -13,7 +13,8 @@ use pulp::{Simd, WithSimd};
 
 use super::super::super::element::Element;
 use super::super::super::points;
-use super::super::lanes::{MAX_POINTS, Transposer, add, buffers, in_lanes};
+use super::super::super::transpose::Transposer;
+use super::super::lanes::{MAX_POINTS, add, buffers, in_lanes};
 use super::{Plan, Tile, point_stride};
 
 /// Channels moved together: one 256-bit vector of f32.
@@ -96,65 +97,6 @@ impl<T: Element> Plan<'_, T> {
             let at: [usize; 3] = core::array::from_fn(|a| tile.first[a] + offset[a]);
             if (0..3).all(|a| at[a] < out_size[a]) {
                 landings.push((q, (at[0] * out_h + at[1]) * out_w + at[2]));
-            }
-        }
-    }
-}
-
-/// Positions `row` of every channel plane in `src` (each `in_volume` long) written
-/// channels-last into `dst`, position by position. A `pulp` op: blocks of [`LANES`] channels
-/// by [`LANES`] positions are read a vector per channel and transposed, so every load and
-/// store is a vector.
-pub fn channels_last<T: Element>(src: &[T], in_volume: usize, row: Range<usize>, dst: &mut [T]) {
-    pulp::Arch::new().dispatch(ChannelsLast {
-        src,
-        in_volume,
-        row,
-        dst,
-    });
-}
-
-/// [`channels_last`] as a `pulp` op.
-struct ChannelsLast<'s, T> {
-    src: &'s [T],
-    in_volume: usize,
-    row: Range<usize>,
-    dst: &'s mut [T],
-}
-
-impl<T: Element> WithSimd for ChannelsLast<'_, T> {
-    type Output = ();
-
-    #[inline(always)]
-    fn with_simd<S: Simd>(self, _simd: S) {
-        let Self {
-            src,
-            in_volume,
-            row,
-            dst,
-        } = self;
-        let channels = src.len() / in_volume;
-        let (whole_channels, width) = (channels - channels % LANES, row.len());
-        let whole_width = width - width % LANES;
-        let at = |c: usize, w: usize| c * in_volume + row.start + w;
-        let transposer = Transposer::new();
-        for first in (0..whole_channels).step_by(LANES) {
-            for w in (0..whole_width).step_by(LANES) {
-                let block: [[T; LANES]; LANES] =
-                    core::array::from_fn(|i| lanes(&src[at(first + i, w)..]));
-                for (j, column) in transposer.transpose(block).iter().enumerate() {
-                    dst[(w + j) * channels + first..][..LANES].copy_from_slice(column);
-                }
-            }
-            for w in whole_width..width {
-                for c in first..first + LANES {
-                    dst[w * channels + c] = src[at(c, w)];
-                }
-            }
-        }
-        for c in whole_channels..channels {
-            for w in 0..width {
-                dst[w * channels + c] = src[at(c, w)];
             }
         }
     }
