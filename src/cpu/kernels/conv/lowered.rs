@@ -16,7 +16,7 @@ use crate::spec::ConvGeometry;
 use super::super::element::{Element, Split, for_each_chunk, items_per_thread, sum_of_partials};
 use super::super::gemm::{MatMut, MatRef, matmul};
 use super::super::im2col::{Lowering, gather_images, images_per_tile, is_pointwise};
-use super::super::transpose::transpose;
+use super::adjoint;
 
 /// Images per task and tile for a batch-parallel pass: several when they are small, but never
 /// so many that a thread is left without a task.
@@ -199,20 +199,11 @@ pub(super) fn x_backward<T: Element>(
     let mut x_grad = vec![T::ZERO; g.in_shape().iter().product()];
     let split = Split::for_items(g.batch.div_ceil(images));
     let item_len = g.in_channels * in_vol;
-    // A pointwise layer's weight, each group transposed once for the whole batch: `gemm` runs
-    // faster on a row-major left operand than on the transposed view of the weight
-    // (`resnet50_1x1_reduce` grad_input's 8 GEMMs: 5.1-5.2 ms against 5.8-6.0, three
-    // alternations in one process).
-    let pointwise_t = is_pointwise(g).then(|| {
-        let mut transposed = vec![T::ZERO; weight.len()];
-        for (source, target) in weight
-            .chunks_exact(cout_g * patch)
-            .zip(transposed.chunks_exact_mut(cout_g * patch))
-        {
-            transpose(source, cout_g, patch, target);
-        }
-        transposed
-    });
+    // A pointwise layer's weight, each group transposed once for the whole batch (its adjoint
+    // weight): `gemm` runs faster on a row-major left operand than on the transposed view of
+    // the weight (`resnet50_1x1_reduce` grad_input's 8 GEMMs: 5.1-5.2 ms against 5.8-6.0,
+    // three alternations in one process).
+    let pointwise_t = is_pointwise(g).then(|| adjoint::weight(g, weight));
     for_each_chunk(
         &mut x_grad,
         item_len,

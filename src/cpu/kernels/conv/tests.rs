@@ -580,34 +580,19 @@ fn pinned_algorithms_run_where_they_serve() {
 /// layer's do not.
 #[test]
 fn adjoint_input_gradient_by_rule() {
-    let geometry = |cin: usize, cout: usize, stride: usize| {
+    let rule = |cin: usize, cout: usize, stride: usize, pass: Pass| {
         let options = ConvOptions::new([1, stride, stride], [0, 1, 1], [1; 3], 1);
-        ConvGeometry::conv(&[64, cin, 1, 14, 14], &[cout, cin, 1, 3, 3], &options)
+        algorithm(
+            &ConvGeometry::conv(&[64, cin, 1, 14, 14], &[cout, cin, 1, 3, 3], &options),
+            pass,
+        )
     };
-    assert_eq!(
-        algorithm(&geometry(16, 16, 1), Pass::Data),
-        Algorithm::Adjoint
-    );
-    assert_eq!(
-        algorithm(&geometry(32, 16, 1), Pass::Data),
-        Algorithm::Adjoint
-    );
-    assert_eq!(
-        algorithm(&geometry(16, 16, 1), Pass::Forward),
-        Algorithm::Lowered
-    );
-    assert_eq!(
-        algorithm(&geometry(1, 16, 1), Pass::Data),
-        Algorithm::Lowered
-    );
-    assert_ne!(
-        algorithm(&geometry(64, 64, 1), Pass::Data),
-        Algorithm::Adjoint
-    );
-    assert_ne!(
-        algorithm(&geometry(16, 16, 2), Pass::Data),
-        Algorithm::Adjoint
-    );
+    assert_eq!(rule(16, 16, 1, Pass::Data), Algorithm::Adjoint);
+    assert_eq!(rule(32, 16, 1, Pass::Data), Algorithm::Adjoint);
+    assert_eq!(rule(16, 16, 1, Pass::Forward), Algorithm::Lowered);
+    assert_eq!(rule(1, 16, 1, Pass::Data), Algorithm::Lowered);
+    assert_ne!(rule(64, 64, 1, Pass::Data), Algorithm::Adjoint);
+    assert_ne!(rule(16, 16, 2, Pass::Data), Algorithm::Adjoint);
 }
 
 /// The input gradient as the forward convolution of the output gradient (pinned), against the
