@@ -1,7 +1,9 @@
 //! The shared slice kernels: contiguous NCDHW slices in, slices out, no backend types.
 
+mod bordered;
 pub(super) mod conv;
 mod depthwise;
+mod direct;
 pub(super) mod element;
 mod gemm;
 mod im2col;

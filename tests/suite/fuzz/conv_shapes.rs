@@ -307,7 +307,8 @@ fn tiled_small_convs_match_the_reference() {
 }
 
 /// Winograd and the phase grids pinned on shapes they serve but are not picked for (a few
-/// channels), and the adjoint input gradient on small shapes of every kind. The im2col GEMM
+/// channels), and the adjoint input gradient and the direct forward pass on small shapes of
+/// every kind. The im2col GEMM
 /// runs the general strategy's shapes, and a depthwise forward always runs the depthwise
 /// stencil.
 #[test]
@@ -330,6 +331,14 @@ fn pinned_cpu_algorithms_match_the_reference() {
     fuzz_pinned(
         Algorithm::Adjoint,
         "adjoint pinned, small convs, on flex",
+        few,
+        tiled_case(),
+    );
+    // The direct forward pass (f32) on every small shape, also where its blocks of output
+    // channels are mostly empty; through the adjoint, the stride-1 input gradients too.
+    fuzz_pinned(
+        Algorithm::Direct,
+        "direct pinned, small convs, on flex",
         few,
         tiled_case(),
     );

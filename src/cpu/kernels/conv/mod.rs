@@ -14,7 +14,7 @@ use crate::spec::ConvGeometry;
 
 use super::element::Element;
 use super::sum::{PairwiseSum, lane_sum};
-use super::{depthwise, phases, winograd};
+use super::{depthwise, direct, phases, winograd};
 pub use crate::cpu::choice::Algorithm;
 use crate::cpu::choice::pinned;
 
@@ -41,16 +41,18 @@ fn serves(algorithm: Algorithm, geometry: &ConvGeometry, pass: Pass) -> bool {
         Algorithm::Winograd => winograd::serves(geometry),
         Algorithm::Phases => phases::serves(geometry),
         Algorithm::Adjoint => pass == Pass::Data && adjoint::serves(geometry),
+        Algorithm::Direct => pass == Pass::Forward && direct::serves(geometry),
         Algorithm::Lowered => true,
     }
 }
 
 /// Every algorithm, in the order a tie between timings goes.
-const ALGORITHMS: [Algorithm; 5] = [
+const ALGORITHMS: [Algorithm; 6] = [
     Algorithm::Depthwise,
     Algorithm::Winograd,
     Algorithm::Phases,
     Algorithm::Adjoint,
+    Algorithm::Direct,
     Algorithm::Lowered,
 ];
 
@@ -93,6 +95,7 @@ pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
         }
         _ if winograd::fits(geometry) => Algorithm::Winograd,
         _ if phases::fits(geometry) => Algorithm::Phases,
+        _ if pass == Pass::Forward && direct::pays(geometry) => Algorithm::Direct,
         _ if pass == Pass::Data && adjoint::pays(geometry) => Algorithm::Adjoint,
         _ => Algorithm::Lowered,
     }
@@ -113,6 +116,7 @@ pub fn forward<T: Element>(
             Algorithm::Depthwise => Some(depthwise::forward(geometry, x, weight, bias)),
             Algorithm::Winograd => winograd::forward(geometry, x, weight, bias),
             Algorithm::Phases => Some(phases::forward(geometry, x, weight, bias)),
+            Algorithm::Direct => direct::forward(geometry, x, weight, bias),
             Algorithm::Adjoint | Algorithm::Lowered => None,
         };
         out.unwrap_or_else(|| lowered::forward(geometry, x, weight, bias))
@@ -134,7 +138,7 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
                 &adjoint::weight(geometry, weight),
                 None,
             )),
-            Algorithm::Depthwise | Algorithm::Lowered => None,
+            Algorithm::Depthwise | Algorithm::Direct | Algorithm::Lowered => None,
         };
         x_grad.unwrap_or_else(|| lowered::x_backward(geometry, weight, out_grad))
     })
@@ -156,7 +160,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
             Algorithm::Depthwise => Some(depthwise::weight_backward(geometry, x, out_grad)),
             Algorithm::Winograd => winograd::weight_backward(geometry, x, out_grad),
             Algorithm::Phases => phases::weight_backward(geometry, x, out_grad),
-            Algorithm::Adjoint | Algorithm::Lowered => None,
+            Algorithm::Adjoint | Algorithm::Direct | Algorithm::Lowered => None,
         };
         weight_grad.unwrap_or_else(|| lowered::weight_backward(geometry, x, out_grad))
     })

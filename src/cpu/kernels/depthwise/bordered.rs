@@ -1,94 +1,20 @@
-//! A depthwise plane copied into a zero border, and the unit-W-stride forward pass over the
-//! copy: runs of output columns accumulated in registers, with no edge cases.
+//! The unit-W-stride depthwise forward pass over a plane's bordered copy: runs of output
+//! columns accumulated in registers, with no edge cases.
 
 use pulp::{Simd, WithSimd};
 
 use crate::spec::ConvGeometry;
 
+use super::super::bordered::Bordered;
 use super::super::element::Element;
 
-/// The extent of a plane copied into a zero border: just the region the taps read, the
-/// padding included. The copy costs one pass over the plane (which the taps then read from
-/// cache), and the padding then multiplies like the GEMM path's zero-filled patches.
-pub(super) struct Bordered {
-    size: [usize; 3],
-    /// Each tap's offset in the copy from an output row's origin, in weight order.
-    offsets: Vec<usize>,
-}
-
-impl Bordered {
-    /// `None` where the stride along W is not 1 (the row runs would gather), the output is
-    /// empty, or the border would make the copy much larger than the plane (padding far wider
-    /// than the kernel).
-    pub(super) fn new(g: &ConvGeometry) -> Option<Self> {
-        if g.stride[2] != 1 {
-            return None;
-        }
-        // An empty output reads nothing: no copy (and no `out - 1` below).
-        let mut size = [0; 3];
-        for (axis, size) in size.iter_mut().enumerate() {
-            let reach = (g.out_size[axis].checked_sub(1)?)
-                .checked_mul(g.stride[axis])?
-                .checked_add(
-                    g.kernel[axis]
-                        .checked_sub(1)?
-                        .checked_mul(g.dilation[axis])?,
-                )?;
-            *size = reach.checked_add(1)?;
-        }
-        let volume = size
-            .iter()
-            .try_fold(1usize, |volume, &len| volume.checked_mul(len))?;
-        let bound = g.in_volume().saturating_mul(2).saturating_add(4096);
-        if volume > bound {
-            return None;
-        }
-        let [_, size_h, size_w] = size;
-        let [k_d, k_h, k_w] = g.kernel;
-        let [d_d, d_h, d_w] = g.dilation;
-        let offsets = (0..k_d)
-            .flat_map(|kd| (0..k_h).flat_map(move |kh| (0..k_w).map(move |kw| (kd, kh, kw))))
-            .map(|(kd, kh, kw)| (kd * d_d * size_h + kh * d_h) * size_w + kw * d_w)
-            .collect();
-        Some(Self { size, offsets })
-    }
-
-    /// Where output row `row` (of a plane's `D_out * H_out` rows) reads its first tap in the
-    /// copy: its column 0 with every tap index 0.
-    pub(super) fn row_origin(&self, g: &ConvGeometry, row: usize) -> usize {
-        let [_, size_h, size_w] = self.size;
-        let (od, oh) = (row / g.out_size[1], row % g.out_size[1]);
-        (od * g.stride[0] * size_h + oh * g.stride[1]) * size_w
-    }
-
-    /// Each tap's offset in the copy from a row origin, in weight order.
-    pub(super) fn offsets(&self) -> &[usize] {
-        &self.offsets
-    }
-
-    /// Copy `x_plane` into `copy`, zeros wherever the copy's position is outside the input.
-    /// A `copy` already of the copy's size was filled for this geometry before: its zeros are
-    /// where they belong, so only the input is written again.
-    pub(super) fn fill<T: Element>(&self, g: &ConvGeometry, x_plane: &[T], copy: &mut Vec<T>) {
-        let [size_d, size_h, size_w] = self.size;
-        let [in_d, in_h, in_w] = g.in_size;
-        let [pad_d, pad_h, pad_w] = g.pad_begin;
-        if copy.len() != size_d * size_h * size_w {
-            copy.clear();
-            copy.resize(size_d * size_h * size_w, T::ZERO);
-        }
-        // The copy's columns that hold input columns, and the first of those input columns.
-        let columns = pad_w.min(size_w)..(pad_w + in_w).min(size_w);
-        for (row, copy_row) in copy.chunks_mut(size_w).enumerate() {
-            let (d, h) = (row / size_h, row % size_h);
-            let (Some(id), Some(ih)) = (d.checked_sub(pad_d), h.checked_sub(pad_h)) else {
-                continue;
-            };
-            if id < in_d && ih < in_h && !columns.is_empty() {
-                let x_row = &x_plane[(id * in_h + ih) * in_w..][..columns.len()];
-                copy_row[columns.clone()].copy_from_slice(x_row);
-            }
-        }
+/// The bordered copy of a depthwise plane where the runs over it are contiguous: `None` where
+/// the stride along W is not 1 (the runs would gather) or [`Bordered::new`] declines.
+pub(super) fn unit_w_stride(g: &ConvGeometry) -> Option<Bordered> {
+    if g.stride[2] == 1 {
+        Bordered::new(g)
+    } else {
+        None
     }
 }
 

@@ -1,6 +1,6 @@
 //! Depthwise convolution (one input and one output channel per group) as a direct stencil.
 //! With unit stride along W (nearly every depthwise layer), each plane is first copied into a
-//! zero border ([`Bordered`]), so every tap of every output reads inside the copy: an output
+//! zero border (`kernels::bordered`), so every tap of every output reads inside the copy: an output
 //! row is then computed a register-sized run of columns at a time, every tap accumulated
 //! before the run is stored once, with no edge cases. Otherwise every output row accumulates
 //! its `kD * kH * kW` shifted input rows in place. Lowered to a GEMM, each plane would be a
@@ -14,7 +14,6 @@ mod weight;
 use crate::spec::ConvGeometry;
 
 use super::element::{Element, zeroed_per_plane};
-use bordered::Bordered;
 pub use weight::{serves_weight, weight_backward};
 
 /// True when each group maps one input channel to one output channel, the case the stencil
@@ -38,7 +37,7 @@ pub fn forward<T: Element>(
     if out_vol == 0 {
         return Vec::new();
     }
-    let bordered = Bordered::new(g);
+    let bordered = bordered::unit_w_stride(g);
     let runs = stencil::column_runs(g);
     let arch = pulp::Arch::new();
     zeroed_per_plane(planes, out_vol, Vec::new, |copy, plane, out_plane| {
@@ -48,7 +47,7 @@ pub fn forward<T: Element>(
         let taps = &weight[channel * taps..][..taps];
         match &bordered {
             Some(bordered) => {
-                bordered.fill(g, x_plane, copy);
+                bordered.fill(g, x_plane, 1, copy);
                 bordered::forward_plane(&arch, g, bordered, copy, taps, bias, out_plane);
             }
             None => {

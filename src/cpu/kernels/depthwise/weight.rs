@@ -8,9 +8,10 @@ use rayon::prelude::*;
 
 use crate::spec::ConvGeometry;
 
+use super::super::bordered::Bordered;
 use super::super::element::Element;
 use super::super::sum::PairwiseSum;
-use super::bordered::Bordered;
+use super::bordered::unit_w_stride;
 use super::is_depthwise;
 
 /// Columns a tap's products are summed in at once, one partial sum per lane: a register of
@@ -25,7 +26,7 @@ const LEAF: usize = LANES * 16;
 /// Whether [`weight_backward`] computes this geometry: depthwise, with a bordered copy (unit
 /// stride along W, a non-empty output, padding not far wider than the kernel).
 pub fn serves_weight(geometry: &ConvGeometry) -> bool {
-    is_depthwise(geometry) && Bordered::new(geometry).is_some()
+    is_depthwise(geometry) && unit_w_stride(geometry).is_some()
 }
 
 /// Gradient of a depthwise convolution's weight, shape `geometry.weight_shape()`, for a
@@ -33,7 +34,7 @@ pub fn serves_weight(geometry: &ConvGeometry) -> bool {
 /// order, so the result does not depend on scheduling.
 pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
     let g = geometry;
-    let bordered = Bordered::new(g).expect("a depthwise geometry with a bordered copy");
+    let bordered = unit_w_stride(g).expect("a depthwise geometry with a bordered copy");
     let (in_vol, out_vol, taps) = (g.in_volume(), g.out_volume(), g.patch_len());
     let mut grad = vec![T::ZERO; g.out_channels * taps];
     let arch = pulp::Arch::new();
@@ -43,7 +44,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
             let mut sums = TapSums::new(taps);
             for n in 0..g.batch {
                 let plane = n * g.in_channels + channel;
-                bordered.fill(g, &x[plane * in_vol..][..in_vol], copy);
+                bordered.fill(g, &x[plane * in_vol..][..in_vol], 1, copy);
                 arch.dispatch(PlaneProducts {
                     geometry: g,
                     bordered: &bordered,

@@ -1,0 +1,142 @@
+use burn::tensor::ops::ConvOptions;
+
+use super::super::conv::tests::{reference, values};
+use super::*;
+
+/// `x` (`[N, C, D, H, W]`) convolved to `out_channels` with `kernel` and the given options.
+fn geometry(
+    x: [usize; 5],
+    out_channels: usize,
+    kernel: [usize; 3],
+    options: ConvOptions<3>,
+) -> ConvGeometry {
+    let weight = [
+        out_channels,
+        x[1] / options.groups,
+        kernel[0],
+        kernel[1],
+        kernel[2],
+    ];
+    ConvGeometry::conv(&x, &weight, &options)
+}
+
+/// The direct forward pass in f32 with `simd`'s vectors against the definition in f64 on the
+/// same (f32) values, with a bias or without: each output within f32 roundoff of its sum.
+fn check_with<S: Simd>(simd: S, g: &ConvGeometry, with_bias: bool) {
+    assert!(serves(g), "{g:?}");
+    let to_f32 = |values: Vec<f64>| values.into_iter().map(|v| v as f32).collect::<Vec<_>>();
+    let x = to_f32(values(g.in_shape().iter().product(), 1));
+    let weight = to_f32(values(g.out_channels * g.patch_len(), 2));
+    let bias = to_f32(values(g.out_channels, 3));
+    let widen = |values: &[f32]| values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
+    let expected = reference(g, &widen(&x), &widen(&weight));
+    let mut out = vec![0.0; expected.len()];
+    run(
+        simd,
+        g,
+        &x,
+        &weight,
+        with_bias.then_some(&bias[..]),
+        &mut out,
+    );
+    let out_vol = g.out_volume();
+    // Every term is under 1 in magnitude: a sum of `patch_len` of them rounds by less than
+    // this in f32.
+    let tolerance = 4.0 * f64::from(f32::EPSILON) * (g.patch_len() + 1) as f64;
+    for (i, (&got, &sum)) in out.iter().zip(&expected).enumerate() {
+        let channel = i / out_vol % g.out_channels;
+        let want = sum
+            + if with_bias {
+                f64::from(bias[channel])
+            } else {
+                0.0
+            };
+        assert!(
+            (f64::from(got) - want).abs() < tolerance,
+            "out[{i}]: {got} vs {want} ({g:?}, {} lanes)",
+            size_of::<S::f32s>() / 4
+        );
+    }
+}
+
+/// [`check_with`] on every instruction set this machine has: scalar (blocks of two channels),
+/// and AVX2 (blocks of 16) where the CPU has it.
+fn check(g: &ConvGeometry) {
+    check_with(pulp::Scalar::new(), g, true);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = pulp::x86::V3::try_new() {
+        check_with(simd, g, true);
+        check_with(simd, g, false);
+    }
+}
+
+#[test]
+fn same_padding_partial_blocks_and_tiles() {
+    // 20 output channels: a full block of 16 and one of 4; 35 points: 5 tiles of 6 and 5 more.
+    let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    check(&geometry([2, 3, 1, 5, 7], 20, [1, 3, 3], options));
+}
+
+#[test]
+fn strides_dilation_and_wide_padding() {
+    let options = ConvOptions::new([1, 2, 3], [0, 2, 2], [1, 2, 1], 1);
+    check(&geometry([2, 5, 1, 9, 8], 17, [1, 3, 2], options));
+    // Padding past the kernel's reach: outputs that read only padding hold just the bias.
+    let options = ConvOptions::new([1; 3], [0, 0, 3], [1; 3], 1);
+    check(&geometry([1, 2, 1, 1, 13], 3, [1, 1, 4], options));
+}
+
+#[test]
+fn groups_of_unequal_widths() {
+    let options = ConvOptions::new([1; 3], [0, 0, 1], [1; 3], 3);
+    check(&geometry([2, 6, 1, 1, 11], 9, [1, 1, 3], options));
+    let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 2);
+    check(&geometry([1, 4, 1, 6, 6], 40, [1, 3, 3], options));
+}
+
+#[test]
+fn volumes_single_channels_and_single_points() {
+    let options = ConvOptions::new([1, 2, 1], [1, 1, 0], [1; 3], 1);
+    check(&geometry([2, 4, 3, 5, 4], 16, [2, 3, 3], options));
+    // A stem: one input channel.
+    let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    check(&geometry([3, 1, 1, 6, 6], 16, [1, 3, 3], options));
+    // One output point per channel: a single partial tile.
+    let options = ConvOptions::new([1; 3], [0; 3], [1; 3], 1);
+    check(&geometry([1, 5, 1, 3, 3], 7, [1, 3, 3], options));
+}
+
+/// Only f32 runs here; other element types decline (and take the lowered path).
+#[test]
+fn f32_only() {
+    let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    let g = geometry([1, 2, 1, 4, 4], 16, [1, 3, 3], options);
+    let (x, weight) = (values(32, 1), values(16 * 18, 2));
+    assert!(forward(&g, &x, &weight, None).is_none());
+    let to_f32 = |values: &[f64]| values.iter().map(|&v| v as f32).collect::<Vec<_>>();
+    let out = forward(&g, &to_f32(&x), &to_f32(&weight), None).expect("f32 runs");
+    assert_eq!(out.len(), 16 * 16);
+}
+
+/// The rule takes the small layers of `examples/resnet` (3x3 kernels, 16 to 32 channels, any
+/// stride) and leaves 1x1 kernels, narrow outputs and long reductions to the lowered path.
+#[test]
+fn pays_on_small_layers() {
+    let layer = |cin: usize, cout: usize, kernel: usize, stride: usize| {
+        let pad = kernel / 2;
+        let options = ConvOptions::new([1, stride, stride], [0, pad, pad], [1; 3], 1);
+        pays(&geometry(
+            [64, cin, 1, 14, 14],
+            cout,
+            [1, kernel, kernel],
+            options,
+        ))
+    };
+    assert!(layer(16, 16, 3, 1));
+    assert!(layer(16, 32, 3, 2));
+    assert!(layer(32, 32, 3, 1));
+    assert!(layer(1, 16, 3, 1));
+    assert!(!layer(16, 32, 1, 2));
+    assert!(!layer(16, 1, 3, 1));
+    assert!(!layer(64, 64, 3, 1));
+}
