@@ -70,11 +70,19 @@ impl Bordered {
     /// filled for this geometry before: its zeros are where they belong, so only the input is
     /// written again.
     pub fn fill<T: Element>(&self, g: &ConvGeometry, x: &[T], planes: usize, copy: &mut Vec<T>) {
-        let (plane_len, in_vol) = (self.plane_len(), g.in_volume());
+        let plane_len = self.plane_len();
         if copy.len() != planes * plane_len {
             copy.clear();
             copy.resize(planes * plane_len, T::ZERO);
         }
+        self.fill_planes(g, x, copy);
+    }
+
+    /// [`Bordered::fill`] into a slice of as many planes as `x` has, which holds zeros
+    /// wherever a copy's position is outside the input (zeroed once, then only ever written
+    /// by this for the same geometry).
+    pub fn fill_planes<T: Element>(&self, g: &ConvGeometry, x: &[T], copy: &mut [T]) {
+        let (plane_len, in_vol) = (self.plane_len(), g.in_volume());
         if in_vol == 0 {
             return;
         }

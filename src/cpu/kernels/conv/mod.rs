@@ -41,7 +41,7 @@ fn serves(algorithm: Algorithm, geometry: &ConvGeometry, pass: Pass) -> bool {
         Algorithm::Winograd => winograd::serves(geometry),
         Algorithm::Phases => phases::serves(geometry),
         Algorithm::Adjoint => pass == Pass::Data && adjoint::serves(geometry),
-        Algorithm::Direct => pass == Pass::Forward && direct::serves(geometry),
+        Algorithm::Direct => pass != Pass::Data && direct::serves(geometry),
         Algorithm::Lowered => true,
     }
 }
@@ -96,6 +96,7 @@ pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
         _ if winograd::fits(geometry) => Algorithm::Winograd,
         _ if phases::fits(geometry) => Algorithm::Phases,
         _ if pass == Pass::Forward && direct::pays(geometry) => Algorithm::Direct,
+        _ if pass == Pass::Weight && direct::weight_pays(geometry) => Algorithm::Direct,
         _ if pass == Pass::Data && adjoint::pays(geometry) => Algorithm::Adjoint,
         _ => Algorithm::Lowered,
     }
@@ -160,7 +161,8 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
             Algorithm::Depthwise => Some(depthwise::weight_backward(geometry, x, out_grad)),
             Algorithm::Winograd => winograd::weight_backward(geometry, x, out_grad),
             Algorithm::Phases => phases::weight_backward(geometry, x, out_grad),
-            Algorithm::Adjoint | Algorithm::Direct | Algorithm::Lowered => None,
+            Algorithm::Direct => direct::weight_backward(geometry, x, out_grad),
+            Algorithm::Adjoint | Algorithm::Lowered => None,
         };
         weight_grad.unwrap_or_else(|| lowered::weight_backward(geometry, x, out_grad))
     })

@@ -590,6 +590,7 @@ fn adjoint_input_gradient_by_rule() {
     assert_eq!(rule(16, 16, 1, Pass::Data), Algorithm::Adjoint);
     assert_eq!(rule(32, 16, 1, Pass::Data), Algorithm::Adjoint);
     assert_eq!(rule(16, 16, 1, Pass::Forward), Algorithm::Direct);
+    assert_eq!(rule(16, 16, 1, Pass::Weight), Algorithm::Direct);
     assert_eq!(rule(32, 32, 1, Pass::Data), Algorithm::Adjoint);
     assert_eq!(rule(1, 16, 1, Pass::Data), Algorithm::Lowered);
     assert_ne!(rule(64, 64, 1, Pass::Data), Algorithm::Adjoint);

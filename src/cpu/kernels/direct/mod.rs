@@ -1,11 +1,18 @@
-//! Direct convolution: the forward pass read straight from each image's zero-bordered copy
-//! (`super::bordered`), with no patch matrix. A register tile holds [`POINTS`] output points of
-//! a block of output channels, the channels in vector lanes. Each step of the reduction (one
-//! input channel and kernel tap) loads the block's weights as vectors and broadcasts the
-//! tile's inputs from the copy, one FMA per point. It is the GEMM microkernel with the patch
-//! matrix never built: its columns are read in place, at any stride or dilation. On small
-//! layers (few channels, small planes) the lowered path's patch matrix and `gemm`'s packing of
-//! it cost as much as the arithmetic; here only the copy and the output are written.
+//! Direct convolution: the forward pass and the weight gradient read straight from each
+//! image's zero-bordered copy (`super::bordered`), with no patch matrix. A register tile holds
+//! a few points of a block of output channels, the channels in vector lanes (`tiles.rs`). In
+//! the forward pass each step of the reduction (one input channel and kernel tap) loads the
+//! block's weights as vectors and broadcasts the tile's inputs from the copy, one FMA per
+//! point: the GEMM microkernel with the patch matrix never built, its columns read in place at
+//! any stride or dilation. The weight gradient (`weight.rs`) runs the same tiles over taps,
+//! summed over output points. On small layers (few channels, small planes) the lowered path's
+//! patch matrix and `gemm`'s packing of it cost as much as the arithmetic; here only the copy
+//! and the output are written.
+
+#[cfg(test)]
+mod tests;
+mod tiles;
+mod weight;
 
 use core::any::TypeId;
 
@@ -16,17 +23,12 @@ use crate::spec::ConvGeometry;
 
 use super::bordered::Bordered;
 use super::element::Element;
+use tiles::{TileAt, from_lanes, lanes, to_lanes};
+pub use weight::weight_backward;
 
-/// Output points per register tile: with a block of two vectors of channels per point, 12
-/// accumulators, the two weight vectors and a broadcast fill AVX2's 16 registers, as in
-/// `gemm`'s own 16 x 6 f32 microkernel.
-const POINTS: usize = 6;
-
-/// Vectors of output channels per block (16 f32 channels with AVX2, 32 with AVX-512).
-const BLOCK_VECTORS: usize = 2;
-
-/// Whether the direct path computes `geometry`'s forward pass: any shape whose output is not
-/// empty and whose bordered copy stays near the input's size ([`Bordered::new`]).
+/// Whether the direct path computes `geometry`'s forward pass and weight gradient: any shape
+/// whose output is not empty and whose bordered copy stays near the input's size
+/// ([`Bordered::new`]).
 pub fn serves(geometry: &ConvGeometry) -> bool {
     let g = geometry;
     g.batch > 0
@@ -47,16 +49,28 @@ const MAX_STEPS: usize = 512;
 /// lowered path.
 const MIN_OUT_CHANNELS: usize = 16;
 
-/// Whether, by rule, the direct path beats the lowered one: a kernel of more than one tap (a
-/// 1x1 convolution's input is its own patch matrix), enough output channels to fill the
-/// vector lanes ([`MIN_OUT_CHANNELS`]), and weights per block that stay in cache
-/// ([`MAX_STEPS`]): small layers, where the GEMM would be small.
+/// Whether, by rule, the direct forward pass beats the lowered one: a kernel of more than one tap (a 1x1 convolution's input is its own patch
+/// matrix), enough output channels to fill the vector lanes ([`MIN_OUT_CHANNELS`]), and
+/// weights per block that stay in cache ([`MAX_STEPS`]): small layers, where the GEMM would be
+/// small.
 pub fn pays(geometry: &ConvGeometry) -> bool {
     let g = geometry;
     g.patch_len() > g.in_per_group()
         && g.out_per_group() >= MIN_OUT_CHANNELS
         && g.patch_len() <= MAX_STEPS
         && serves(g)
+}
+
+/// Reduction steps from which the weight gradient pays by rule: each gang's output gradient
+/// is moved channels-last per block before the tiles of steps sum over it, so a kernel with
+/// few steps moves as much as it multiplies (the stem's 9 steps: 0.36 ms against the lowered
+/// path's 0.32, `example_resnet_stem_28`).
+const MIN_WEIGHT_STEPS: usize = 32;
+
+/// Whether, by rule, the direct weight gradient beats the lowered one: where the forward pass
+/// [`pays`], with at least [`MIN_WEIGHT_STEPS`] reduction steps.
+pub fn weight_pays(geometry: &ConvGeometry) -> bool {
+    pays(geometry) && geometry.patch_len() >= MIN_WEIGHT_STEPS
 }
 
 /// `conv(x, weight) + bias` for a shape the direct path [`serves`], or `None` for an element
@@ -109,6 +123,60 @@ impl WithSimd for Forward<'_> {
     }
 }
 
+/// Where the reductions of one geometry read in a group's bordered copy.
+struct Walk {
+    bordered: Bordered,
+    /// Per reduction step (input channel, then tap, as the weights are laid out), its offset
+    /// in the copy.
+    steps: Vec<usize>,
+    /// Per output point, its origin in a plane of the copy.
+    points: Vec<usize>,
+}
+
+impl Walk {
+    fn new(g: &ConvGeometry) -> Self {
+        let bordered = Bordered::new(g).expect("a shape the direct path serves");
+        let plane_len = bordered.plane_len();
+        let steps = (0..g.in_per_group())
+            .flat_map(|ci| bordered.offsets().iter().map(move |&o| ci * plane_len + o))
+            .collect();
+        let points = (0..g.out_size[0] * g.out_size[1])
+            .flat_map(|row| {
+                let origin = bordered.row_origin(g, row);
+                (0..g.out_size[2]).map(move |ow| origin + ow * g.stride[2])
+            })
+            .collect();
+        Self {
+            bordered,
+            steps,
+            points,
+        }
+    }
+
+    /// Elements of one plane's copy.
+    fn plane_len(&self) -> usize {
+        self.bordered.plane_len()
+    }
+
+    /// Image `n`'s group `group` of `x`.
+    fn x_group<'x>(g: &ConvGeometry, x: &'x [f32], n: usize, group: usize) -> &'x [f32] {
+        let (cin_g, in_vol) = (g.in_per_group(), g.in_volume());
+        &x[(n * g.in_channels + group * cin_g) * in_vol..][..cin_g * in_vol]
+    }
+
+    /// Copy image `n`'s group `group` of `x` into its zero border (`copy`).
+    fn fill(&self, g: &ConvGeometry, x: &[f32], n: usize, group: usize, copy: &mut Vec<f32>) {
+        let x_group = Self::x_group(g, x, n, group);
+        self.bordered.fill(g, x_group, g.in_per_group(), copy);
+    }
+
+    /// [`Walk::fill`] into a slice of an image's planes, zero outside the input.
+    fn fill_into(&self, g: &ConvGeometry, x: &[f32], n: usize, group: usize, copy: &mut [f32]) {
+        self.bordered
+            .fill_planes(g, Self::x_group(g, x, n, group), copy);
+    }
+}
+
 /// [`forward`] in f32 with `simd`'s vectors, into `out` (zeros).
 fn run<S: Simd>(
     simd: S,
@@ -118,30 +186,16 @@ fn run<S: Simd>(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
-    let bordered = Bordered::new(g).expect("a shape the direct path serves");
-    let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
-    let (in_vol, out_vol, plane_len) = (g.in_volume(), g.out_volume(), bordered.plane_len());
-    let lanes = BLOCK_VECTORS * size_of::<S::f32s>() / size_of::<f32>();
+    let walk = Walk::new(g);
+    let (cout_g, out_vol, lanes) = (g.out_per_group(), g.out_volume(), lanes::<S>());
     let blocks = cout_g.div_ceil(lanes);
-    // Per reduction step (input channel, then tap, as the weights are laid out), where it reads
-    // in the copy; per output point, its origin in a plane of the copy.
-    let offsets: Vec<usize> = (0..cin_g)
-        .flat_map(|ci| bordered.offsets().iter().map(move |&o| ci * plane_len + o))
-        .collect();
-    let origins: Vec<usize> = (0..g.out_size[0] * g.out_size[1])
-        .flat_map(|row| {
-            let origin = bordered.row_origin(g, row);
-            (0..g.out_size[2]).map(move |ow| origin + ow * g.stride[2])
-        })
-        .collect();
     let packed = pack_weights(g, weight, lanes);
-    let steps = offsets.len();
+    let block_len = walk.steps.len() * lanes;
     out.par_chunks_mut(cout_g * out_vol)
         .enumerate()
         .for_each_init(Vec::new, |copy, (item, out_item)| {
             let (n, group) = (item / g.groups, item % g.groups);
-            let x_group = &x[(n * g.in_channels + group * cin_g) * in_vol..][..cin_g * in_vol];
-            bordered.fill(g, x_group, cin_g, copy);
+            walk.fill(g, x, n, group, copy);
             let copy: &[f32] = copy;
             out_item
                 .par_chunks_mut(lanes * out_vol)
@@ -155,18 +209,58 @@ fn run<S: Simd>(
                                 .map_or(0.0, |bias| bias[first + c])
                         })
                         .collect();
-                    simd.vectorize(Tiles {
+                    simd.vectorize(ForwardBlock {
+                        simd,
                         copy,
-                        offsets: &offsets,
-                        origins: &origins,
-                        weights: &packed[(group * blocks + block) * steps * lanes..]
-                            [..steps * lanes],
+                        walk: &walk,
+                        weights: &packed[(group * blocks + block) * block_len..][..block_len],
                         bias: &bias,
                         out_vol,
                         out: out_block,
                     });
                 });
         });
+}
+
+/// One block of output channels over every output point: its tiles of points summed over the
+/// reduction steps, each tile's channels stored into the block's output planes
+/// (`out.len() / out_vol` of them real). A [`WithSimd`] op, so that the tiles compile to the
+/// vectors and FMAs of `simd`'s instruction set.
+struct ForwardBlock<'a, S> {
+    simd: S,
+    copy: &'a [f32],
+    walk: &'a Walk,
+    /// Per reduction step, the block's weights.
+    weights: &'a [f32],
+    /// Per lane, its channel's bias.
+    bias: &'a [f32],
+    out_vol: usize,
+    out: &'a mut [f32],
+}
+
+impl<S: Simd> WithSimd for ForwardBlock<'_, S> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S2: Simd>(self, _simd: S2) {
+        let Self {
+            simd,
+            copy,
+            walk,
+            weights,
+            bias,
+            out_vol,
+            out,
+        } = self;
+        let tiles = TileAt::new(simd, copy, &walk.steps, weights, &walk.points);
+        tiles.for_each_tile(to_lanes::<S>(bias), |first, sums| {
+            for (c, plane) in out.chunks_exact_mut(out_vol).enumerate() {
+                for (slot, point) in plane[first..first + sums.len()].iter_mut().zip(sums) {
+                    *slot = from_lanes::<S>(point)[c];
+                }
+            }
+        });
+    }
 }
 
 /// The weights (`C_out x C_in/groups x kernel`) as `[group][block][step][lane]`: per block of
@@ -185,119 +279,3 @@ fn pack_weights(g: &ConvGeometry, weight: &[f32], lanes: usize) -> Vec<f32> {
     }
     packed
 }
-
-/// One block of output channels ([`BLOCK_VECTORS`] vectors of lanes, `out.len() / out_vol` of
-/// them real) over every output point. A [`WithSimd`] op: the tiles are written in the
-/// widest f32 vectors and FMAs the CPU has.
-struct Tiles<'a> {
-    /// The image's group copied into its zero border, one plane per input channel.
-    copy: &'a [f32],
-    /// Per reduction step, where it reads in `copy`.
-    offsets: &'a [usize],
-    /// Per output point, its origin in a plane of `copy`.
-    origins: &'a [usize],
-    /// Per reduction step, the block's weights.
-    weights: &'a [f32],
-    /// Per lane, its channel's bias.
-    bias: &'a [f32],
-    out_vol: usize,
-    /// The block's output planes.
-    out: &'a mut [f32],
-}
-
-/// A tile's accumulators for one output point: the block's channels.
-type Lanes<S> = [<S as Simd>::f32s; BLOCK_VECTORS];
-
-impl WithSimd for Tiles<'_> {
-    type Output = ();
-
-    #[inline(always)]
-    fn with_simd<S: Simd>(self, simd: S) {
-        let last_origin = self.origins.last().copied().unwrap_or(0);
-        let last_offset = self.offsets.last().copied().unwrap_or(0);
-        // Every read of a tile is an offset plus an origin, each at most these.
-        assert!(
-            last_offset + last_origin < self.copy.len()
-                && self.origins.is_sorted()
-                && self.offsets.is_sorted(),
-            "direct tiles read past the copy"
-        );
-        let weights: &[Lanes<S>] = bytemuck::cast_slice(self.weights);
-        let bias: Lanes<S> = bytemuck::cast_slice(self.bias)[0];
-        let at = TileAt {
-            simd,
-            copy: self.copy,
-            offsets: self.offsets,
-            weights,
-            bias,
-        };
-        let (origins, out_vol, out) = (self.origins, self.out_vol, self.out);
-        let full = origins.len() / POINTS;
-        // Index loops, not `step_by(..).for_each`, whose fold is compiled outside this op's
-        // target features.
-        for tile in 0..full {
-            let first = tile * POINTS;
-            store(out, out_vol, first, at.tile::<POINTS>(&origins[first..]));
-        }
-        let first = full * POINTS;
-        let rest = &origins[first..];
-        match rest.len() {
-            1 => store(out, out_vol, first, at.tile::<1>(rest)),
-            2 => store(out, out_vol, first, at.tile::<2>(rest)),
-            3 => store(out, out_vol, first, at.tile::<3>(rest)),
-            4 => store(out, out_vol, first, at.tile::<4>(rest)),
-            5 => store(out, out_vol, first, at.tile::<5>(rest)),
-            _ => {}
-        }
-    }
-}
-
-/// What a tile reads.
-struct TileAt<'a, S: Simd> {
-    simd: S,
-    copy: &'a [f32],
-    offsets: &'a [usize],
-    weights: &'a [Lanes<S>],
-    bias: Lanes<S>,
-}
-
-impl<S: Simd> TileAt<'_, S> {
-    /// The `P` output points at `origins`: the bias, plus every step's weights times its
-    /// inputs, in step order, accumulated in registers.
-    #[inline(always)]
-    fn tile<const P: usize>(&self, origins: &[usize]) -> [Lanes<S>; P] {
-        let simd = self.simd;
-        let points: [usize; P] = origins[..P].try_into().expect("P points");
-        let mut acc = [self.bias; P];
-        for (&offset, weights) in self.offsets.iter().zip(self.weights) {
-            for (acc, &point) in acc.iter_mut().zip(&points) {
-                // SAFETY: `offset` and `point` are at most the last offset and origin (both
-                // lists are sorted), whose sum `with_simd` checked is inside `copy`.
-                let x = simd.splat_f32s(unsafe { *self.copy.get_unchecked(offset + point) });
-                for (slot, &w) in acc.iter_mut().zip(weights) {
-                    *slot = simd.mul_add_e_f32s(x, w, *slot);
-                }
-            }
-        }
-        acc
-    }
-}
-
-/// A tile's accumulators (`tile[point][vector]`) into the output planes of the block's real
-/// channels, at points `first..`.
-#[inline(always)]
-fn store<V: bytemuck::Pod, const P: usize>(
-    out: &mut [f32],
-    out_vol: usize,
-    first: usize,
-    tile: [[V; BLOCK_VECTORS]; P],
-) {
-    for (c, plane) in out.chunks_exact_mut(out_vol).enumerate() {
-        for (slot, point) in plane[first..first + P].iter_mut().zip(&tile) {
-            *slot = bytemuck::cast_slice::<V, f32>(point)[c];
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests;

@@ -1,6 +1,6 @@
 use burn::tensor::ops::ConvOptions;
 
-use super::super::conv::tests::{reference, values};
+use super::super::conv::tests::{reference, reference_grads, values};
 use super::*;
 
 /// `x` (`[N, C, D, H, W]`) convolved to `out_channels` with `kernel` and the given options.
@@ -20,7 +20,7 @@ fn geometry(
     ConvGeometry::conv(&x, &weight, &options)
 }
 
-/// The direct forward pass in f32 with `simd`'s vectors against the definition in f64 on the
+/// The direct forward pass (and, in [`check`], the weight gradient) in f32 with `simd`'s vectors against the definition in f64 on the
 /// same (f32) values, with a bias or without: each output within f32 roundoff of its sum.
 fn check_with<S: Simd>(simd: S, g: &ConvGeometry, with_bias: bool) {
     assert!(serves(g), "{g:?}");
@@ -59,14 +59,38 @@ fn check_with<S: Simd>(simd: S, g: &ConvGeometry, with_bias: bool) {
     }
 }
 
-/// [`check_with`] on every instruction set this machine has: scalar (blocks of two channels),
-/// and AVX2 (blocks of 16) where the CPU has it.
+/// The direct weight gradient in f32 with `simd`'s vectors against the definition in f64 on
+/// the same (f32) values, each weight within f32 roundoff of its sum.
+fn check_weight_with<S: Simd>(simd: S, g: &ConvGeometry) {
+    let to_f32 = |values: Vec<f64>| values.into_iter().map(|v| v as f32).collect::<Vec<_>>();
+    let x = to_f32(values(g.in_shape().iter().product(), 4));
+    let out_grad = to_f32(values(g.out_shape().iter().product(), 5));
+    let widen = |values: &[f32]| values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
+    let weight = vec![0.0; g.out_channels * g.patch_len()];
+    let (_, expected) = reference_grads(g, &widen(&x), &weight, &widen(&out_grad));
+    let got = weight::run(simd, g, &x, &out_grad);
+    assert_eq!(got.len(), expected.len());
+    let terms = g.batch * g.out_volume();
+    let tolerance = 4.0 * f64::from(f32::EPSILON) * (terms + 1) as f64;
+    for (i, (&got, &want)) in got.iter().zip(&expected).enumerate() {
+        assert!(
+            (f64::from(got) - want).abs() < tolerance,
+            "grad[{i}]: {got} vs {want} ({g:?}, {} lanes)",
+            size_of::<S::f32s>() / 4
+        );
+    }
+}
+
+/// [`check_with`] and [`check_weight_with`] on every instruction set this machine has:
+/// scalar (blocks of two channels), and AVX2 (blocks of 16) where the CPU has it.
 fn check(g: &ConvGeometry) {
     check_with(pulp::Scalar::new(), g, true);
+    check_weight_with(pulp::Scalar::new(), g);
     #[cfg(target_arch = "x86_64")]
     if let Some(simd) = pulp::x86::V3::try_new() {
         check_with(simd, g, true);
         check_with(simd, g, false);
+        check_weight_with(simd, g);
     }
 }
 
@@ -75,6 +99,14 @@ fn same_padding_partial_blocks_and_tiles() {
     // 20 output channels: a full block of 16 and one of 4; 35 points: 5 tiles of 6 and 5 more.
     let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
     check(&geometry([2, 3, 1, 5, 7], 20, [1, 3, 3], options));
+}
+
+/// A batch of 7 on few points: the weight gradient sums gangs of several images' copies (a
+/// full gang and a partial one per thread's chunk).
+#[test]
+fn gangs_of_images() {
+    let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    check(&geometry([7, 3, 1, 4, 5], 18, [1, 3, 3], options));
 }
 
 #[test]
@@ -111,11 +143,14 @@ fn volumes_single_channels_and_single_points() {
 fn f32_only() {
     let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
     let g = geometry([1, 2, 1, 4, 4], 16, [1, 3, 3], options);
-    let (x, weight) = (values(32, 1), values(16 * 18, 2));
+    let (x, weight, out_grad) = (values(32, 1), values(16 * 18, 2), values(16 * 16, 3));
     assert!(forward(&g, &x, &weight, None).is_none());
+    assert!(weight_backward(&g, &x, &out_grad).is_none());
     let to_f32 = |values: &[f64]| values.iter().map(|&v| v as f32).collect::<Vec<_>>();
     let out = forward(&g, &to_f32(&x), &to_f32(&weight), None).expect("f32 runs");
     assert_eq!(out.len(), 16 * 16);
+    let grad = weight_backward(&g, &to_f32(&x), &to_f32(&out_grad)).expect("f32 runs");
+    assert_eq!(grad.len(), 16 * 18);
 }
 
 /// The rule takes the small layers of `examples/resnet` (3x3 kernels, 16 to 32 channels, any
@@ -139,4 +174,11 @@ fn pays_on_small_layers() {
     assert!(!layer(16, 32, 1, 2));
     assert!(!layer(16, 1, 3, 1));
     assert!(!layer(64, 64, 3, 1));
+    // The weight gradient: not for the stem's 9 steps.
+    let weight_layer = |cin: usize| {
+        let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+        weight_pays(&geometry([64, cin, 1, 14, 14], 16, [1, 3, 3], options))
+    };
+    assert!(weight_layer(16));
+    assert!(!weight_layer(1));
 }
