@@ -40,19 +40,19 @@ pub fn serves(geometry: &ConvGeometry) -> bool {
 
 /// Reduction steps (input channels per group times kernel taps) up to which a block's
 /// weights, 64 bytes a step with AVX2, stay in a 32 KiB L1 cache while every tile reads them:
-/// `example_resnet_3x3s2_7` (288 steps) runs 15% faster than the lowered path, and
-/// `example_resnet_3x3_4` (576) 10% slower.
+/// `example_resnet_3x3s2_7` (288 steps) ran 15-30% faster than the lowered path, and
+/// `example_resnet_3x3_4` (576) up to 10% slower.
 const MAX_STEPS: usize = 512;
 
 /// Output channels per group from which a block's lanes are busy enough: a one-channel
-/// output (the stem's input gradient) fills one lane in 16 and runs 6x slower than the
-/// lowered path.
+/// output (the stem's input gradient, through the adjoint) fills one lane in 16 and ran 4-7x
+/// slower than the lowered path.
 const MIN_OUT_CHANNELS: usize = 16;
 
-/// Whether, by rule, the direct forward pass beats the lowered one: a kernel of more than one tap (a 1x1 convolution's input is its own patch
-/// matrix), enough output channels to fill the vector lanes ([`MIN_OUT_CHANNELS`]), and
-/// weights per block that stay in cache ([`MAX_STEPS`]): small layers, where the GEMM would be
-/// small.
+/// Whether, by rule, the direct forward pass beats the lowered one: a kernel of more than one
+/// tap (a 1x1 convolution's input is its own patch matrix), enough output channels to fill
+/// the vector lanes ([`MIN_OUT_CHANNELS`]), and weights per block that stay in cache
+/// ([`MAX_STEPS`]): small layers, where the GEMM would be small.
 pub fn pays(geometry: &ConvGeometry) -> bool {
     let g = geometry;
     g.patch_len() > g.in_per_group()
