@@ -45,9 +45,9 @@ pub enum Algorithm {
     /// convolutions padded no more than the dilated kernel reaches, the input gradient only.
     Adjoint,
     /// A register-tiled direct convolution over a zero-bordered copy of each image, no patch
-    /// matrix, in f32 (other element types take the default): the forward pass and the weight
-    /// gradient of every shape whose padding is not far wider than its kernel (and, through
-    /// [`Algorithm::Adjoint`], the input gradient of a stride-1 one).
+    /// matrix, in f32 (other element types take the lowered path): the forward pass and the
+    /// weight gradient of every shape whose padding is not far wider than its kernel (and,
+    /// through [`Algorithm::Adjoint`], the input gradient of a stride-1 one).
     Direct,
     /// im2col and a GEMM, a 1x1 convolution's input its own patch matrix: every shape.
     Lowered,
