@@ -267,15 +267,22 @@ impl<S: Simd> WithSimd for ForwardBlock<'_, S> {
 /// `lanes` output channels, each reduction step's weights side by side, zero past the group's
 /// last channel.
 fn pack_weights(g: &ConvGeometry, weight: &[f32], lanes: usize) -> Vec<f32> {
-    let (cout_g, steps) = (g.out_per_group(), g.patch_len());
-    let blocks = cout_g.div_ceil(lanes);
-    let mut packed = vec![0.0; g.groups * blocks * steps * lanes];
-    for (oc, row) in weight.chunks_exact(steps).enumerate() {
-        let (group, c) = (oc / cout_g, oc % cout_g);
-        let block = &mut packed[(group * blocks + c / lanes) * steps * lanes..][..steps * lanes];
-        for (slot, &w) in block.iter_mut().skip(c % lanes).step_by(lanes).zip(row) {
+    let blocks = g.out_per_group().div_ceil(lanes);
+    let mut packed = vec![0.0; g.groups * blocks * g.patch_len() * lanes];
+    for (oc, row) in weight.chunks_exact(g.patch_len()).enumerate() {
+        let first = packed_row(g, lanes, oc);
+        for (slot, &w) in packed[first..].iter_mut().step_by(lanes).zip(row) {
             *slot = w;
         }
     }
     packed
+}
+
+/// Where output channel `oc`'s first step lies in the packed `[group][block][step][lane]`
+/// order (its later steps `lanes` apart): [`pack_weights`], and the weight gradient's unpacking.
+fn packed_row(g: &ConvGeometry, lanes: usize, oc: usize) -> usize {
+    let cout_g = g.out_per_group();
+    let (group, c) = (oc / cout_g, oc % cout_g);
+    let blocks = cout_g.div_ceil(lanes);
+    (group * blocks + c / lanes) * g.patch_len() * lanes + c % lanes
 }

@@ -68,7 +68,8 @@ fn check_weight_with<S: Simd>(simd: S, g: &ConvGeometry) {
     let widen = |values: &[f32]| values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
     let weight = vec![0.0; g.out_channels * g.patch_len()];
     let (_, expected) = reference_grads(g, &widen(&x), &weight, &widen(&out_grad));
-    let got = weight::run(simd, g, &x, &out_grad);
+    let mut got = vec![0.0; weight.len()];
+    weight::run(simd, g, &x, &out_grad, &mut got);
     assert_eq!(got.len(), expected.len());
     let terms = g.batch * g.out_volume();
     let tolerance = 4.0 * f64::from(f32::EPSILON) * (terms + 1) as f64;

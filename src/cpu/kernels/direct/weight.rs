@@ -12,7 +12,7 @@ use crate::spec::ConvGeometry;
 use super::super::element::{Element, Split, items_per_thread, sum_of_partials};
 use super::super::transpose::transpose;
 use super::tiles::{Lanes, TileAt, from_lanes, lanes};
-use super::{Walk, serves};
+use super::{Walk, packed_row, serves};
 
 /// Gradient of `conv` with respect to `weight`, shape `geometry.weight_shape()`, for a shape
 /// the direct path [`serves`], or `None` for an element type other than f32. The batch is cut
@@ -27,28 +27,31 @@ pub fn weight_backward<T: Element>(
         return None;
     }
     debug_assert!(serves(geometry));
-    let grad = pulp::Arch::new().dispatch(WeightGradient {
+    let mut grad = vec![T::ZERO; geometry.out_channels * geometry.patch_len()];
+    pulp::Arch::new().dispatch(WeightGradient {
         geometry,
         x: bytemuck::cast_slice(x),
         out_grad: bytemuck::cast_slice(out_grad),
+        grad: bytemuck::cast_slice_mut(&mut grad),
     });
-    Some(bytemuck::cast_slice(&grad).to_vec())
+    Some(grad)
 }
 
-/// [`weight_backward`] in f32, as a `pulp` op: it picks the instruction set, and so the block
-/// width, that every tile then runs in.
+/// [`weight_backward`] in f32, into `grad`, as a `pulp` op: it picks the instruction set, and
+/// so the block width, that every tile then runs in.
 struct WeightGradient<'a> {
     geometry: &'a ConvGeometry,
     x: &'a [f32],
     out_grad: &'a [f32],
+    grad: &'a mut [f32],
 }
 
 impl WithSimd for WeightGradient<'_> {
-    type Output = Vec<f32>;
+    type Output = ();
 
     #[inline(always)]
-    fn with_simd<S: Simd>(self, simd: S) -> Vec<f32> {
-        run(simd, self.geometry, self.x, self.out_grad)
+    fn with_simd<S: Simd>(self, simd: S) {
+        run(simd, self.geometry, self.x, self.out_grad, self.grad);
     }
 }
 
@@ -62,10 +65,17 @@ const MIN_GANG_POINTS: usize = 256;
 /// with the panel).
 const MAX_GANG_COPY: usize = 1 << 18;
 
-/// [`weight_backward`] in f32 with `simd`'s vectors. Each chunk's images go in gangs: their
-/// bordered copies side by side and their output gradients in one panel, so each tile sums
-/// over every point of the gang before adding to the gradient.
-pub(super) fn run<S: Simd>(simd: S, g: &ConvGeometry, x: &[f32], out_grad: &[f32]) -> Vec<f32> {
+/// [`weight_backward`] in f32 with `simd`'s vectors, into `grad` (the weights' layout). Each
+/// chunk's images go in gangs: their bordered copies side by side and their output gradients
+/// in one panel, so each tile sums over every point of the gang before adding to the
+/// gradient.
+pub(super) fn run<S: Simd>(
+    simd: S,
+    g: &ConvGeometry,
+    x: &[f32],
+    out_grad: &[f32],
+    grad: &mut [f32],
+) {
     let walk = Walk::new(g);
     let (cout_g, out_vol, lanes) = (g.out_per_group(), g.out_volume(), lanes::<S>());
     let blocks = cout_g.div_ceil(lanes);
@@ -117,7 +127,12 @@ pub(super) fn run<S: Simd>(simd: S, g: &ConvGeometry, x: &[f32], out_grad: &[f32
         packed
     };
     let packed = sum_of_partials(chunks, packed_len, Split::for_items(chunks), partial);
-    unpack(g, &packed, lanes)
+    for (oc, row) in grad.chunks_exact_mut(g.patch_len()).enumerate() {
+        let first = packed_row(g, lanes, oc);
+        for (slot, &value) in row.iter_mut().zip(packed[first..].iter().step_by(lanes)) {
+            *slot = value;
+        }
+    }
 }
 
 /// `rows` planes of `src` (each `panel.len() / lanes` long) as `panel[point][lane]`, lanes
@@ -179,23 +194,4 @@ impl<S: Simd> WithSimd for WeightBlock<'_, S> {
             }
         });
     }
-}
-
-/// The packed gradient (`[group][block][step][lane]`) in the weights' layout
-/// (`C_out x C_in/groups x kernel`).
-fn unpack(g: &ConvGeometry, packed: &[f32], lanes: usize) -> Vec<f32> {
-    let (cout_g, steps) = (g.out_per_group(), g.patch_len());
-    let blocks = cout_g.div_ceil(lanes);
-    let mut grad = vec![0.0; g.out_channels * steps];
-    for (oc, row) in grad.chunks_exact_mut(steps).enumerate() {
-        let (group, c) = (oc / cout_g, oc % cout_g);
-        let block = &packed[(group * blocks + c / lanes) * steps * lanes..][..steps * lanes];
-        for (slot, &value) in row
-            .iter_mut()
-            .zip(block.iter().skip(c % lanes).step_by(lanes))
-        {
-            *slot = value;
-        }
-    }
-    grad
 }
