@@ -23,7 +23,8 @@ use crate::spec::ConvGeometry;
 
 use super::bordered::Bordered;
 use super::element::Element;
-use tiles::{TileAt, from_lanes, lanes, to_lanes};
+use super::transpose::transpose;
+use tiles::{TileAt, lanes, to_lanes};
 pub use weight::weight_backward;
 
 /// Whether the direct path computes `geometry`'s forward pass and weight gradient: any shape
@@ -38,10 +39,10 @@ pub fn serves(geometry: &ConvGeometry) -> bool {
         && Bordered::new(g).is_some()
 }
 
-/// Reduction steps (input channels per group times kernel taps) up to which a block's
-/// weights, 64 bytes a step with AVX2, stay in a 32 KiB L1 cache while every tile reads them:
-/// `example_resnet_3x3s2_7` (288 steps) ran 15-30% faster than the lowered path, and
-/// `example_resnet_3x3_4` (576) up to 10% slower.
+/// Reduction steps (input channels per group times kernel taps) up to which the rule takes
+/// the direct forward pass: `example_resnet_3x3s2_7` (288 steps) ran 15-30% faster than the
+/// lowered path, and `example_resnet_3x3_4` (576) ties with it (0.70-0.95 ms against
+/// 0.83-0.86). Passes large enough to time (`conv::fastest`) try it at any length.
 const MAX_STEPS: usize = 512;
 
 /// Output channels per group from which a block's lanes are busy enough: a one-channel
@@ -222,10 +223,15 @@ fn run<S: Simd>(
         });
 }
 
-/// One block of output channels over every output point: its tiles of points summed over the
-/// reduction steps, each tile's channels stored into the block's output planes
-/// (`out.len() / out_vol` of them real). A [`WithSimd`] op, so that the tiles compile to the
-/// vectors and FMAs of `simd`'s instruction set.
+/// Bytes of a block's weights that one pass over its output points reads: within half of a
+/// 32 KiB L1 cache, so that they stay there beside the inputs the tiles read.
+const PASS_WEIGHT_BYTES: usize = 16 * 1024;
+
+/// One block of output channels over every output point: its sums, one per point, run in
+/// passes of a few reduction steps each (the tiles of a pass reading the same few weights),
+/// then are stored into the block's output planes (`out.len() / out_vol` of them real). A
+/// [`WithSimd`] op, so that the tiles compile to the vectors and FMAs of `simd`'s
+/// instruction set.
 struct ForwardBlock<'a, S> {
     simd: S,
     copy: &'a [f32],
@@ -252,14 +258,24 @@ impl<S: Simd> WithSimd for ForwardBlock<'_, S> {
             out_vol,
             out,
         } = self;
-        let tiles = TileAt::new(simd, copy, &walk.steps, weights, &walk.points);
-        tiles.for_each_tile(to_lanes::<S>(bias), |first, sums| {
+        let lanes = lanes::<S>();
+        let pass_steps = (PASS_WEIGHT_BYTES / (lanes * size_of::<f32>())).max(1);
+        let mut sums = vec![to_lanes::<S>(bias); walk.points.len()];
+        let passes = walk.steps.chunks(pass_steps);
+        for (steps, weights) in passes.zip(weights.chunks(pass_steps * lanes)) {
+            TileAt::new(simd, copy, steps, weights, &walk.points).accumulate(&mut sums);
+        }
+        let sums: &[f32] = bytemuck::cast_slice(&sums);
+        let rows = out.len() / out_vol;
+        if rows == lanes {
+            transpose(sums, out_vol, lanes, out);
+        } else {
             for (c, plane) in out.chunks_exact_mut(out_vol).enumerate() {
-                for (slot, point) in plane[first..first + sums.len()].iter_mut().zip(sums) {
-                    *slot = from_lanes::<S>(point)[c];
+                for (slot, point) in plane.iter_mut().zip(sums.chunks_exact(lanes)) {
+                    *slot = point[c];
                 }
             }
-        });
+        }
     }
 }
 

@@ -139,6 +139,14 @@ fn volumes_single_channels_and_single_points() {
     check(&geometry([1, 5, 1, 3, 3], 7, [1, 3, 3], options));
 }
 
+/// A reduction of 2160 steps: the forward pass sums it in several passes over the points
+/// (9 with AVX2's blocks, 2 with the scalar ones), each tile starting from the last pass's sums.
+#[test]
+fn long_reductions_in_passes() {
+    let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    check(&geometry([1, 240, 1, 3, 4], 18, [1, 3, 3], options));
+}
+
 /// Only f32 runs here; other element types decline (and take the lowered path).
 #[test]
 fn f32_only() {

@@ -77,31 +77,67 @@ impl<'a, S: Simd> TileAt<'a, S> {
         // caller's target features.
         for tile in 0..full {
             let first = tile * POINTS;
-            visit(first, &self.tile::<POINTS>(&tiled[first..], start));
+            visit(
+                first,
+                &self.tile::<POINTS>(&tiled[first..], [start; POINTS]),
+            );
         }
         let first = full * POINTS;
         let rest = &tiled[first..];
         match rest.len() {
-            1 => visit(first, &self.tile::<1>(rest, start)),
-            2 => visit(first, &self.tile::<2>(rest, start)),
-            3 => visit(first, &self.tile::<3>(rest, start)),
-            4 => visit(first, &self.tile::<4>(rest, start)),
-            5 => visit(first, &self.tile::<5>(rest, start)),
+            1 => visit(first, &self.tile::<1>(rest, [start; 1])),
+            2 => visit(first, &self.tile::<2>(rest, [start; 2])),
+            3 => visit(first, &self.tile::<3>(rest, [start; 3])),
+            4 => visit(first, &self.tile::<4>(rest, [start; 4])),
+            5 => visit(first, &self.tile::<5>(rest, [start; 5])),
             _ => {}
         }
     }
 
-    /// The `P` points at `tiled`, accumulated in registers.
+    /// Adds to each of `sums` (one per point of the tiled list) its point's sum over the
+    /// summed list, tile by tile in registers, in the summed list's order.
     #[inline(always)]
-    fn tile<const P: usize>(&self, tiled: &[usize], start: Lanes<S>) -> [Lanes<S>; P] {
+    pub fn accumulate(&self, sums: &mut [Lanes<S>]) {
+        let tiled = self.tiled;
+        assert_eq!(sums.len(), tiled.len(), "a sum per tiled point");
+        let full = tiled.len() / POINTS;
+        for tile in 0..full {
+            let first = tile * POINTS;
+            self.accumulate_tile::<POINTS>(&tiled[first..], &mut sums[first..first + POINTS]);
+        }
+        let first = full * POINTS;
+        let (rest, rest_sums) = (&tiled[first..], &mut sums[first..]);
+        match rest.len() {
+            1 => self.accumulate_tile::<1>(rest, rest_sums),
+            2 => self.accumulate_tile::<2>(rest, rest_sums),
+            3 => self.accumulate_tile::<3>(rest, rest_sums),
+            4 => self.accumulate_tile::<4>(rest, rest_sums),
+            5 => self.accumulate_tile::<5>(rest, rest_sums),
+            _ => {}
+        }
+    }
+
+    /// [`TileAt::accumulate`] for the tile of the `P` points at `tiled` (their `sums`).
+    #[inline(always)]
+    fn accumulate_tile<const P: usize>(&self, tiled: &[usize], sums: &mut [Lanes<S>]) {
+        let start = (&*sums).try_into().expect("P sums");
+        sums.copy_from_slice(&self.tile::<P>(tiled, start));
+    }
+
+    /// The `P` points at `tiled` from `start`, accumulated in registers.
+    #[inline(always)]
+    fn tile<const P: usize>(&self, tiled: &[usize], start: [Lanes<S>; P]) -> [Lanes<S>; P] {
         let simd = self.simd;
         let points: [usize; P] = tiled[..P].try_into().expect("P points");
-        let mut acc = [start; P];
+        let mut acc = start;
         for (&offset, vectors) in self.summed.iter().zip(self.vectors) {
+            // SAFETY: `offset` and `point` are at most the last entries of their sorted
+            // lists, whose sum `new` checked is inside `copy`. One pointer per step, so each
+            // point's read is a single addressed load.
+            let at = unsafe { self.copy.as_ptr().add(offset) };
             for (acc, &point) in acc.iter_mut().zip(&points) {
-                // SAFETY: `offset` and `point` are at most the last entries of their sorted
-                // lists, whose sum `new` checked is inside `copy`.
-                let x = simd.splat_f32s(unsafe { *self.copy.get_unchecked(offset + point) });
+                // SAFETY: as above.
+                let x = simd.splat_f32s(unsafe { *at.add(point) });
                 for (slot, &v) in acc.iter_mut().zip(vectors) {
                     *slot = simd.mul_add_e_f32s(x, v, *slot);
                 }
