@@ -1,5 +1,6 @@
 //! Every golden case under `tests/fixtures/`, found by file and run by its `op` field, on Flex
-//! with autodiff, with and without gradient checkpointing. A new case file for a supported op
+//! with autodiff, with and without gradient checkpointing (and on NdArray and the CubeCL
+//! kernels, where those are built). A new case file for a supported op
 //! needs no code change; a case whose op has no runner fails.
 
 use crate::common::{Case, autodiff_devices, case_files, conv_cases, fuse_cases, pool_cases};
@@ -95,6 +96,15 @@ fn golden_cases() {
         let file_name = path.file_name().unwrap().to_string_lossy();
         for case in &file.cases {
             for (device_name, device) in autodiff_devices() {
+                // On the CubeCL device our kernels run pinned: a tuning round per case would
+                // compile Burn's GEMM candidates for nearly every shape, most of the suite's
+                // time on lavapipe. `cube_cross::conv::builtin_and_tuned_kernels_match_cpu`
+                // checks Burn's kernels and the tuner against Flex instead.
+                #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+                let _pinned = device_name.starts_with("cube").then(|| {
+                    use burn_convpool::cube_kernels::{CubeKernels, OurKernels};
+                    crate::common::pin(CubeKernels::Ours(OurKernels::DEFAULT))
+                });
                 let outcome = std::panic::catch_unwind(|| run_case(case, &device))
                     .unwrap_or_else(|panic| Err(format!("panicked: {}", panic_message(&panic))));
                 if let Err(message) = outcome {

@@ -77,14 +77,9 @@ macro_rules! check_fused {
     }};
 }
 
-/// Run one `fuse_conv_bn` case on `device`.
+/// Run one `fuse_conv_bn` case on `device` (on the CubeCL device, the golden-case runner has
+/// pinned our default kernels).
 pub fn run(case: &Case, device: &Device) -> Result<(), String> {
-    // Our default kernels on the CubeCL device: the case checks the fold, not the tuner's
-    // choice, and tuning each case's shape would cost lavapipe minutes.
-    #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
-    let _pinned = super::pin(burn_convpool::cube_kernels::CubeKernels::Ours(
-        Default::default(),
-    ));
     let channels = [case.input("x").shape[1], case.input("bn_weight").shape[0]];
     let groups = case.usize("groups");
     // The 2D and 3D transposed configs take the case's lists as they are.

@@ -6,7 +6,7 @@ use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_convpool::cube_kernels::{Buffering, ConvSchedule, CubeKernels, OurKernels};
 use burn_convpool::*;
 
-use super::{Layout, Leaf, assert_close, bias_of, cross, failure, rng, wgpu};
+use super::{Layout, Leaf, assert_close, bias_of, cross, cross_pinned, failure, rng, wgpu};
 use crate::common::{self, Lcg};
 
 /// A 2D conv case: its name (which seeds its values), input and weight dims, options, and the
@@ -298,6 +298,89 @@ fn conv1d_3d_and_transpose_match_cpu() {
             ConvTransposeNdOptions::<2>::default().with_stride([2, 2]),
         )
     });
+}
+
+/// Burn's own kernels (pinned: every pass through `builtin.rs`, an input gradient as Burn's
+/// transposed conv where that takes it) and the tuner's choice between them and ours, on each
+/// kind of layer: grouped, strided and dilated 2D on channels-last input, depthwise, 1D, 3D
+/// and transposed. The golden cases run our kernels pinned, so this is where Burn's are
+/// checked against Flex, and where a tuning round runs end to end.
+#[test]
+fn builtin_and_tuned_kernels_match_cpu() {
+    let mut rng = rng("builtin");
+    let x = Leaf::random(&mut rng, [2, 4, 9, 8]);
+    let w = Leaf::random(&mut rng, [6, 2, 3, 2]);
+    let bias = Leaf::random(&mut rng, [6, 1, 1, 1]);
+    let grouped = [x.permuted(), w, bias];
+    let grouped_op = |t: Vec<Tensor<4>>| {
+        let options = ConvNdOptions::<2>::default()
+            .with_stride([2, 1])
+            .with_padding([1, 1])
+            .with_dilation([1, 2])
+            .with_groups(2);
+        conv2d(t[0].clone(), t[1].clone(), Some(bias_of(&t[2])), options)
+    };
+    let depthwise = [
+        Leaf::random(&mut rng, [1, 5, 7, 6]),
+        Leaf::random(&mut rng, [5, 1, 3, 3]),
+    ];
+    let depthwise_op = |t: Vec<Tensor<4>>| {
+        let options = ConvNdOptions::<2>::default()
+            .with_padding([1, 1])
+            .with_groups(5);
+        conv2d(t[0].clone(), t[1].clone(), None, options)
+    };
+    let transposed = [
+        Leaf::random(&mut rng, [2, 4, 5, 6]),
+        Leaf::random(&mut rng, [4, 3, 3, 3]),
+    ];
+    let transposed_op = |t: Vec<Tensor<4>>| {
+        let options = ConvTransposeNdOptions::<2>::default()
+            .with_stride([2, 2])
+            .with_padding([1, 1])
+            .with_padding_out([1, 0]);
+        conv_transpose2d(t[0].clone(), t[1].clone(), None, options)
+    };
+    let line = [
+        Leaf::random(&mut rng, [2, 3, 11]),
+        Leaf::random(&mut rng, [4, 3, 3]),
+    ];
+    let line_op = |t: Vec<Tensor<3>>| {
+        let options = ConvNdOptions::<1>::default()
+            .with_stride([2])
+            .with_padding([2]);
+        conv1d(t[0].clone(), t[1].clone(), None, options)
+    };
+    let volume = [
+        Leaf::random(&mut rng, [1, 3, 4, 5, 6]),
+        Leaf::random(&mut rng, [4, 3, 2, 3, 3]),
+    ];
+    let volume_op = |t: Vec<Tensor<5>>| {
+        let options = ConvNdOptions::<3>::default().with_padding([1, 1, 1]);
+        conv3d(t[0].clone(), t[1].clone(), None, options)
+    };
+    for (kernels, label) in [
+        (CubeKernels::Burn, "Burn's kernels"),
+        (CubeKernels::Tuned, "tuned"),
+    ] {
+        cross_pinned(kernels, label, "builtin_grouped", &grouped, grouped_op);
+        cross_pinned(
+            kernels,
+            label,
+            "builtin_depthwise",
+            &depthwise,
+            depthwise_op,
+        );
+        cross_pinned(
+            kernels,
+            label,
+            "builtin_transposed",
+            &transposed,
+            transposed_op,
+        );
+        cross_pinned(kernels, label, "builtin_conv1d", &line, line_op);
+        cross_pinned(kernels, label, "builtin_conv3d", &volume, volume_op);
+    }
 }
 
 /// A tiled launch needing more than 65,535 cubes along `m` (4.2M output positions in 64-row

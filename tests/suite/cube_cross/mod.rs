@@ -17,6 +17,7 @@ mod pool;
 
 use crate::common::{self, Lcg};
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn_convpool::cube_kernels::CubeKernels;
 
 fn wgpu() -> Device {
     common::gpu()
@@ -146,24 +147,60 @@ fn cross<const D: usize, const O: usize>(
     leaves: &[Leaf<D>],
     op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
 ) {
-    let seed = name.len() as u64 * 7919;
-    let (flex_out, flex_grads) = run(&Device::flex().autodiff(), leaves, &op, seed);
+    let expected = on_flex(name, leaves, &op);
+    common::each_pinned(|kernels| compare(name, leaves, &op, &expected, kernels));
+}
+
+/// [`cross`] with `kernels` pinned (named `label` in messages) instead of each of ours.
+fn cross_pinned<const D: usize, const O: usize>(
+    kernels: CubeKernels,
+    label: &str,
+    name: &str,
+    leaves: &[Leaf<D>],
+    op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+) {
+    let expected = on_flex(name, leaves, &op);
+    let _pinned = common::pin(kernels);
+    compare(name, leaves, &op, &expected, label);
+}
+
+/// The op's values and its leaves' gradients on Flex, seeded by `name`.
+fn on_flex<const D: usize, const O: usize>(
+    name: &str,
+    leaves: &[Leaf<D>],
+    op: &impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+) -> (Vec<f32>, Vec<Vec<f32>>) {
+    run(&Device::flex().autodiff(), leaves, op, seed(name))
+}
+
+/// The seed of the backward pass's random output gradient for `name`.
+fn seed(name: &str) -> u64 {
+    name.len() as u64 * 7919
+}
+
+/// wgpu's values and gradients against Flex's (`expected`), and its backward against a
+/// second run of itself, bit for bit, under whatever kernels the device holds (`kernels`).
+fn compare<const D: usize, const O: usize>(
+    name: &str,
+    leaves: &[Leaf<D>],
+    op: &impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+    (flex_out, flex_grads): &(Vec<f32>, Vec<Vec<f32>>),
+    kernels: &str,
+) {
     let gpu = wgpu().autodiff();
-    common::each_pinned(|kernels| {
-        let (gpu_out, gpu_grads) = run(&gpu, leaves, &op, seed);
-        assert_close(&format!("{name} forward, {kernels}"), &gpu_out, &flex_out);
-        for (i, (g, f)) in gpu_grads.iter().zip(&flex_grads).enumerate() {
-            assert_close(&format!("{name} grad of input {i}, {kernels}"), g, f);
-        }
-        let (_, again) = run(&gpu, leaves, &op, seed);
-        for (i, (a, b)) in again.iter().zip(&gpu_grads).enumerate() {
-            let same = a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(
-                same,
-                "{name}: grad of input {i} differs between two wgpu runs, {kernels}"
-            );
-        }
-    });
+    let (gpu_out, gpu_grads) = run(&gpu, leaves, op, seed(name));
+    assert_close(&format!("{name} forward, {kernels}"), &gpu_out, flex_out);
+    for (i, (g, f)) in gpu_grads.iter().zip(flex_grads).enumerate() {
+        assert_close(&format!("{name} grad of input {i}, {kernels}"), g, f);
+    }
+    let (_, again) = run(&gpu, leaves, op, seed(name));
+    for (i, (a, b)) in again.iter().zip(&gpu_grads).enumerate() {
+        let same = a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(
+            same,
+            "{name}: grad of input {i} differs between two wgpu runs, {kernels}"
+        );
+    }
 }
 
 fn rng(name: &str) -> Lcg {
