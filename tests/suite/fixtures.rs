@@ -1,7 +1,7 @@
 //! Every golden case under `tests/fixtures/`, found by file and run by its `op` field, on Flex
 //! with autodiff, with and without gradient checkpointing (and on NdArray and the CubeCL
-//! kernels, where those are built). A new case file for a supported op
-//! needs no code change; a case whose op has no runner fails.
+//! kernels, where those are built). A new case file for a supported op needs no code change; a
+//! case whose op has no runner fails.
 
 use crate::common::{Case, autodiff_devices, case_files, conv_cases, fuse_cases, pool_cases};
 use burn::tensor::Device;

@@ -284,9 +284,21 @@ pub struct Pinned {
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 pub fn pin(kernels: burn_convpool::cube_kernels::CubeKernels) -> Pinned {
     static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A second pin on the same thread would wait for its own turn forever.
+    assert!(
+        !HOLDS_TURN.get(),
+        "pin called while this thread's earlier pin is alive"
+    );
     let turn = TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    HOLDS_TURN.set(true);
     burn_convpool::cube_kernels::set_cube_kernels(&gpu(), kernels);
     Pinned { _turn: turn }
+}
+
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+thread_local! {
+    /// Whether this thread holds [`pin`]'s turn.
+    static HOLDS_TURN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Run `check` once per setting of [`OUR_KERNELS`], each pinned on [`gpu`] while it runs;
@@ -304,6 +316,7 @@ impl Drop for Pinned {
     fn drop(&mut self) {
         use burn_convpool::cube_kernels::{CubeKernels, set_cube_kernels};
         set_cube_kernels(&gpu(), CubeKernels::default());
+        HOLDS_TURN.set(false);
     }
 }
 
