@@ -46,8 +46,10 @@ pub enum Algorithm {
     Adjoint,
     /// A register-tiled direct convolution over a zero-bordered copy of each image, no patch
     /// matrix, in f32 (other element types take the lowered path): the forward pass and the
-    /// weight gradient of every shape whose padding is not far wider than its kernel (and,
-    /// through [`Algorithm::Adjoint`], the input gradient of a stride-1 one).
+    /// weight gradient of every shape whose padding is not far wider than its kernel, and the
+    /// input gradient of a strided one, one stride phase of the input at a time, over a copy
+    /// of the output gradient (finite weights; else the lowered path). Through
+    /// [`Algorithm::Adjoint`] it also computes the input gradient of a stride-1 one.
     Direct,
     /// im2col and a GEMM, a 1x1 convolution's input its own patch matrix: every shape.
     Lowered,

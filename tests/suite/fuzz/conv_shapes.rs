@@ -307,7 +307,7 @@ fn tiled_small_convs_match_the_reference() {
 }
 
 /// Winograd and the phase grids pinned on shapes they serve but are not picked for (a few
-/// channels), and the adjoint input gradient and the direct forward pass on small shapes of
+/// channels), and the adjoint input gradient and the direct path's passes on small shapes of
 /// every kind. The im2col GEMM
 /// runs the general strategy's shapes, and a depthwise forward always runs the depthwise
 /// stencil.
@@ -335,7 +335,8 @@ fn pinned_cpu_algorithms_match_the_reference() {
         tiled_case(),
     );
     // The direct forward pass (f32) on every small shape, also where its blocks of output
-    // channels are mostly empty; through the adjoint, the stride-1 input gradients too.
+    // channels are mostly empty; its input gradients per stride phase (strided shapes) and,
+    // through the adjoint, the stride-1 ones too.
     fuzz_pinned(
         Algorithm::Direct,
         "direct pinned, small convs, on flex",

@@ -41,7 +41,10 @@ fn serves(algorithm: Algorithm, geometry: &ConvGeometry, pass: Pass) -> bool {
         Algorithm::Winograd => winograd::serves(geometry),
         Algorithm::Phases => phases::serves(geometry),
         Algorithm::Adjoint => pass == Pass::Data && adjoint::serves(geometry),
-        Algorithm::Direct => pass != Pass::Data && direct::serves(geometry),
+        Algorithm::Direct => match pass {
+            Pass::Data => direct::serves_data(geometry),
+            Pass::Forward | Pass::Weight => direct::serves(geometry),
+        },
         Algorithm::Lowered => true,
     }
 }
@@ -80,8 +83,9 @@ fn run_pass<T>(
 
 /// The algorithm for `pass` over `geometry` by rule: the one [`pinned`] on this thread where
 /// it serves the shape, else the one that is fastest on most machines (Winograd and the phase
-/// grids only where they pay, the adjoint for the input gradient of a layer with few output
-/// channels). Passes too small to time take it; larger ones time every
+/// grids only where they pay, the direct path per stride phase for the input gradient of a
+/// strided layer with enough input channels, the adjoint for the input gradient of a
+/// stride-1 layer with few output channels). Passes too small to time take it; larger ones time every
 /// algorithm that serves them (see [`run_pass`]). Winograd's transforms and the phase grids'
 /// gradients still refuse values they cannot carry (past Winograd's safe magnitude, a
 /// non-finite operand the grids' padding would multiply); those calls take the lowered path.
@@ -94,6 +98,7 @@ pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
             Algorithm::Adjoint
         }
         _ if winograd::fits(geometry) => Algorithm::Winograd,
+        _ if pass == Pass::Data && direct::data_pays(geometry) => Algorithm::Direct,
         _ if phases::fits(geometry) => Algorithm::Phases,
         _ if pass == Pass::Forward && direct::pays(geometry) => Algorithm::Direct,
         _ if pass == Pass::Weight && direct::weight_pays(geometry) => Algorithm::Direct,
@@ -139,7 +144,8 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
                 &adjoint::weight(geometry, weight),
                 None,
             )),
-            Algorithm::Depthwise | Algorithm::Direct | Algorithm::Lowered => None,
+            Algorithm::Direct => direct::x_backward(geometry, weight, out_grad),
+            Algorithm::Depthwise | Algorithm::Lowered => None,
         };
         x_grad.unwrap_or_else(|| lowered::x_backward(geometry, weight, out_grad))
     })

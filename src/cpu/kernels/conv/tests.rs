@@ -577,7 +577,8 @@ fn pinned_algorithms_run_where_they_serve() {
 
 /// By rule, the input gradient of a stride-1 layer with few output channels and at least as
 /// many input channels, or whose adjoint takes the direct path, runs as its adjoint; a
-/// one-channel stem's, a wide layer's and a strided layer's do not.
+/// one-channel stem's, a wide layer's and a strided layer's do not (the last takes the direct
+/// path's phases).
 #[test]
 fn adjoint_input_gradient_by_rule() {
     let rule = |cin: usize, cout: usize, stride: usize, pass: Pass| {
@@ -595,6 +596,8 @@ fn adjoint_input_gradient_by_rule() {
     assert_eq!(rule(1, 16, 1, Pass::Data), Algorithm::Lowered);
     assert_ne!(rule(64, 64, 1, Pass::Data), Algorithm::Adjoint);
     assert_ne!(rule(16, 16, 2, Pass::Data), Algorithm::Adjoint);
+    // A strided layer's input gradient: the direct path per stride phase.
+    assert_eq!(rule(16, 32, 2, Pass::Data), Algorithm::Direct);
 }
 
 /// The input gradient as the forward convolution of the output gradient (pinned), against the

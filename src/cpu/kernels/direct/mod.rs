@@ -9,6 +9,7 @@
 //! patch matrix and `gemm`'s packing of it cost as much as the arithmetic; here only the copy
 //! and the output are written.
 
+mod data;
 #[cfg(test)]
 mod tests;
 mod tiles;
@@ -24,6 +25,7 @@ use crate::spec::ConvGeometry;
 use super::bordered::Bordered;
 use super::element::Element;
 use super::transpose::transpose;
+pub use data::{data_pays, serves_data, x_backward};
 use tiles::{TileAt, lanes, to_lanes};
 pub use weight::weight_backward;
 

@@ -147,6 +147,89 @@ fn long_reductions_in_passes() {
     check(&geometry([1, 240, 1, 3, 4], 18, [1, 3, 3], options));
 }
 
+/// The direct input gradient of a strided convolution in f32 with `simd`'s vectors against
+/// the definition in f64 on the same (f32) values, each input within f32 roundoff of its sum.
+fn check_data_with<S: Simd>(simd: S, g: &ConvGeometry) {
+    assert!(serves_data(g), "{g:?}");
+    let to_f32 = |values: Vec<f64>| values.into_iter().map(|v| v as f32).collect::<Vec<_>>();
+    let weight = to_f32(values(g.out_channels * g.patch_len(), 6));
+    let out_grad = to_f32(values(g.out_shape().iter().product(), 7));
+    let widen = |values: &[f32]| values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
+    let x = vec![0.0; g.in_shape().iter().product()];
+    let (expected, _) = reference_grads(g, &x, &widen(&weight), &widen(&out_grad));
+    let mut got = vec![0.0; expected.len()];
+    data::run(simd, &g.normalised(), &weight, &out_grad, &mut got);
+    let terms = g.out_per_group() * g.kernel.iter().product::<usize>();
+    let tolerance = 4.0 * f64::from(f32::EPSILON) * (terms + 1) as f64;
+    for (i, (&got, &want)) in got.iter().zip(&expected).enumerate() {
+        assert!(
+            (f64::from(got) - want).abs() < tolerance,
+            "x_grad[{i}]: {got} vs {want} ({g:?}, {} lanes)",
+            size_of::<S::f32s>() / 4
+        );
+    }
+}
+
+/// [`check_data_with`] on every instruction set this machine has.
+fn check_data(g: &ConvGeometry) {
+    check_data_with(pulp::Scalar::new(), g);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = pulp::x86::V3::try_new() {
+        check_data_with(simd, g);
+    }
+}
+
+/// DCGAN's 4x4 stride-2 layer: four phases of 2x2 taps, 18 input channels (a block of 16 and
+/// one of 2), and a batch of 2.
+#[test]
+fn data_phases_of_a_whole_number_of_strides() {
+    let options = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1);
+    check_data(&geometry([2, 18, 1, 8, 8], 5, [1, 4, 4], options));
+}
+
+/// Phases with different tap counts (3x3 stride 2 on odd sizes), dilation, groups, a stride
+/// of 3 past a 2-tap kernel (a phase no tap reaches stays zero), and a 1x1 downsampling.
+#[test]
+fn data_phases_of_uneven_taps() {
+    let options = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1);
+    check_data(&geometry([1, 17, 1, 7, 9], 6, [1, 3, 3], options));
+    let options = ConvOptions::new([1, 2, 3], [0, 2, 1], [1, 2, 1], 2);
+    check_data(&geometry([2, 6, 1, 9, 8], 10, [1, 3, 2], options));
+    let options = ConvOptions::new([1, 1, 3], [0, 0, 0], [1; 3], 1);
+    check_data(&geometry([1, 3, 1, 2, 11], 4, [1, 1, 2], options));
+    let options = ConvOptions::new([1, 2, 2], [0; 3], [1; 3], 1);
+    check_data(&geometry([2, 20, 1, 6, 7], 8, [1, 1, 1], options));
+}
+
+/// Padding past the kernel's reach (every tap of a phase reads after the gradient's start,
+/// and some read past its end), a volume strided on two axes, and a reduction of 560 steps a
+/// phase (several passes).
+#[test]
+fn data_phases_wide_padding_volumes_and_long_reductions() {
+    let options = ConvOptions::new([1, 1, 2], [0, 0, 3], [1; 3], 1);
+    check_data(&geometry([1, 2, 1, 1, 6], 3, [1, 1, 2], options));
+    let options = ConvOptions::new([2, 1, 2], [1, 1, 0], [1; 3], 1);
+    check_data(&geometry([2, 4, 5, 4, 6], 16, [3, 3, 2], options));
+    let options = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1);
+    check_data(&geometry([1, 3, 1, 6, 6], 140, [1, 4, 4], options));
+}
+
+/// The input gradient declines other element types and weights that are not finite (the
+/// copy's border would meet them with zeros the definition lacks).
+#[test]
+fn data_declines_f64_and_non_finite_weights() {
+    let options = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1);
+    let g = geometry([1, 2, 1, 4, 4], 3, [1, 3, 3], options);
+    let (weight, out_grad) = (values(3 * 18, 2), values(3 * 4, 3));
+    assert!(x_backward(&g, &weight, &out_grad).is_none());
+    let to_f32 = |values: &[f64]| values.iter().map(|&v| v as f32).collect::<Vec<_>>();
+    let mut weight = to_f32(&weight);
+    let grad = x_backward(&g, &weight, &to_f32(&out_grad)).expect("f32 runs");
+    assert_eq!(grad.len(), 2 * 16);
+    weight[4] = f32::INFINITY;
+    assert!(x_backward(&g, &weight, &to_f32(&out_grad)).is_none());
+}
+
 /// Only f32 runs here; other element types decline (and take the lowered path).
 #[test]
 fn f32_only() {
@@ -190,4 +273,25 @@ fn pays_on_small_layers() {
     };
     assert!(weight_layer(16));
     assert!(!weight_layer(1));
+}
+
+/// The rule takes the strided input gradients of `examples/resnet` and of DCGAN's 4x4 layers
+/// (16 input channels or more), not a strided 1x1 kernel's, a 3-channel input's, or a
+/// stride-1 layer's (the adjoint's).
+#[test]
+fn data_pays_on_strided_layers() {
+    let layer = |cin: usize, kernel: usize, stride: usize, pad: usize| {
+        let options = ConvOptions::new([1, stride, stride], [0, pad, pad], [1; 3], 1);
+        data_pays(&geometry(
+            [8, cin, 1, 32, 32],
+            64,
+            [1, kernel, kernel],
+            options,
+        ))
+    };
+    assert!(layer(16, 3, 2, 1));
+    assert!(layer(64, 4, 2, 1));
+    assert!(!layer(64, 1, 2, 0));
+    assert!(!layer(3, 4, 2, 1));
+    assert!(!layer(64, 3, 1, 1));
 }
