@@ -42,7 +42,8 @@ pub enum Algorithm {
     Phases,
     /// The input gradient of a stride-1 convolution as the forward convolution of the output
     /// gradient with the flipped kernel, by the forward pass's own choice of algorithm: stride-1
-    /// convolutions padded no more than the dilated kernel reaches, the input gradient only.
+    /// convolutions padded no more than the dilated kernel reaches, the input gradient only
+    /// (finite weights; else the lowered path).
     Adjoint,
     /// A register-tiled direct convolution over a zero-bordered copy of each image, no patch
     /// matrix, in f32 (other element types take the lowered path): the forward pass and the

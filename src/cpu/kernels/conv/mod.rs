@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use crate::spec::ConvGeometry;
 
-use super::element::Element;
+use super::element::{Element, all_within};
 use super::sum::{PairwiseSum, lane_sum};
 use super::{depthwise, direct, phases, winograd};
 pub use crate::cpu::choice::Algorithm;
@@ -138,12 +138,16 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
         let x_grad = match algorithm {
             Algorithm::Winograd => winograd::x_backward(geometry, weight, out_grad),
             Algorithm::Phases => phases::x_backward(geometry, weight, out_grad),
-            Algorithm::Adjoint => Some(forward(
-                &adjoint::geometry(geometry),
-                out_grad,
-                &adjoint::weight(geometry, weight),
-                None,
-            )),
+            // The adjoint's padding meets every weight with a zero the definition lacks: a
+            // weight that is not finite would make NaN of a finite gradient there.
+            Algorithm::Adjoint => all_within(weight, f64::INFINITY).then(|| {
+                forward(
+                    &adjoint::geometry(geometry),
+                    out_grad,
+                    &adjoint::weight(geometry, weight),
+                    None,
+                )
+            }),
             Algorithm::Direct => direct::x_backward(geometry, weight, out_grad),
             Algorithm::Depthwise | Algorithm::Lowered => None,
         };

@@ -716,3 +716,61 @@ fn timed_choice_computes_the_pass() {
         }
     }
 }
+
+/// Every algorithm's input gradient keeps the definition's non-finite values: a weight that is
+/// infinite (or NaN) reaches only the inputs its tap meets an output from, as in the lowered
+/// path (PyTorch's GEMM and col2im), and never turns the others to NaN through a padding zero.
+#[test]
+fn input_gradients_of_non_finite_weights_match_the_lowered_path() {
+    use crate::cpu::choice::with_conv_algorithm;
+    let shapes: [([usize; 5], usize, [usize; 3], ConvOptions<3>); 3] = [
+        // Stride 1 (the adjoint), padded: an edge input meets only some taps.
+        (
+            [2, 16, 1, 5, 6],
+            16,
+            [1, 3, 3],
+            ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1),
+        ),
+        // Stride 2 (the direct phases, the phase grids).
+        (
+            [2, 16, 1, 8, 8],
+            16,
+            [1, 4, 4],
+            ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1),
+        ),
+        // Depthwise, stride 1 (the adjoint's depthwise stencil).
+        (
+            [1, 4, 1, 5, 5],
+            4,
+            [1, 3, 3],
+            ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 4),
+        ),
+    ];
+    for (x_shape, out_channels, kernel, options) in shapes {
+        let g = geometry(x_shape, out_channels, kernel, &options);
+        let mut weight: Vec<f32> = values(g.out_channels * g.patch_len(), 8)
+            .into_iter()
+            .map(|v| v as f32)
+            .collect();
+        let taps = g.kernel.iter().product::<usize>();
+        weight[0] = f32::INFINITY;
+        weight[taps - 1] = f32::NAN;
+        let out_grad: Vec<f32> = values(g.out_shape().iter().product(), 9)
+            .into_iter()
+            .map(|v| v as f32)
+            .collect();
+        let expected =
+            with_conv_algorithm(Algorithm::Lowered, || x_backward(&g, &weight, &out_grad));
+        assert!(expected.iter().any(|v| v.is_finite()) && expected.iter().any(|v| v.is_nan()));
+        for algorithm in ALGORITHMS {
+            let got = with_conv_algorithm(algorithm, || x_backward(&g, &weight, &out_grad));
+            for (i, (&got, &want)) in got.iter().zip(&expected).enumerate() {
+                let same = match want.is_finite() {
+                    true => (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                    false => got == want || (got.is_nan() && want.is_nan()),
+                };
+                assert!(same, "{algorithm:?} x_grad[{i}]: {got} vs {want} ({g:?})");
+            }
+        }
+    }
+}
