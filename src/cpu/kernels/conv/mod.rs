@@ -98,8 +98,10 @@ pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
             Algorithm::Adjoint
         }
         _ if winograd::fits(geometry) => Algorithm::Winograd,
-        _ if pass == Pass::Data && direct::data_pays(geometry) => Algorithm::Direct,
+        // The phase grids first: they compute every element type, where the direct path
+        // leaves all but f32 to the lowered one; a pass large enough to time weighs both.
         _ if phases::fits(geometry) => Algorithm::Phases,
+        _ if pass == Pass::Data && direct::data_pays(geometry) => Algorithm::Direct,
         _ if pass == Pass::Forward && direct::pays(geometry) => Algorithm::Direct,
         _ if pass == Pass::Weight && direct::weight_pays(geometry) => Algorithm::Direct,
         _ if pass == Pass::Data && adjoint::pays(geometry) => Algorithm::Adjoint,

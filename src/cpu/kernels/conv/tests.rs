@@ -596,8 +596,12 @@ fn adjoint_input_gradient_by_rule() {
     assert_eq!(rule(1, 16, 1, Pass::Data), Algorithm::Lowered);
     assert_ne!(rule(64, 64, 1, Pass::Data), Algorithm::Adjoint);
     assert_ne!(rule(16, 16, 2, Pass::Data), Algorithm::Adjoint);
-    // A strided layer's input gradient: the direct path per stride phase.
+    // A strided layer's input gradient: the direct path per stride phase, unless the phase
+    // grids fit it (a 4x4 kernel of stride 2), which serve every element type.
     assert_eq!(rule(16, 32, 2, Pass::Data), Algorithm::Direct);
+    let options = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1);
+    let dcgan = ConvGeometry::conv(&[8, 64, 1, 32, 32], &[128, 64, 1, 4, 4], &options);
+    assert_eq!(algorithm(&dcgan, Pass::Data), Algorithm::Phases);
 }
 
 /// The input gradient as the forward convolution of the output gradient (pinned), against the

@@ -37,7 +37,8 @@ pub fn serves_data(geometry: &ConvGeometry) -> bool {
 /// 3-channel input (a DCGAN discriminator's first layer) ran 3x slower than the lowered path.
 const MIN_IN_CHANNELS: usize = 16;
 
-/// Whether, by rule, the direct input gradient beats the lowered one and the phase grids: a
+/// Whether, by rule, the direct input gradient beats the lowered one (where the phase grids
+/// fit, the rule takes them, and a pass large enough to time picks between the two): a
 /// phase of more than one tap (a strided 1x1 convolution's gradient is one GEMM and a
 /// scatter, 5-10% faster) and enough input channels to fill the lanes. On
 /// `dcgan_up_128x16x16`'s forward pass it took 4.7-5.8 ms against the phase grids' 6.1-6.9
