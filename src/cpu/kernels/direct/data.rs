@@ -50,7 +50,7 @@ pub fn data_pays(geometry: &ConvGeometry) -> bool {
     let g = geometry.normalised();
     let longest = (0..3)
         .map(|a| {
-            let taps = (0..g.stride[a]).map(|p| g.data_phase(a, p).taps.len());
+            let taps = reached_phases(&g, a).into_iter().map(|(_, p)| p.taps.len());
             taps.max().unwrap_or(0)
         })
         .product::<usize>();
@@ -183,9 +183,22 @@ impl GradientCopy {
     }
 }
 
-/// The phases of `axis` that hold inputs and that some tap reaches, each with its phase.
+/// The phases of `axis` that hold inputs and that some tap reaches, each with its phase:
+/// found from the taps (tap `k` reaches phase `(k * dilation - pad) mod stride`), so a stride
+/// far wider than the kernel (a huge padding's) costs no more than the kernel.
 fn reached_phases(g: &ConvGeometry, axis: usize) -> Vec<(usize, DataPhase)> {
-    (0..g.stride[axis])
+    let (stride, pad, dilation) = (
+        g.stride[axis] as i128,
+        g.pad_begin[axis] as i128,
+        g.dilation[axis] as i128,
+    );
+    let mut phases: Vec<usize> = (0..g.kernel[axis])
+        .map(|tap| (tap as i128 * dilation - pad).rem_euclid(stride) as usize)
+        .collect();
+    phases.sort_unstable();
+    phases.dedup();
+    phases
+        .into_iter()
         .map(|phase| (phase, g.data_phase(axis, phase)))
         .filter(|(_, p)| p.count > 0 && !p.taps.is_empty())
         .collect()

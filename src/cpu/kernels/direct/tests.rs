@@ -214,6 +214,18 @@ fn data_phases_wide_padding_volumes_and_long_reductions() {
     check_data(&geometry([1, 3, 1, 6, 6], 140, [1, 4, 4], options));
 }
 
+/// A stride of 2^40 under a padding as wide (valid, as in PyTorch): only the phases the taps
+/// reach are visited, so the gradient is computed at once.
+#[test]
+fn data_phases_of_a_huge_stride() {
+    let huge = 1 << 40;
+    let options = ConvOptions::new([1, 1, huge], [0, 0, huge], [1; 3], 1);
+    let g = geometry([1, 16, 1, 2, 3], 4, [1, 1, 2], options);
+    assert_eq!(g.out_size, [1, 2, 3]);
+    check_data(&g);
+    assert!(!data_pays(&g));
+}
+
 /// The input gradient declines other element types and weights that are not finite (the
 /// copy's border would meet them with zeros the definition lacks).
 #[test]
