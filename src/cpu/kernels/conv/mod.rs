@@ -85,10 +85,11 @@ fn run_pass<T>(
 /// it serves the shape, else the one that is fastest on most machines (Winograd and the phase
 /// grids only where they pay, the direct path per stride phase for the input gradient of a
 /// strided layer with enough input channels, the adjoint for the input gradient of a
-/// stride-1 layer with few output channels). Passes too small to time take it; larger ones time every
-/// algorithm that serves them (see [`run_pass`]). Winograd's transforms and the phase grids'
-/// gradients still refuse values they cannot carry (past Winograd's safe magnitude, a
-/// non-finite operand the grids' padding would multiply); those calls take the lowered path.
+/// stride-1 layer with few output channels). Passes too small to time take it; larger ones
+/// time every algorithm that serves them (see [`run_pass`]). Winograd's transforms, the phase
+/// grids' gradients and the input gradients over a padded output gradient (the adjoint, the
+/// direct phases) still refuse values they cannot carry (past Winograd's safe magnitude, a
+/// non-finite operand that padding would multiply); those calls take the lowered path.
 pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
     match pinned() {
         Some(algorithm) if serves(algorithm, geometry, pass) => algorithm,
