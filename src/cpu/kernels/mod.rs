@@ -16,3 +16,8 @@ mod transpose;
 mod winograd;
 
 use crate::spec::points;
+
+/// Position `at` of a box of size `size`, flattened (the last axis fastest).
+fn flat(at: [usize; 3], size: [usize; 3]) -> usize {
+    (at[0] * size[1] + at[1]) * size[2] + at[2]
+}

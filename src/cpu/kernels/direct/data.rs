@@ -14,9 +14,10 @@ use rayon::prelude::*;
 use crate::spec::{ConvGeometry, DataPhase, points};
 
 use super::super::element::{Element, all_within};
+use super::super::flat;
 use super::super::transpose::transpose;
-use super::PASS_WEIGHT_BYTES;
-use super::tiles::{TileAt, lanes, to_lanes};
+use super::accumulate_in_passes;
+use super::tiles::{lanes, to_lanes};
 
 /// Whether the direct path computes `geometry`'s input gradient: a strided convolution (a
 /// stride-1 one is a forward pass, `Algorithm::Adjoint`) with inputs, outputs and channels,
@@ -142,11 +143,6 @@ impl GradientCopy {
         self.size.iter().product()
     }
 
-    /// Position `at` of a plane of the copy, flattened.
-    fn flat(&self, at: [usize; 3]) -> usize {
-        (at[0] * self.size[1] + at[1]) * self.size[2] + at[2]
-    }
-
     /// Copy the planes of `out_grad` into `copy` (a plane each), zeros outside the output
     /// gradient; a `copy` already of that size holds them from an earlier fill.
     fn fill(&self, g: &ConvGeometry, out_grad: &[f32], copy: &mut Vec<f32>) {
@@ -221,8 +217,6 @@ impl Phase {
     /// The phase `first` of each axis, with its reaching taps (`axes`: `(first, phase)`),
     /// over `copy`.
     fn new(g: &ConvGeometry, copy: &GradientCopy, axes: [&(usize, DataPhase); 3]) -> Self {
-        let [_, in_h, in_w] = g.in_size;
-        let [_, k_h, k_w] = g.kernel;
         // Each axis's taps by shift, so that the steps' offsets ascend.
         let by_shift = axes.map(|(_, phase)| {
             let mut taps = phase.taps.clone();
@@ -232,19 +226,20 @@ impl Phase {
         let (mut offsets, mut taps) = (Vec::new(), Vec::new());
         for at in points(by_shift.each_ref().map(Vec::len)) {
             let tap: [(usize, i128); 3] = core::array::from_fn(|a| by_shift[a][at[a]]);
-            offsets.push(copy.flat(core::array::from_fn(|a| (tap[a].1 - copy.low[a]) as usize)));
-            taps.push((tap[0].0 * k_h + tap[1].0) * k_w + tap[2].0);
+            let at = core::array::from_fn(|a| (tap[a].1 - copy.low[a]) as usize);
+            offsets.push(flat(at, copy.size));
+            taps.push(flat(tap.map(|(k, _)| k), g.kernel));
         }
         let plane_len = copy.plane_len();
         let steps = (0..g.out_per_group())
             .flat_map(|c| offsets.iter().map(move |&o| c * plane_len + o))
             .collect();
         let count = axes.map(|(_, phase)| phase.count);
-        let origins = points(count).map(|m| copy.flat(m)).collect();
+        let origins = points(count).map(|m| flat(m, copy.size)).collect();
         let targets = points(count)
             .map(|m| {
-                let i: [usize; 3] = core::array::from_fn(|a| axes[a].0 + g.stride[a] * m[a]);
-                (i[0] * in_h + i[1]) * in_w + i[2]
+                let i = core::array::from_fn(|a| axes[a].0 + g.stride[a] * m[a]);
+                flat(i, g.in_size)
             })
             .collect();
         Self {
@@ -377,7 +372,6 @@ impl<S: Simd> WithSimd for DataBlock<'_, S> {
             x_grad,
         } = self;
         let lanes = lanes::<S>();
-        let pass_steps = (PASS_WEIGHT_BYTES / (lanes * size_of::<f32>())).max(1);
         let zero = to_lanes::<S>(&vec![0.0; lanes]);
         let mut sums = Vec::new();
         for phase in &walk.phases {
@@ -385,10 +379,8 @@ impl<S: Simd> WithSimd for DataBlock<'_, S> {
             (phase_weights, weights) = weights.split_at(phase.steps.len() * lanes);
             sums.clear();
             sums.resize(phase.origins.len(), zero);
-            let passes = phase.steps.chunks(pass_steps);
-            for (steps, weights) in passes.zip(phase_weights.chunks(pass_steps * lanes)) {
-                TileAt::new(simd, copy, steps, weights, &phase.origins).accumulate(&mut sums);
-            }
+            let (steps, origins) = (&phase.steps, &phase.origins);
+            accumulate_in_passes(simd, copy, steps, phase_weights, origins, &mut sums);
             let sums: &[f32] = bytemuck::cast_slice(&sums);
             for (c, plane) in x_grad.chunks_exact_mut(in_vol).enumerate() {
                 for (&target, point) in phase.targets.iter().zip(sums.chunks_exact(lanes)) {

@@ -26,7 +26,7 @@ use super::bordered::Bordered;
 use super::element::Element;
 use super::transpose::transpose;
 pub use data::{data_pays, serves_data, x_backward};
-use tiles::{TileAt, lanes, to_lanes};
+use tiles::{Lanes, TileAt, lanes, to_lanes};
 pub use weight::weight_backward;
 
 /// Whether the direct path computes `geometry`'s forward pass and weight gradient: any shape
@@ -229,6 +229,26 @@ fn run<S: Simd>(
 /// 32 KiB L1 cache, so that they stay there beside the inputs the tiles read.
 const PASS_WEIGHT_BYTES: usize = 16 * 1024;
 
+/// Adds to each of `sums` (one per point of `points`) its point's sum over `steps` (each with
+/// its block's weights, `lanes::<S>()` apiece), in passes of [`PASS_WEIGHT_BYTES`] of weights,
+/// each tile resuming from the last pass's sums.
+#[inline(always)]
+fn accumulate_in_passes<S: Simd>(
+    simd: S,
+    copy: &[f32],
+    steps: &[usize],
+    weights: &[f32],
+    points: &[usize],
+    sums: &mut [Lanes<S>],
+) {
+    let lanes = lanes::<S>();
+    let pass_steps = (PASS_WEIGHT_BYTES / (lanes * size_of::<f32>())).max(1);
+    let passes = steps.chunks(pass_steps);
+    for (steps, weights) in passes.zip(weights.chunks(pass_steps * lanes)) {
+        TileAt::new(simd, copy, steps, weights, points).accumulate(sums);
+    }
+}
+
 /// One block of output channels over every output point: its sums, one per point, run in
 /// passes of a few reduction steps each (the tiles of a pass reading the same few weights),
 /// then are stored into the block's output planes (`out.len() / out_vol` of them real). A
@@ -261,12 +281,8 @@ impl<S: Simd> WithSimd for ForwardBlock<'_, S> {
             out,
         } = self;
         let lanes = lanes::<S>();
-        let pass_steps = (PASS_WEIGHT_BYTES / (lanes * size_of::<f32>())).max(1);
         let mut sums = vec![to_lanes::<S>(bias); walk.points.len()];
-        let passes = walk.steps.chunks(pass_steps);
-        for (steps, weights) in passes.zip(weights.chunks(pass_steps * lanes)) {
-            TileAt::new(simd, copy, steps, weights, &walk.points).accumulate(&mut sums);
-        }
+        accumulate_in_passes(simd, copy, &walk.steps, weights, &walk.points, &mut sums);
         let sums: &[f32] = bytemuck::cast_slice(&sums);
         let rows = out.len() / out_vol;
         if rows == lanes {

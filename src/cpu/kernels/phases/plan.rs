@@ -7,12 +7,7 @@ use crate::spec::ConvGeometry;
 
 use super::super::element::Element;
 use super::super::gemm::MatRef;
-use super::super::points;
-
-/// Position `at` of a box of size `size`, flattened.
-fn flat(at: [usize; 3], size: [usize; 3]) -> usize {
-    (at[0] * size[1] + at[1]) * size[2] + at[2]
-}
+use super::super::{flat, points};
 
 /// Taps per axis of the folded kernel: `kernel / stride`.
 pub fn taps(g: &ConvGeometry) -> [usize; 3] {
