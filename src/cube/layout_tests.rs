@@ -33,8 +33,11 @@ struct Case {
     launches: [&'static [&'static str]; 4],
 }
 
-const TILED: &[&str] = &["conv_gemm_tiled"];
-const DIRECT: &[&str] = &["conv_gemm_direct"];
+// Each pass's repair of what a non-finite operand met in the padding follows its GEMM.
+const TILED: &[&str] = &["conv_gemm_tiled", "repair_gemm"];
+const TILED_WEIGHT: &[&str] = &["conv_gemm_tiled", "repair_weight"];
+const DIRECT: &[&str] = &["conv_gemm_direct", "repair_gemm"];
+const DIRECT_WEIGHT: &[&str] = &["conv_weight_direct", "repair_weight"];
 const BIAS: &[&str] = &["conv_weight_split"];
 
 fn cases() -> Vec<Case> {
@@ -46,7 +49,7 @@ fn cases() -> Vec<Case> {
             stride: 1,
             padding: 1,
             groups: 1,
-            launches: [TILED, TILED, TILED, BIAS],
+            launches: [TILED, TILED, TILED_WEIGHT, BIAS],
         },
         Case {
             // The input gradient runs one launch per stride phase.
@@ -56,7 +59,18 @@ fn cases() -> Vec<Case> {
             stride: 2,
             padding: 1,
             groups: 1,
-            launches: [TILED, &["conv_gemm_tiled"; 4], TILED, BIAS],
+            launches: [
+                TILED,
+                &[
+                    "conv_gemm_tiled",
+                    "conv_gemm_tiled",
+                    "conv_gemm_tiled",
+                    "conv_gemm_tiled",
+                    "repair_gemm",
+                ],
+                TILED_WEIGHT,
+                BIAS,
+            ],
         },
         Case {
             name: "depthwise 3x3 (direct)",
@@ -65,16 +79,18 @@ fn cases() -> Vec<Case> {
             stride: 1,
             padding: 1,
             groups: 8,
-            launches: [DIRECT, DIRECT, &["conv_weight_direct"], BIAS],
+            launches: [DIRECT, DIRECT, DIRECT_WEIGHT, BIAS],
         },
         Case {
+            // No window meets padding, so only the input gradient (whose edge inputs meet
+            // taps without an output) is repaired.
             name: "3D, 4 to 6 channels (direct)",
             x: vec![1, 4, 3, 4, 5],
             weight: vec![6, 4, 2, 2, 2],
             stride: 1,
             padding: 0,
             groups: 1,
-            launches: [DIRECT, DIRECT, &["conv_weight_direct"], BIAS],
+            launches: [&["conv_gemm_direct"], DIRECT, &["conv_weight_direct"], BIAS],
         },
     ]
 }
@@ -378,7 +394,7 @@ fn channels_last_tensor(dims: [usize; 4], seed: usize) -> Tensor<4> {
 }
 
 /// Through the tensor API (and `Fusion`'s queue) too, a channels-last input gives a
-/// channels-last result at the caller's rank, with one kernel launch and no copy: the rank
+/// channels-last result at the caller's rank, with our GEMM and its repair and no copy: the rank
 /// lift and its undoing are views inside the backend, where reshapes queued around the
 /// primitive would copy the result back to contiguous memory.
 #[test]

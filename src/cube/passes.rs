@@ -1,14 +1,18 @@
 //! The convolution passes on `CubeBackend` for `conv_routing`: each checks that its geometry
 //! fits the kernels' 32-bit arithmetic and runs the kernel the tuner picks (`tune.rs`), which
-//! launches ours (`conv.rs`) or Burn's (`builtin.rs`). Dependencies run one way:
-//! `passes -> tune -> conv`.
+//! launches ours (`conv.rs`) or Burn's (`builtin.rs`); where the geometry meets padding, the
+//! result is then repaired where a non-finite operand met it (`conv/repair.rs`). Dependencies
+//! run one way: `passes -> tune -> conv`.
 
 use burn_cubecl::tensor::CubeTensor;
 
 use crate::conv_routing::ConvPasses;
 use crate::spec::ConvGeometry;
 
-use super::tensor::{LaunchError, dims5, entry, expect};
+use burn_convpool_kernels::conv::GemmKind;
+
+use super::conv::{repair_gemm, repair_weight};
+use super::tensor::{LaunchError, contiguous, dims5, entry, expect};
 use super::tune::{self, Pass};
 
 /// The convolution passes on `CubeBackend`: each is tuned between ours and Burn's kernels.
@@ -29,8 +33,15 @@ impl ConvPasses for CubeConv {
     ) -> CubeTensor {
         let device = x.device.clone();
         let geometry = expect("conv", &device, launch_geometry(geometry));
+        let operands = (x.clone(), weight.clone(), bias.clone());
         let result = tune::execute(Pass::Forward, (geometry, x, weight, bias));
-        expect("conv", &device, result)
+        let out = expect("conv", &device, result);
+        if geometry.windows_meet_padding() {
+            let (x, weight, bias) = operands;
+            let repaired = repair_gemm(&geometry, GemmKind::Forward, x, weight, bias, &out);
+            expect("conv", &device, repaired);
+        }
+        out
     }
 
     fn data(
@@ -41,15 +52,30 @@ impl ConvPasses for CubeConv {
     ) -> CubeTensor {
         let device = out_grad.device.clone();
         let geometry = expect("conv_x_backward", &device, launch_geometry(geometry));
+        let operands = (weight.clone(), out_grad.clone(), bias.clone());
         let result = tune::execute(Pass::Data, (geometry, weight, out_grad, bias));
-        expect("conv_x_backward", &device, result)
+        let x_grad = expect("conv_x_backward", &device, result);
+        if geometry.inputs_meet_padding() {
+            let (weight, out_grad, bias) = operands;
+            let repaired = repair_gemm(&geometry, GemmKind::Data, out_grad, weight, bias, &x_grad);
+            expect("conv_x_backward", &device, repaired);
+        }
+        x_grad
     }
 
     fn weight(geometry: &ConvGeometry, x: CubeTensor, out_grad: CubeTensor) -> CubeTensor {
         let device = x.device.clone();
         let geometry = expect("conv_weight_backward", &device, launch_geometry(geometry));
+        let operands = (x.clone(), out_grad.clone());
         let result = tune::execute(Pass::Weight, (geometry, x, out_grad, None));
-        expect("conv_weight_backward", &device, result)
+        // Every candidate returns the weight's contiguous layout, which the repair indexes.
+        let weight_grad = contiguous(expect("conv_weight_backward", &device, result));
+        if geometry.windows_meet_padding() {
+            let (x, out_grad) = operands;
+            let repaired = repair_weight(&geometry, x, out_grad, &weight_grad);
+            expect("conv_weight_backward", &device, repaired);
+        }
+        weight_grad
     }
 }
 

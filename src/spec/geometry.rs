@@ -147,6 +147,25 @@ impl ConvGeometry {
         }
     }
 
+    /// Whether some window reaches past the input, into the padding before or after it, where
+    /// an algorithm that pads multiplies a zero by a weight (the forward pass) or by an output
+    /// gradient (the weight gradient); the definition has no such product.
+    pub fn windows_meet_padding(&self) -> bool {
+        let past_end = |a: usize| {
+            let last_tap = self.out_size[a].saturating_sub(1) as u128 * self.stride[a] as u128
+                + self.kernel[a].saturating_sub(1) as u128 * self.dilation[a] as u128;
+            last_tap >= self.pad_begin[a] as u128 + self.in_size[a] as u128
+        };
+        self.out_volume() > 0 && (0..3).any(|a| self.pad_begin[a] > 0 || past_end(a))
+    }
+
+    /// Whether some tap of some input position meets no output (the padding, the stride's
+    /// holes), where an input gradient that pads the output gradient multiplies a zero by a
+    /// weight; the definition has no such product.
+    pub fn inputs_meet_padding(&self) -> bool {
+        self.windows_meet_padding() || self.stride.iter().any(|&s| s > 1) || self.kernel != [1; 3]
+    }
+
     /// Input-gradient phase `phase` (below the stride) along `axis`: the input positions
     /// `phase + stride * j` and the taps whose outputs reach them, those with `phase + pad -
     /// tap * dilation` a multiple of the stride. At those positions every other tap meets no

@@ -13,7 +13,8 @@
 //!
 //! One file per job: [`operands`] holds those accessors, [`tiled`] the shared-memory tiled
 //! schedule, [`direct`] the per-output direct schedule, [`weight`] the weight gradient's direct
-//! and split schedules; split-k partial results are summed by [`sum_splits()`] here.
+//! and split schedules, [`repair`] the passes over the elements a non-finite operand met with
+//! the padding; split-k partial results are summed by [`sum_splits()`] here.
 
 use cubecl::prelude::*;
 
@@ -22,6 +23,7 @@ use crate::pairwise::{pairwise_add, pairwise_sum, pairwise_value};
 
 pub mod direct;
 pub mod operands;
+pub mod repair;
 pub mod tiled;
 pub mod weight;
 
@@ -29,6 +31,7 @@ pub use direct::conv_gemm_direct;
 pub use operands::{
     Reduced, Row, lhs_value, reduced_of, rhs_value, row_of, store, store_position, store_weight,
 };
+pub use repair::{repair_gemm, repair_weight};
 pub use tiled::{NARROW_TILE, TILE_K, TILE_M, TILE_N, TILE_UNITS, conv_gemm_tiled, tile_shape};
 pub use weight::{conv_weight_direct, conv_weight_split};
 

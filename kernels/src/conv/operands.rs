@@ -53,7 +53,7 @@ pub(crate) fn tap_along(
 /// The read-side position that tap `tap` of position `at` reaches in a GEMM of `kind` (the
 /// input for `GemmKind::Forward`, the output for `GemmKind::Data`), and whether there is one.
 #[cube]
-fn tap_position(
+pub(crate) fn tap_position(
     args: &ConvArgs,
     at: &Index3,
     tap: &Index3,

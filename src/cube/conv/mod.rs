@@ -17,6 +17,7 @@
 //! times Burn's kernels and the spread launch beside them on every device.
 
 mod direct;
+mod repair;
 mod tiled;
 mod weight;
 
@@ -33,6 +34,7 @@ use super::tensor::{
     empty, empty_channels_last, float_type, strided, strides5, zeros,
 };
 
+pub use repair::{repair_gemm, repair_weight};
 pub use weight::bias_backward;
 
 /// Below this `n` or `k`, the direct schedule beats a mostly empty tile.

@@ -172,6 +172,106 @@ fn strided_input_gradients_match_cpu() {
     ]);
 }
 
+/// A weight leaf with `inf`, `-inf` and NaN among its values: an input gradient sums only the
+/// taps that meet an output (as col2im does), so a non-finite weight whose products all fall
+/// in the padding leaves the gradient finite, where a GEMM over the padded output gradient
+/// multiplies it by a zero (NaN).
+fn non_finite_weight(rng: &mut Lcg, dims: [usize; 4]) -> Leaf<4> {
+    let mut weight = Leaf::random(rng, dims);
+    let len = weight.values.len();
+    for (i, value) in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN]
+        .into_iter()
+        .enumerate()
+    {
+        weight.values[(i * 7 + 2) % len] = value;
+    }
+    weight
+}
+
+/// Weights and output gradients that are not finite, on every schedule (tiled, its stride
+/// phases and split k, direct, depthwise, `conv_transpose`'s forward with a bias) and on
+/// Burn's kernels: every pass sums only the taps inside the input, so the same NaN,
+/// infinities and finite values as Flex's, whichever kernel the tuner picks.
+#[test]
+fn non_finite_values_give_cpu_results() {
+    let o = ConvNdOptions::<2>::default;
+    let cases = [
+        (
+            "non_finite_tiled",
+            [2, 16, 5, 6],
+            [16, 16, 3, 3],
+            o().with_padding([1, 1]),
+        ),
+        (
+            "non_finite_tiled_strided",
+            [2, 16, 7, 6],
+            [24, 16, 3, 3],
+            o().with_stride([2, 2]).with_padding([1, 1]),
+        ),
+        (
+            "non_finite_split_k",
+            [1, 48, 3, 4],
+            [64, 48, 3, 3],
+            o().with_padding([1, 1]),
+        ),
+        (
+            "non_finite_direct",
+            [2, 3, 7, 9],
+            [4, 3, 3, 3],
+            o().with_padding([1, 2]),
+        ),
+        (
+            "non_finite_depthwise",
+            [1, 5, 6, 7],
+            [5, 1, 3, 3],
+            o().with_padding([1, 1]).with_groups(5),
+        ),
+    ];
+    for (name, x, weight, options) in cases {
+        let mut rng = rng(name);
+        let leaves = [
+            Leaf::random(&mut rng, x),
+            non_finite_weight(&mut rng, weight),
+        ];
+        let op = |t: Vec<Tensor<4>>| conv2d(t[0].clone(), t[1].clone(), None, options.clone());
+        cross(name, &leaves, op);
+        cross_pinned(CubeKernels::Burn, "Burn's kernels", name, &leaves, op);
+        // An infinite and a NaN scale make the output gradient, and so the weight gradient's
+        // products with the padding, non-finite.
+        let out_dims = conv2d(
+            Tensor::<4>::zeros(x, &wgpu()),
+            Tensor::<4>::zeros(weight, &wgpu()),
+            None,
+            options.clone(),
+        )
+        .dims();
+        let mut scale = Leaf::random(&mut rng, out_dims);
+        let last = scale.values.len() - 1;
+        (scale.values[1], scale.values[last]) = (f32::INFINITY, f32::NAN);
+        let leaves = [
+            Leaf::random(&mut rng, x),
+            Leaf::random(&mut rng, weight),
+            scale,
+        ];
+        let scaled = |t: Vec<Tensor<4>>| {
+            conv2d(t[0].clone(), t[1].clone(), None, options.clone()) * t[2].clone()
+        };
+        let name = &format!("{name}_scaled");
+        cross(name, &leaves, scaled);
+        cross_pinned(CubeKernels::Burn, "Burn's kernels", name, &leaves, scaled);
+    }
+    let mut rng = rng("non_finite_transposed");
+    let leaves = [
+        Leaf::random(&mut rng, [2, 16, 4, 5]),
+        non_finite_weight(&mut rng, [16, 8, 3, 3]),
+        Leaf::random(&mut rng, [8, 1, 1, 1]),
+    ];
+    cross("non_finite_transposed", &leaves, |t| {
+        let options = ConvTransposeNdOptions::<2>::default().with_padding([1, 1]);
+        conv_transpose2d(t[0].clone(), t[1].clone(), Some(bias_of(&t[2])), options)
+    });
+}
+
 /// Depthwise convolutions and wide kernel rows: the direct schedules of every pass,
 /// the weight gradient's register blocks and its split schedule.
 #[test]

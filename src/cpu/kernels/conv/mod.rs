@@ -3,6 +3,7 @@
 //! through the adjoint geometry (see `ConvGeometry::transpose`).
 
 mod adjoint;
+mod definition;
 mod fastest;
 mod lowered;
 #[cfg(test)]
@@ -110,7 +111,8 @@ pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
     }
 }
 
-/// `out = conv(x, weight) + bias`, shape `geometry.out_shape()`.
+/// `out = conv(x, weight) + bias`, shape `geometry.out_shape()`. A window sums only its taps
+/// inside the input, so a weight that is not finite meets no padding (`definition.rs`).
 pub fn forward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
@@ -120,7 +122,7 @@ pub fn forward<T: Element>(
     if geometry.batch == 0 {
         return Vec::new();
     }
-    run_pass(geometry, Pass::Forward, |algorithm| {
+    let mut out = run_pass(geometry, Pass::Forward, |algorithm| {
         let out = match algorithm {
             Algorithm::Depthwise => Some(depthwise::forward(geometry, x, weight, bias)),
             Algorithm::Winograd => winograd::forward(geometry, x, weight, bias),
@@ -129,7 +131,12 @@ pub fn forward<T: Element>(
             Algorithm::Adjoint | Algorithm::Lowered => None,
         };
         out.unwrap_or_else(|| lowered::forward(geometry, x, weight, bias))
-    })
+    });
+    // Only a weight that is not finite makes NaN of the padding's zeros.
+    if geometry.windows_meet_padding() && !all_within(weight, f64::INFINITY) {
+        definition::repair_forward(geometry, x, weight, bias, &mut out);
+    }
+    out
 }
 
 /// Gradient of `conv` with respect to `x`, shape `geometry.in_shape()`.
@@ -158,7 +165,9 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
     })
 }
 
-/// Gradient of `conv` with respect to `weight`, shape `geometry.weight_shape()`.
+/// Gradient of `conv` with respect to `weight`, shape `geometry.weight_shape()`. A tap sums
+/// only the positions where it is inside the input, so an output gradient that is not finite
+/// meets no padding (`definition.rs`).
 ///
 /// The batch is cut into one contiguous chunk per thread; each chunk accumulates its own
 /// partial gradient and the partials are summed in chunk order, so an algorithm's result does
@@ -169,7 +178,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
     if geometry.batch == 0 {
         return vec![T::ZERO; geometry.out_channels * geometry.patch_len()];
     }
-    run_pass(geometry, Pass::Weight, |algorithm| {
+    let mut weight_grad = run_pass(geometry, Pass::Weight, |algorithm| {
         let weight_grad = match algorithm {
             Algorithm::Depthwise => Some(depthwise::weight_backward(geometry, x, out_grad)),
             Algorithm::Winograd => winograd::weight_backward(geometry, x, out_grad),
@@ -178,7 +187,12 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
             Algorithm::Adjoint | Algorithm::Lowered => None,
         };
         weight_grad.unwrap_or_else(|| lowered::weight_backward(geometry, x, out_grad))
-    })
+    });
+    // The weight gradient is small next to the output gradient that would say the same.
+    if geometry.windows_meet_padding() && !all_within(&weight_grad, f64::INFINITY) {
+        definition::repair_weight(geometry, x, out_grad, &mut weight_grad);
+    }
+    weight_grad
 }
 
 /// Gradient of a per-channel bias: `out_grad` summed over batch and space, for a contiguous

@@ -778,3 +778,96 @@ fn input_gradients_of_non_finite_weights_match_the_lowered_path() {
         }
     }
 }
+
+/// A weight, or an output gradient, that is not finite meets the padding in no algorithm: the
+/// forward pass and the weight gradient sum only the taps inside the input, as the definition
+/// (and PyTorch's oneDNN, and Burn's CubeCL kernels) does, where a padded algorithm alone
+/// would multiply a zero by it (NaN). Every algorithm, pinned, against the f64 definition.
+#[test]
+fn non_finite_values_meet_no_padding() {
+    use crate::cpu::choice::with_conv_algorithm;
+    let shapes: [([usize; 5], usize, [usize; 3], ConvOptions<3>); 5] = [
+        // 3x3 stride 1 with channels enough for Winograd and the direct tiles.
+        (
+            [2, 16, 1, 6, 7],
+            16,
+            [1, 3, 3],
+            ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1),
+        ),
+        // Stride 2 (the phase grids), asymmetric reach past the end.
+        (
+            [2, 16, 1, 8, 7],
+            8,
+            [1, 4, 4],
+            ConvOptions::new([1, 2, 2], [0, 1, 2], [1; 3], 1),
+        ),
+        // Depthwise (the stencil) and grouped, dilated.
+        (
+            [1, 4, 1, 6, 5],
+            4,
+            [1, 3, 3],
+            ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 4),
+        ),
+        (
+            [2, 4, 1, 7, 7],
+            6,
+            [1, 3, 3],
+            ConvOptions::new([1; 3], [0, 2, 2], [1, 2, 2], 2),
+        ),
+        // A padded 1x1 and a volume.
+        (
+            [2, 3, 2, 4, 5],
+            5,
+            [1, 1, 1],
+            ConvOptions::new([1; 3], [1, 1, 1], [1; 3], 1),
+        ),
+    ];
+    let agree = |what: &str, got: &[f32], want: &[f64], g: &ConvGeometry| {
+        assert_eq!(got.len(), want.len(), "{what}: length");
+        for (i, (&got, &want)) in got.iter().zip(want).enumerate() {
+            let same = match want.is_finite() {
+                true => (f64::from(got) - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                false => f64::from(got) == want || (got.is_nan() && want.is_nan()),
+            };
+            assert!(same, "{what}[{i}]: {got} vs {want} ({g:?})");
+        }
+    };
+    for (x_shape, out_channels, kernel, options) in shapes {
+        let g = geometry(x_shape, out_channels, kernel, &options);
+        let f32s = |len: usize, seed: u64| -> Vec<f32> {
+            values(len, seed).into_iter().map(|v| v as f32).collect()
+        };
+        let x = f32s(g.in_shape().iter().product(), 10);
+        let mut weight = f32s(g.out_channels * g.patch_len(), 11);
+        let mut out_grad = f32s(g.out_shape().iter().product(), 12);
+        let patch = g.patch_len();
+        weight[0] = f32::INFINITY;
+        weight[patch + patch / 2] = f32::NAN;
+        if let Some(last) = weight.last_mut() {
+            *last = f32::NEG_INFINITY;
+        }
+        out_grad[0] = f32::INFINITY;
+        if let Some(last) = out_grad.last_mut() {
+            *last = f32::NAN;
+        }
+        let wide = |values: &[f32]| values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
+        let want_out = reference(&g, &wide(&x), &wide(&weight));
+        let clean_weight = f32s(weight.len(), 11);
+        let (_, want_weight_grad) =
+            reference_grads(&g, &wide(&x), &wide(&clean_weight), &wide(&out_grad));
+        // Each case has elements the padding alone would have made NaN.
+        assert!(want_out.iter().any(|v| v.is_finite()));
+        assert!(want_weight_grad.iter().any(|v| v.is_finite()));
+        for algorithm in ALGORITHMS {
+            let out = with_conv_algorithm(algorithm, || forward(&g, &x, &weight, None));
+            agree(&format!("{algorithm:?} forward"), &out, &want_out, &g);
+            let weight_grad = with_conv_algorithm(algorithm, || weight_backward(&g, &x, &out_grad));
+            agree(
+                &format!("{algorithm:?} weight_grad"),
+                &weight_grad,
+                &want_weight_grad,
+                &g,
+            );
+        }
+    }
+}
