@@ -202,6 +202,13 @@ fn non_finite_values_give_cpu_results() {
             [16, 16, 3, 3],
             o().with_padding([1, 1]),
         ),
+        // Channels-last input, as Burn's convolutions leave theirs: so is every result.
+        (
+            "non_finite_channels_last",
+            [2, 16, 5, 6],
+            [16, 16, 3, 3],
+            o().with_padding([1, 1]),
+        ),
         (
             "non_finite_tiled_strided",
             [2, 16, 7, 6],
@@ -229,8 +236,12 @@ fn non_finite_values_give_cpu_results() {
     ];
     for (name, x, weight, options) in cases {
         let mut rng = rng(name);
+        let layout = match name.ends_with("channels_last") {
+            true => Layout::ChannelsLast,
+            false => Layout::Contiguous,
+        };
         let leaves = [
-            Leaf::random(&mut rng, x),
+            Leaf::random(&mut rng, x).laid_out(layout),
             non_finite_weight(&mut rng, weight),
         ];
         let op = |t: Vec<Tensor<4>>| conv2d(t[0].clone(), t[1].clone(), None, options.clone());
@@ -249,7 +260,7 @@ fn non_finite_values_give_cpu_results() {
         let last = scale.values.len() - 1;
         (scale.values[1], scale.values[last]) = (f32::INFINITY, f32::NAN);
         let leaves = [
-            Leaf::random(&mut rng, x),
+            Leaf::random(&mut rng, x).laid_out(layout),
             Leaf::random(&mut rng, weight),
             scale,
         ];

@@ -87,8 +87,11 @@ pub(super) fn repair_forward<T: Element>(
             let (n, channel) = (plane / g.out_channels, plane % g.out_channels);
             let first_in = n * g.in_channels + channel / cout_g * cin_g;
             for (at, slot) in points(g.out_size).zip(out_plane.iter_mut()) {
+                if is_finite(*slot) {
+                    continue;
+                }
                 let (inside_taps, whole) = window_taps(g, at);
-                if whole || is_finite(*slot) {
+                if whole {
                     continue;
                 }
                 let mut sum = bias.map_or(T::ZERO, |bias| bias[channel]);
@@ -131,8 +134,11 @@ pub(super) fn repair_weight<T: Element>(
                     .map(move |(tap, slot)| (c, tap, slot))
             });
             for (c, tap, slot) in tap_slots {
+                if is_finite(*slot) {
+                    continue;
+                }
                 let (outputs, whole) = tap_outputs(g, tap);
-                if whole || is_finite(*slot) {
+                if whole {
                     continue;
                 }
                 let mut sum = T::ZERO;
