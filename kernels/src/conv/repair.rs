@@ -16,6 +16,11 @@ use super::operands::{
 };
 use super::{ConvArgs, GemmKind};
 
+/// Terms a unit sums per loop iteration, unrolled: Mesa's lavapipe (CI's device) ends a loop
+/// after 65535 iterations, so a sum of more terms than that would silently stop short; this
+/// one reaches 2^20 terms there (a weight gradient over a million output positions).
+const TERMS_PER_ITERATION: usize = 16;
+
 /// Whether `value` is neither NaN nor infinite.
 #[cube]
 fn is_finite<F: Float>(value: F) -> bool {
@@ -60,19 +65,26 @@ pub fn repair_gemm<F: Float, A: Float>(
     let (group, n) = (channel / written, channel % written);
     let layout = read_layout(&args, kind);
     let taps = volume(&args.kernel);
+    let terms = reduced * taps;
     let mut acc = A::new(0.0);
-    for c in 0..reduced {
-        let reduced_channel = group * reduced + c;
-        // The weight is `[out channel, in channel of the group, tap]` in either pass.
-        let mut w_row = weight_index(&args, channel, c, 0);
-        if comptime![kind == GemmKind::Data] {
-            w_row = weight_index(&args, reduced_channel, n, 0);
-        }
-        for tap in 0..taps {
-            let (read_at, inside) = tap_position(&args, &at, &unflatten(tap, &args.kernel), kind);
-            if inside {
-                let value = lhs[offset(&layout, batch, reduced_channel, &read_at)];
-                acc += A::cast_from(value) * A::cast_from(rhs[w_row + tap]);
+    for block in 0..terms.div_ceil(TERMS_PER_ITERATION) {
+        #[unroll]
+        for i in 0..TERMS_PER_ITERATION {
+            let term = block * TERMS_PER_ITERATION + i;
+            if term < terms {
+                let (c, tap) = (term / taps, term % taps);
+                let reduced_channel = group * reduced + c;
+                // The weight is `[out channel, in channel of the group, tap]` in either pass.
+                let mut w_at = weight_index(&args, channel, c, tap);
+                if comptime![kind == GemmKind::Data] {
+                    w_at = weight_index(&args, reduced_channel, n, tap);
+                }
+                let (read_at, inside) =
+                    tap_position(&args, &at, &unflatten(tap, &args.kernel), kind);
+                if inside {
+                    let value = lhs[offset(&layout, batch, reduced_channel, &read_at)];
+                    acc += A::cast_from(value) * A::cast_from(rhs[w_at]);
+                }
             }
         }
     }
@@ -103,15 +115,23 @@ pub fn repair_weight<F: Float, A: Float>(
     let channel = ABSOLUTE_POS / taps / args.in_channels;
     let in_channel = channel / args.out_channels * args.in_channels + c;
     let positions = volume(&args.out_size);
+    let terms = batch * positions;
     let mut acc = A::new(0.0);
-    for n in 0..batch {
-        for position in 0..positions {
-            let at = unflatten(position, &args.out_size);
-            let (source, inside) = tap_position(&args, &at, &tap, GemmKind::Forward);
-            if inside {
-                let read = x[offset(&args.in_layout, n, in_channel, &source)];
-                let gradient = out_grad[offset(&args.out_layout, n, channel, &at)];
-                acc += A::cast_from(gradient) * A::cast_from(read);
+    for block in 0..terms.div_ceil(TERMS_PER_ITERATION) {
+        #[unroll]
+        for i in 0..TERMS_PER_ITERATION {
+            let term = block * TERMS_PER_ITERATION + i;
+            if term < terms {
+                let (n, at) = (
+                    term / positions,
+                    unflatten(term % positions, &args.out_size),
+                );
+                let (source, inside) = tap_position(&args, &at, &tap, GemmKind::Forward);
+                if inside {
+                    let read = x[offset(&args.in_layout, n, in_channel, &source)];
+                    let gradient = out_grad[offset(&args.out_layout, n, channel, &at)];
+                    acc += A::cast_from(gradient) * A::cast_from(read);
+                }
             }
         }
     }

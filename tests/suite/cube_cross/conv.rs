@@ -635,3 +635,30 @@ fn empty_batch_runs_on_wgpu() {
     assert_eq!(weight_grad.dims(), [4, 3, 3, 3]);
     assert!(weight_grad.into_data().iter::<f32>().all(|v| v == 0.0));
 }
+
+/// Repairs of sums longer than 65535 terms, where Mesa's lavapipe ends a shader loop: a weight
+/// gradient over 90,000 output positions, and a forward pass over 8192 channels x 9 taps.
+#[test]
+fn long_repairs_sum_every_term() {
+    let mut rng = rng("long_repairs");
+    let options = ConvNdOptions::<2>::default().with_padding([1, 1]);
+    let mut scale = Leaf::random(&mut rng, [1, 2, 300, 300]);
+    scale.values[5] = f32::INFINITY;
+    let leaves = [
+        Leaf::random(&mut rng, [1, 1, 300, 300]),
+        Leaf::random(&mut rng, [2, 1, 3, 3]),
+        scale,
+    ];
+    let scaled = |t: Vec<Tensor<4>>| {
+        conv2d(t[0].clone(), t[1].clone(), None, options.clone()) * t[2].clone()
+    };
+    cross("long_weight_repair", &leaves, scaled);
+    // Only the first tap is infinite: the outputs whose first tap is in the padding stay finite,
+    // the sum of all 73,728 other terms.
+    let mut weight = Leaf::random(&mut rng, [1, 8192, 3, 3]);
+    weight.values[0] = f32::INFINITY;
+    let leaves = [Leaf::random(&mut rng, [1, 8192, 3, 3]), weight];
+    cross("long_forward_repair", &leaves, |t: Vec<Tensor<4>>| {
+        conv2d(t[0].clone(), t[1].clone(), None, options.clone())
+    });
+}
