@@ -118,7 +118,8 @@ pub enum ConvSchedule {
     /// and narrow grouped convs), the split schedule for weight gradients with few outputs.
     Tiled(Buffering),
     /// The untiled schedules on every shape: direct, or split for weight gradients whose kernel
-    /// rows are too wide to keep in registers.
+    /// rows are too wide to keep in registers. A reduction too long for one unit's loop on
+    /// Mesa's lavapipe (65535 iterations, tens of thousands of channels) still runs tiled.
     Untiled,
 }
 

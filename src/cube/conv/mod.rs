@@ -7,7 +7,7 @@
 //!   strided input gradient one launch per stride phase over the taps that reach it;
 //! - direct (`direct.rs`: a unit per block of outputs) when `n` or `k` is under a tile's depth,
 //!   as in depthwise convs, where a tile would be mostly padding (pinned with
-//!   `ConvSchedule::Untiled`, it runs every shape);
+//!   `ConvSchedule::Untiled`, it runs every shape whose walk fits lavapipe's loop limit);
 //! - the weight gradient's direct and split schedules (`weight.rs`) for weight gradients with
 //!   few outputs, such as depthwise and grouped convs, and for the bias gradient.
 //!
@@ -134,7 +134,30 @@ pub(super) fn gemm_sizes(geometry: &ConvGeometry, kind: GemmKind) -> (usize, usi
 /// channels at up to 64 positions along the last axis of the side it writes.
 fn is_direct(geometry: &ConvGeometry, kind: GemmKind) -> bool {
     let (_, n, k) = gemm_sizes(geometry, kind);
-    n < DIRECT_BELOW || k < DIRECT_BELOW
+    (n < DIRECT_BELOW || k < DIRECT_BELOW) && direct_walk_fits(geometry, kind)
+}
+
+/// Most loop iterations one unit may run: Mesa's lavapipe (CI's device) ends a shader loop
+/// after 65535 iterations, counting those of the loops nested in it, so a longer walk would
+/// silently stop short of its sum.
+const MAX_LOOP_ITERATIONS: usize = 65_535;
+
+/// Whether a direct unit's walk over its reduction (channels, then kernel planes, then rows,
+/// then taps along a row that is not comptime) stays within [`MAX_LOOP_ITERATIONS`]; a longer
+/// one (a few outputs over tens of thousands of channels) runs tiled, in 16-deep k steps.
+fn direct_walk_fits(geometry: &ConvGeometry, kind: GemmKind) -> bool {
+    let reduced = match kind {
+        GemmKind::Data => geometry.out_per_group(),
+        _ => geometry.in_per_group(),
+    };
+    let [depth, height, width] = geometry.kernel;
+    let row = if direct::row_taps(geometry, kind) > 0 {
+        0
+    } else {
+        width
+    };
+    let per_channel = 1 + depth * (1 + height * (1 + row));
+    reduced.saturating_mul(per_channel) <= MAX_LOOP_ITERATIONS
 }
 
 /// The last axis of the side a forward (output) or input-gradient (input) GEMM writes.
@@ -193,7 +216,8 @@ pub fn gemm(
         return Ok(out);
     }
     let sides = Sides::of_gemm(kind, &lhs, &out);
-    if ours.conv == ConvSchedule::Untiled || is_direct(geometry, kind) {
+    let untiled = ours.conv == ConvSchedule::Untiled && direct_walk_fits(geometry, kind);
+    if untiled || is_direct(geometry, kind) {
         direct::gemm(geometry, kind, lhs, rhs, bias, &out, &sides, ours.packing)?;
     } else {
         tiled::gemm(geometry, kind, &lhs, &rhs, bias, &out, &sides, ours)?;

@@ -636,6 +636,28 @@ fn empty_batch_runs_on_wgpu() {
     assert!(weight_grad.into_data().iter::<f32>().all(|v| v == 0.0));
 }
 
+/// Reductions too long for a direct unit's loop on lavapipe (65535 iterations): a forward pass
+/// and an input gradient over 32,768 channels x 3 kernel rows, which run tiled instead.
+#[test]
+fn long_direct_walks_run_tiled() {
+    let mut rng = rng("long_direct");
+    let options = ConvNdOptions::<2>::default().with_padding([1, 1]);
+    // Values of a hundredth keep the f32 rounding of 300,000-term sums, which differs with
+    // their order, inside the comparison's absolute 1e-4.
+    let mut small = |dims: [usize; 4]| {
+        let mut leaf = Leaf::random(&mut rng, dims);
+        leaf.values.iter_mut().for_each(|v| *v *= 0.01);
+        leaf
+    };
+    let wide_input = [small([1, 32768, 3, 3]), small([1, 32768, 3, 3])];
+    let wide_output = [small([1, 1, 3, 3]), small([32768, 1, 3, 3])];
+    for (name, leaves) in [("long_forward", wide_input), ("long_data", wide_output)] {
+        cross(name, &leaves, |t: Vec<Tensor<4>>| {
+            conv2d(t[0].clone(), t[1].clone(), None, options.clone())
+        });
+    }
+}
+
 /// Repairs of sums longer than 65535 terms, where Mesa's lavapipe ends a shader loop: a weight
 /// gradient over 90,000 output positions, and a forward pass over 8192 channels x 9 taps.
 #[test]
