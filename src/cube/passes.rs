@@ -33,11 +33,12 @@ impl ConvPasses for CubeConv {
     ) -> CubeTensor {
         let device = x.device.clone();
         let geometry = expect("conv", &device, launch_geometry(geometry));
-        let operands = (x.clone(), weight.clone(), bias.clone());
+        let repair = geometry
+            .windows_meet_padding()
+            .then(|| (x.clone(), weight.clone(), bias.clone()));
         let result = tune::execute(Pass::Forward, (geometry, x, weight, bias));
         let out = expect("conv", &device, result);
-        if geometry.windows_meet_padding() {
-            let (x, weight, bias) = operands;
+        if let Some((x, weight, bias)) = repair {
             let repaired = repair_gemm(&geometry, GemmKind::Forward, x, weight, bias, &out);
             expect("conv", &device, repaired);
         }
@@ -52,11 +53,12 @@ impl ConvPasses for CubeConv {
     ) -> CubeTensor {
         let device = out_grad.device.clone();
         let geometry = expect("conv_x_backward", &device, launch_geometry(geometry));
-        let operands = (weight.clone(), out_grad.clone(), bias.clone());
+        let repair = geometry
+            .inputs_meet_padding()
+            .then(|| (weight.clone(), out_grad.clone(), bias.clone()));
         let result = tune::execute(Pass::Data, (geometry, weight, out_grad, bias));
         let x_grad = expect("conv_x_backward", &device, result);
-        if geometry.inputs_meet_padding() {
-            let (weight, out_grad, bias) = operands;
+        if let Some((weight, out_grad, bias)) = repair {
             let repaired = repair_gemm(&geometry, GemmKind::Data, out_grad, weight, bias, &x_grad);
             expect("conv_x_backward", &device, repaired);
         }
@@ -66,15 +68,18 @@ impl ConvPasses for CubeConv {
     fn weight(geometry: &ConvGeometry, x: CubeTensor, out_grad: CubeTensor) -> CubeTensor {
         let device = x.device.clone();
         let geometry = expect("conv_weight_backward", &device, launch_geometry(geometry));
-        let operands = (x.clone(), out_grad.clone());
+        let repair = geometry
+            .windows_meet_padding()
+            .then(|| (x.clone(), out_grad.clone()));
         let result = tune::execute(Pass::Weight, (geometry, x, out_grad, None));
+        let weight_grad = expect("conv_weight_backward", &device, result);
+        let Some((x, out_grad)) = repair else {
+            return weight_grad;
+        };
         // Every candidate returns the weight's contiguous layout, which the repair indexes.
-        let weight_grad = contiguous(expect("conv_weight_backward", &device, result));
-        if geometry.windows_meet_padding() {
-            let (x, out_grad) = operands;
-            let repaired = repair_weight(&geometry, x, out_grad, &weight_grad);
-            expect("conv_weight_backward", &device, repaired);
-        }
+        let weight_grad = contiguous(weight_grad);
+        let repaired = repair_weight(&geometry, x, out_grad, &weight_grad);
+        expect("conv_weight_backward", &device, repaired);
         weight_grad
     }
 }

@@ -216,8 +216,8 @@ pub fn gemm(
         return Ok(out);
     }
     let sides = Sides::of_gemm(kind, &lhs, &out);
-    let untiled = ours.conv == ConvSchedule::Untiled && direct_walk_fits(geometry, kind);
-    if untiled || is_direct(geometry, kind) {
+    let direct = ours.conv == ConvSchedule::Untiled || is_direct(geometry, kind);
+    if direct && direct_walk_fits(geometry, kind) {
         direct::gemm(geometry, kind, lhs, rhs, bias, &out, &sides, ours.packing)?;
     } else {
         tiled::gemm(geometry, kind, &lhs, &rhs, bias, &out, &sides, ours)?;
