@@ -4,6 +4,7 @@ use core::mem::MaybeUninit;
 use core::ops::Range;
 
 use gemm::Parallelism;
+use pulp::Simd;
 use rayon::prelude::*;
 
 /// A float the CPU kernels compute in (f32 and f64; f16/bf16 are computed in f32).
@@ -36,10 +37,13 @@ pub trait Element:
     fn sign(self) -> Self;
     /// `self / other`.
     fn div(self, other: Self) -> Self;
+    /// The sum of `values` in `simd`'s vectors, its lanes added once at the end: a short run
+    /// (a 7 x 7 plane) is then a few vector additions, not a term-by-term chain.
+    fn vector_sum<S: Simd>(simd: S, values: &[Self]) -> Self;
 }
 
 macro_rules! float_element {
-    ($t:ty) => {
+    ($t:ty, $as_simd:ident, $partial_load:ident, $add:ident, $reduce_sum:ident) => {
         impl Element for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -80,11 +84,31 @@ macro_rules! float_element {
             fn div(self, other: Self) -> Self {
                 self / other
             }
+            #[inline(always)]
+            fn vector_sum<S: Simd>(simd: S, values: &[Self]) -> Self {
+                let (vectors, tail) = S::$as_simd(values);
+                let sum = vectors
+                    .iter()
+                    .fold(simd.$partial_load(tail), |sum, &v| simd.$add(sum, v));
+                simd.$reduce_sum(sum)
+            }
         }
     };
 }
-float_element!(f32);
-float_element!(f64);
+float_element!(
+    f32,
+    as_simd_f32s,
+    partial_load_f32s,
+    add_f32s,
+    reduce_sum_f32s
+);
+float_element!(
+    f64,
+    as_simd_f64s,
+    partial_load_f64s,
+    add_f64s,
+    reduce_sum_f64s
+);
 
 /// Where the threads go: across independent batch items when there are enough of them
 /// (each GEMM then runs single-threaded), otherwise inside each GEMM.

@@ -10,7 +10,7 @@ const LANES: usize = 16;
 
 /// Values per leaf of [`lane_sum`]'s pairwise tree: 16 additions per lane, so a leaf rounds
 /// like a 16-term sum, and the tree above it adds one rounding per level.
-const LEAF: usize = LANES * 16;
+pub const LEAF: usize = LANES * 16;
 
 /// The sum of `values`: pairwise over leaves of [`LEAF`] values, each leaf summed in [`LANES`]
 /// interleaved partial sums (vectorized) added in lane order. A plane of 2^24 values is 16
@@ -124,6 +124,33 @@ mod tests {
     /// The f64 sum of `values`' f32s, as an oracle.
     fn exact(values: &[f32]) -> f64 {
         values.iter().map(|&v| f64::from(v)).sum()
+    }
+
+    /// `Element::vector_sum` against an f64 sum for every length around the vector widths, on
+    /// every instruction set this machine has (AVX2 forced on an AVX-512 one too).
+    #[test]
+    fn vector_sums_match_f64_on_every_instruction_set() {
+        fn check<S: pulp::Simd>(simd: S) {
+            let values: Vec<f32> = (0..70).map(|i| (i * 37 % 23) as f32 - 11.25).collect();
+            for len in 0..values.len() {
+                let run = &values[..len];
+                let got = f64::from(simd.vectorize(|| f32::vector_sum(simd, run)));
+                assert!((got - exact(run)).abs() < 1e-4, "len {len}: {got}");
+                let run64: Vec<f64> = run.iter().map(|&v| f64::from(v)).collect();
+                let got = simd.vectorize(|| f64::vector_sum(simd, &run64));
+                assert_eq!(got, exact(run), "f64, len {len}");
+            }
+        }
+        check(pulp::Scalar::new());
+        #[cfg(target_arch = "x86_64")]
+        {
+            if let Some(simd) = pulp::x86::V3::try_new() {
+                check(simd);
+            }
+            if let Some(simd) = pulp::x86::V4::try_new() {
+                check(simd);
+            }
+        }
     }
 
     #[test]

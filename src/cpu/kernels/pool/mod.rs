@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use crate::spec::{AvgPoolNdOptions, Span, Spans};
 
 use super::element::{Element, zeroed_per_plane};
-use super::sum::{BLOCK, PairwiseSum, lane_sum};
+use super::sum::{BLOCK, LEAF, PairwiseSum, lane_sum};
 
 /// Call `visit(out_index, [d, h, w] spans)` for every output position, in row-major order.
 fn for_each_box(spans: [&[Span]; 3], mut visit: impl FnMut(usize, [&Span; 3])) {
@@ -64,6 +64,17 @@ fn per_plane<T: Send>(out: &mut [T], plane_len: usize, body: impl Fn(usize, &mut
         return;
     }
     out.par_chunks_mut(plane_len)
+        .enumerate()
+        .for_each(|(p, chunk)| body(p, chunk));
+}
+
+/// [`per_plane`] on the calling thread, for passes too short for Rayon's hand-off
+/// ([`worth_threads`]).
+fn per_plane_here<T>(out: &mut [T], plane_len: usize, body: impl Fn(usize, &mut [T])) {
+    if plane_len == 0 {
+        return;
+    }
+    out.chunks_mut(plane_len)
         .enumerate()
         .for_each(|(p, chunk)| body(p, chunk));
 }
@@ -388,16 +399,68 @@ fn whole_plane(in_size: [usize; 3], spans: &Spans) -> Option<[&Span; 3]> {
         .then_some(boxed)
 }
 
-/// Each plane's sum divided by `divisor`: a pairwise row reduction at memory speed ([`lane_sum`]).
+/// Bytes under which a global pool (and its gradient) runs on the calling thread. Handing work
+/// to Rayon's pool from outside it (waking a worker, then waiting to be woken) cost 12-21 µs a
+/// call on the 2-vCPU EPYC, longer than one core takes to reduce or fill 1 MiB; the
+/// `global_avg_pool` rows (800 KiB) decide it: 10.4 µs against 17-24 µs forward, 14.5 against
+/// 40 µs backward.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+/// Whether a pass over `values` is long enough to be worth Rayon's hand-off ([`PARALLEL_MIN_BYTES`]).
+fn worth_threads<T>(values: &[T]) -> bool {
+    size_of_val(values) >= PARALLEL_MIN_BYTES
+}
+
+/// Each plane's sum divided by `divisor`, in tasks of [`PLANES_PER_TASK`] planes when the input
+/// is large enough to be worth handing to Rayon ([`PARALLEL_MIN_BYTES`]).
 fn global_avg_pool<T: Element>(x: &[T], in_volume: usize, divisor: T, out: &mut [T]) {
+    let means = |x: &[T], out: &mut [T]| {
+        pulp::Arch::new().dispatch(PlaneMeans {
+            x,
+            in_volume,
+            divisor,
+            out,
+        })
+    };
+    if out.is_empty() {
+        // No planes, or planes of no values (then `x` is empty too).
+        return;
+    }
+    if !worth_threads(x) {
+        return means(x, out);
+    }
     out.par_chunks_mut(PLANES_PER_TASK)
         .enumerate()
         .for_each(|(task, out_task)| {
             let x_task = &x[task * PLANES_PER_TASK * in_volume..][..out_task.len() * in_volume];
-            for (out, plane) in out_task.iter_mut().zip(x_task.chunks_exact(in_volume)) {
-                *out = lane_sum(plane).div(divisor);
-            }
+            means(x_task, out_task);
         });
+}
+
+/// [`global_avg_pool`]'s planes `x` (each `in_volume` long) into their means `out`, compiled
+/// once per instruction set: a plane of up to a [`LEAF`] is one vector sum
+/// ([`Element::vector_sum`]), a longer one pairwise ([`lane_sum`]).
+struct PlaneMeans<'a, T> {
+    x: &'a [T],
+    in_volume: usize,
+    divisor: T,
+    out: &'a mut [T],
+}
+
+impl<T: Element> WithSimd for PlaneMeans<'_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) {
+        for (out, plane) in self.out.iter_mut().zip(self.x.chunks_exact(self.in_volume)) {
+            let sum = if plane.len() <= LEAF {
+                T::vector_sum(simd, plane)
+            } else {
+                lane_sum(plane)
+            };
+            *out = sum.div(self.divisor);
+        }
+    }
 }
 
 /// Sum over each box divided by `divisor(box)`: average and adaptive-average pooling.
@@ -440,9 +503,12 @@ pub fn avg_pool_backward<T: Element>(
     if let Some(boxed) = whole_plane(in_size, spans) {
         // One share per plane, everywhere in it (what adding it to zero at each tap gives).
         let divisor = T::from_f64(divisor(boxed) as f64);
-        per_plane(&mut x_grad, in_volume, |p, x_grad_plane| {
-            x_grad_plane.fill(out_grad[p].div(divisor));
-        });
+        let fill = |p: usize, x_grad_plane: &mut [T]| x_grad_plane.fill(out_grad[p].div(divisor));
+        if worth_threads(&x_grad) {
+            per_plane(&mut x_grad, in_volume, fill);
+        } else {
+            per_plane_here(&mut x_grad, in_volume, fill);
+        }
         return x_grad;
     }
     per_plane(&mut x_grad, in_volume, |p, x_grad_plane| {

@@ -1,36 +1,50 @@
 use super::*;
 use crate::spec::adaptive_spans3;
 
-/// The global average (one window over the whole plane, summed in lanes) against a plain
-/// sum in f64, for plane counts that fill tasks unevenly and planes shorter and longer than
-/// the lanes; its gradient is the same share everywhere.
+/// The global average (one window over the whole plane, a vector sum or a pairwise one) against
+/// a plain sum in f64, in f32 and f64, for plane counts that fill tasks unevenly, planes shorter
+/// and longer than a vector and than a leaf, and inputs on both sides of the thread cut-off;
+/// its gradient is the same share everywhere.
 #[test]
 fn global_average_of_every_plane() {
-    for (in_size, planes) in [
-        ([1, 7, 5], 1),
-        ([1, 7, 5], 65),
-        ([2, 3, 2], 200),
-        ([1, 1, 3], 9),
-    ] {
-        let volume: usize = in_size.iter().product();
-        let x: Vec<f32> = (0..planes * volume)
-            .map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 37.0)
-            .collect();
-        let spans = adaptive_spans3(in_size, [1, 1, 1]);
-        assert!(whole_plane(in_size, &spans).is_some());
-        let out = avg_pool(&x, in_size, &spans, tap_count);
-        let expected = x
-            .chunks(volume)
-            .map(|plane| plane.iter().map(|&v| v as f64).sum::<f64>() / volume as f64);
-        for (got, expected) in out.iter().zip(expected) {
-            assert!((*got as f64 - expected).abs() < 1e-5, "{got} vs {expected}");
-        }
-        assert_eq!(out.len(), planes);
-        let grad = avg_pool_backward(&out, in_size, &spans, tap_count);
-        for (plane, share) in grad.chunks(volume).zip(&out) {
-            assert!(plane.iter().all(|v| *v == share / volume as f32));
+    fn check<T: Element + Into<f64>>(tolerance: f64) {
+        for (in_size, planes) in [
+            ([1, 7, 5], 1),
+            ([1, 7, 5], 65),
+            ([2, 3, 2], 200),
+            ([1, 1, 3], 9),
+            ([1, 2, 4], 5),
+            ([1, 4, 4], 3),
+            ([1, 17, 19], 3),
+            ([1, 16, 16], 1100),
+        ] {
+            let volume: usize = in_size.iter().product();
+            let x: Vec<T> = (0..planes * volume)
+                .map(|i| T::from_f64(((i * 7919 % 1000) as f64 - 500.0) / 37.0))
+                .collect();
+            let spans = adaptive_spans3(in_size, [1, 1, 1]);
+            assert!(whole_plane(in_size, &spans).is_some());
+            let out = avg_pool(&x, in_size, &spans, tap_count);
+            assert_eq!(out.len(), planes);
+            let expected = x
+                .chunks(volume)
+                .map(|plane| plane.iter().map(|&v| v.into()).sum::<f64>() / volume as f64);
+            for (p, (&got, expected)) in out.iter().zip(expected).enumerate() {
+                let got: f64 = got.into();
+                assert!(
+                    (got - expected).abs() < tolerance,
+                    "{in_size:?} x {planes}, plane {p}: {got} vs {expected}"
+                );
+            }
+            let grad = avg_pool_backward(&out, in_size, &spans, tap_count);
+            let divisor = T::from_f64(volume as f64);
+            for (plane, &share) in grad.chunks(volume).zip(&out) {
+                assert!(plane.iter().all(|&v| v == share.div(divisor)));
+            }
         }
     }
+    check::<f32>(1e-5);
+    check::<f64>(1e-12);
     // A window short of the plane takes the general walk.
     let in_size = [1, 4, 4];
     assert!(whole_plane(in_size, &adaptive_spans3(in_size, [1, 2, 1])).is_none());
