@@ -138,6 +138,14 @@ impl ConvGeometry {
         self.out_size.iter().product()
     }
 
+    /// Multiply-adds in one pass (each of the three passes has as many), saturating.
+    pub fn multiply_adds(&self) -> usize {
+        self.batch
+            .saturating_mul(self.out_channels)
+            .saturating_mul(self.out_volume())
+            .saturating_mul(self.patch_len())
+    }
+
     /// The geometry as a computation reads it: strides and dilations through [`used_step`].
     pub fn normalised(&self) -> Self {
         Self {

@@ -110,6 +110,25 @@ float_element!(
     reduce_sum_f64s
 );
 
+/// Work (multiply-adds, or values read and written) a Rayon task must hold to be worth handing
+/// to another thread. Handing work to the pool from outside it (waking a worker, then waiting
+/// to be woken) cost 12-21 µs a call on the 2-vCPU EPYC (an empty `rayon::join` from the main
+/// thread), about what one core takes for this much; a pass with less than two tasks' worth
+/// runs on the calling thread. `network/flex/chain_conv_pool_conv/step` and the
+/// `global_avg_pool` rows decide it.
+pub const TASK_MIN_WORK: usize = 1 << 18;
+
+/// Whether a pass of `work` in all is worth more than one thread ([`TASK_MIN_WORK`]).
+pub fn worth_threads(work: usize) -> bool {
+    work >= 2 * TASK_MIN_WORK
+}
+
+/// Items per Rayon task when each holds `work_per_item` (for `with_min_len`): a task holds at
+/// least [`TASK_MIN_WORK`], so a pass too small to split runs on the calling thread.
+pub fn min_items_per_task(work_per_item: usize) -> usize {
+    TASK_MIN_WORK.div_ceil(work_per_item.max(1))
+}
+
 /// Where the threads go: across independent batch items when there are enough of them
 /// (each GEMM then runs single-threaded), otherwise inside each GEMM.
 #[derive(Debug, Clone, Copy)]
@@ -121,10 +140,16 @@ pub struct Split {
 }
 
 impl Split {
-    /// Choose the split for `items` independent work items.
-    pub fn for_items(items: usize) -> Self {
+    /// Choose the split for `items` independent work items holding `work` in all: none for a
+    /// pass too small to be worth threads ([`worth_threads`]).
+    pub fn for_items(items: usize, work: usize) -> Self {
         let threads = rayon::current_num_threads();
-        if items >= threads || threads == 1 {
+        if !worth_threads(work) {
+            Self {
+                outer: false,
+                inner: Parallelism::None,
+            }
+        } else if items >= threads || threads == 1 {
             Self {
                 outer: threads > 1,
                 inner: Parallelism::None,
@@ -210,13 +235,14 @@ pub fn sum_of_partials<T: Element>(
 }
 
 /// `planes * plane_len` values, each plane zeroed and then filled by `body(scratch, index,
-/// plane)` on the rayon task that owns it, with one `init()` scratch per worker: the zeroes
+/// plane)` (`plane_work` each, see [`min_items_per_task`]) on the rayon task that owns it, with one `init()` scratch per worker: the zeroes
 /// are written in parallel and are still in cache when `body` writes over them (a
 /// `vec![0; n]` is one thread's memset of the whole output, up front: an eighth of a
 /// depthwise forward pass's time, `conv/flex/mobilenet_depthwise_3x3/forward`).
 pub fn zeroed_per_plane<T: Element, S>(
     planes: usize,
     plane_len: usize,
+    plane_work: usize,
     init: impl Fn() -> S + Sync + Send,
     body: impl Fn(&mut S, usize, &mut [T]) + Sync + Send,
 ) -> Vec<T> {
@@ -226,6 +252,7 @@ pub fn zeroed_per_plane<T: Element, S>(
         out.spare_capacity_mut()[..total]
             .par_chunks_mut(plane_len)
             .enumerate()
+            .with_min_len(min_items_per_task(plane_work))
             .for_each_init(init, |scratch, (p, chunk)| body(scratch, p, zeroed(chunk)));
     }
     // SAFETY: `zeroed` initialised each of the first `total` elements (the planes tile them);
@@ -241,4 +268,52 @@ fn zeroed<T: Element>(chunk: &mut [MaybeUninit<T>]) -> &mut [T] {
     }
     // SAFETY: every element was just written, and `MaybeUninit<T>` has the layout of `T`.
     unsafe { &mut *(chunk as *mut [MaybeUninit<T>] as *mut [T]) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pass with less than two tasks' worth runs on the calling thread (no hand-off to
+    /// Rayon), a larger one on the pool's workers; both fill every plane.
+    #[test]
+    fn small_passes_stay_on_the_calling_thread() {
+        for (planes, plane_work, on_workers) in [
+            (64, 16, false),
+            (3, TASK_MIN_WORK / 2, false),
+            (64, TASK_MIN_WORK, true),
+        ] {
+            let caller = rayon::current_thread_index();
+            assert_eq!(caller, None, "the test runs outside the pool");
+            let out: Vec<f32> = zeroed_per_plane(
+                planes,
+                4,
+                plane_work,
+                || (),
+                |_, p, plane| {
+                    let on_worker = rayon::current_thread_index().is_some();
+                    plane.fill(if on_worker {
+                        p as f32
+                    } else {
+                        -(p as f32) - 1.0
+                    });
+                },
+            );
+            for (p, plane) in out.chunks(4).enumerate() {
+                let want = if on_workers {
+                    p as f32
+                } else {
+                    -(p as f32) - 1.0
+                };
+                assert!(
+                    plane.iter().all(|&v| v == want),
+                    "{planes} planes of {plane_work}: plane {p} holds {plane:?}"
+                );
+            }
+        }
+        let split = Split::for_items(8, 2 * TASK_MIN_WORK - 1);
+        assert!(!split.outer && matches!(split.inner, Parallelism::None));
+        let split = Split::for_items(8, 2 * TASK_MIN_WORK);
+        assert_eq!(split.outer, rayon::current_num_threads() > 1);
+    }
 }

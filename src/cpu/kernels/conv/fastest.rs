@@ -33,12 +33,7 @@ static CHOICES: LazyLock<Mutex<HashMap<Key, Algorithm>>> =
 
 /// Whether a pass of `geometry` is large enough to time its candidates.
 pub fn worth_timing(geometry: &ConvGeometry) -> bool {
-    let g = geometry;
-    g.batch
-        .saturating_mul(g.out_channels)
-        .saturating_mul(g.out_volume())
-        .saturating_mul(g.patch_len())
-        >= MIN_MULTIPLY_ADDS
+    geometry.multiply_adds() >= MIN_MULTIPLY_ADDS
 }
 
 /// The result of `run` with the fastest of `candidates` for this pass: the remembered one, or,

@@ -116,7 +116,7 @@ pub(super) fn forward<T: Element>(
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
     let mut out = vec![T::ZERO; g.out_shape().iter().product()];
-    let split = Split::for_items(g.batch.div_ceil(images));
+    let split = Split::for_items(g.batch.div_ceil(images), g.multiply_adds());
     let item_len = g.out_channels * out_vol;
     for_each_chunk(
         &mut out,
@@ -197,7 +197,7 @@ pub(super) fn x_backward<T: Element>(
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
     let mut x_grad = vec![T::ZERO; g.in_shape().iter().product()];
-    let split = Split::for_items(g.batch.div_ceil(images));
+    let split = Split::for_items(g.batch.div_ceil(images), g.multiply_adds());
     let item_len = g.in_channels * in_vol;
     // A pointwise layer's weight, each group transposed once for the whole batch (its adjoint
     // weight): `gemm` runs faster on a row-major left operand than on the transposed view of
@@ -284,7 +284,7 @@ pub(super) fn weight_backward<T: Element>(
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
     let weight_len = g.out_channels * patch;
     let chunks = g.batch.clamp(1, rayon::current_num_threads());
-    let split = Split::for_items(chunks);
+    let split = Split::for_items(chunks, g.multiply_adds());
     let per_chunk = g.batch.div_ceil(chunks).max(1);
     let images = images_per_tile(g, size_of::<T>(), per_chunk);
     let lowering = Lowering::<T>::new(g, images);

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use crate::spec::ConvGeometry;
 
-use super::element::{Element, all_within};
+use super::element::{Element, all_within, min_items_per_task};
 use super::sum::{PairwiseSum, lane_sum};
 use super::{depthwise, direct, phases, winograd};
 pub use crate::cpu::choice::Algorithm;
@@ -202,6 +202,7 @@ pub fn bias_backward<T: Element>(out_grad: &[T], batch: usize, channels: usize) 
     let volume = out_grad.len().checked_div(batch * channels).unwrap_or(0);
     (0..channels)
         .into_par_iter()
+        .with_min_len(min_items_per_task(batch * volume))
         .map(|c| {
             let mut sum = PairwiseSum::new();
             for n in 0..batch {

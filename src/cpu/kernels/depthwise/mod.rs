@@ -40,20 +40,26 @@ pub fn forward<T: Element>(
     let bordered = bordered::unit_w_stride(g);
     let runs = stencil::column_runs(g);
     let arch = pulp::Arch::new();
-    zeroed_per_plane(planes, out_vol, Vec::new, |copy, plane, out_plane| {
-        let (n, channel) = (plane / g.out_channels, plane % g.out_channels);
-        let bias = bias.map_or(T::ZERO, |bias| bias[channel]);
-        let x_plane = &x[(n * g.in_channels + channel) * in_vol..][..in_vol];
-        let taps = &weight[channel * taps..][..taps];
-        match &bordered {
-            Some(bordered) => {
-                bordered.fill(g, x_plane, 1, copy);
-                bordered::forward_plane(&arch, g, bordered, copy, taps, bias, out_plane);
+    zeroed_per_plane(
+        planes,
+        out_vol,
+        out_vol * taps,
+        Vec::new,
+        |copy, plane, out_plane| {
+            let (n, channel) = (plane / g.out_channels, plane % g.out_channels);
+            let bias = bias.map_or(T::ZERO, |bias| bias[channel]);
+            let x_plane = &x[(n * g.in_channels + channel) * in_vol..][..in_vol];
+            let taps = &weight[channel * taps..][..taps];
+            match &bordered {
+                Some(bordered) => {
+                    bordered.fill(g, x_plane, 1, copy);
+                    bordered::forward_plane(&arch, g, bordered, copy, taps, bias, out_plane);
+                }
+                None => {
+                    out_plane.fill(bias);
+                    stencil::forward_plane(&arch, g, &runs, x_plane, taps, out_plane);
+                }
             }
-            None => {
-                out_plane.fill(bias);
-                stencil::forward_plane(&arch, g, &runs, x_plane, taps, out_plane);
-            }
-        }
-    })
+        },
+    )
 }

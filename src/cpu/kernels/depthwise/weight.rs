@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::spec::ConvGeometry;
 
 use super::super::bordered::Bordered;
-use super::super::element::Element;
+use super::super::element::{Element, min_items_per_task};
 use super::super::sum::PairwiseSum;
 use super::bordered::unit_w_stride;
 use super::is_depthwise;
@@ -40,6 +40,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
     let arch = pulp::Arch::new();
     grad.par_chunks_mut(taps)
         .enumerate()
+        .with_min_len(min_items_per_task(g.batch * out_vol * taps))
         .for_each_init(Vec::new, |copy, (channel, grad)| {
             let mut sums = TapSums::new(taps);
             for n in 0..g.batch {

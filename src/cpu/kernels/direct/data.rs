@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use crate::spec::{ConvGeometry, DataPhase, points};
 
-use super::super::element::{Element, all_within};
+use super::super::element::{Element, all_within, min_items_per_task};
 use super::super::flat;
 use super::super::transpose::transpose;
 use super::accumulate_in_passes;
@@ -321,9 +321,12 @@ pub(super) fn run<S: Simd>(
     let blocks = cin_g.div_ceil(lanes);
     let packed = walk.pack_weights(g, weight, lanes);
     let block_len = walk.steps() * lanes;
+    // Each block's input channels take every output channel's taps: the forward pass's work.
+    let block_work = lanes * in_vol * cout_g * g.kernel.iter().product::<usize>();
     x_grad
         .par_chunks_mut(cin_g * in_vol)
         .enumerate()
+        .with_min_len(min_items_per_task(blocks * block_work))
         .for_each_init(Vec::new, |copy, (item, x_item)| {
             let (n, group) = (item / g.groups, item % g.groups);
             let out_grad = &out_grad[(n * g.out_channels + group * cout_g) * out_vol..];
@@ -332,6 +335,7 @@ pub(super) fn run<S: Simd>(
             x_item
                 .par_chunks_mut(lanes * in_vol)
                 .enumerate()
+                .with_min_len(min_items_per_task(block_work))
                 .for_each(|(block, x_block)| {
                     simd.vectorize(DataBlock {
                         simd,

@@ -23,7 +23,7 @@ use rayon::prelude::*;
 use crate::spec::ConvGeometry;
 
 use super::bordered::Bordered;
-use super::element::Element;
+use super::element::{Element, min_items_per_task};
 use super::transpose::transpose;
 pub use data::{data_pays, serves_data, x_backward};
 use tiles::{Lanes, TileAt, lanes, to_lanes};
@@ -194,8 +194,10 @@ fn run<S: Simd>(
     let blocks = cout_g.div_ceil(lanes);
     let packed = pack_weights(g, weight, lanes);
     let block_len = walk.steps.len() * lanes;
+    let block_work = lanes * out_vol * g.patch_len();
     out.par_chunks_mut(cout_g * out_vol)
         .enumerate()
+        .with_min_len(min_items_per_task(blocks * block_work))
         .for_each_init(Vec::new, |copy, (item, out_item)| {
             let (n, group) = (item / g.groups, item % g.groups);
             walk.fill(g, x, n, group, copy);
@@ -203,6 +205,7 @@ fn run<S: Simd>(
             out_item
                 .par_chunks_mut(lanes * out_vol)
                 .enumerate()
+                .with_min_len(min_items_per_task(block_work))
                 .for_each(|(block, out_block)| {
                     let first = group * cout_g + block * lanes;
                     let rows = out_block.len() / out_vol;

@@ -126,7 +126,12 @@ pub(super) fn run<S: Simd>(
         }
         packed
     };
-    let packed = sum_of_partials(chunks, packed_len, Split::for_items(chunks), partial);
+    let packed = sum_of_partials(
+        chunks,
+        packed_len,
+        Split::for_items(chunks, g.multiply_adds()),
+        partial,
+    );
     for (oc, row) in grad.chunks_exact_mut(g.patch_len()).enumerate() {
         let first = packed_row(g, lanes, oc);
         for (slot, &value) in row.iter_mut().zip(packed[first..].iter().step_by(lanes)) {

@@ -116,7 +116,7 @@ fn run_forward<T: Element>(g: &ConvGeometry, x: &[T], weight: &[T], bias: Option
     let (in_vol, out_vol, slice_len) = (g.in_volume(), g.out_volume(), plan.slice_len());
     let mut out = vec![T::ZERO; g.out_shape().iter().product()];
     let per_chunk = items_per_thread(g.batch);
-    let split = Split::for_items(g.batch.div_ceil(per_chunk));
+    let split = Split::for_items(g.batch.div_ceil(per_chunk), g.multiply_adds());
     let item_len = g.out_channels * out_vol;
     let scratch = plan.input_len() + cout_g * slice_len;
     for_each_chunk(
@@ -190,7 +190,7 @@ fn run_x_backward<T: Element>(g: &ConvGeometry, weight: &[T], out_grad: &[T]) ->
     let phased_len = depth * plan.plane_len();
     let mut x_grad = vec![T::ZERO; g.in_shape().iter().product()];
     let per_chunk = items_per_thread(g.batch);
-    let split = Split::for_items(g.batch.div_ceil(per_chunk));
+    let split = Split::for_items(g.batch.div_ceil(per_chunk), g.multiply_adds());
     let item_len = g.in_channels * in_vol;
     for_each_chunk(
         &mut x_grad,
@@ -261,7 +261,7 @@ fn run_weight_backward<T: Element>(g: &ConvGeometry, x: &[T], out_grad: &[T]) ->
     let wide_len = cout_g * plan.out_slices() * slice_len;
     let per_chunk = items_per_thread(g.batch);
     let chunks = g.batch.div_ceil(per_chunk);
-    let split = Split::for_items(chunks);
+    let split = Split::for_items(chunks, g.multiply_adds());
     let weight_len = g.out_channels * g.patch_len();
     let partial = |chunk: usize| {
         let mut folded = vec![T::ZERO; weight_len];

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use crate::spec::{AvgPoolNdOptions, Span, Spans};
 
-use super::element::{Element, zeroed_per_plane};
+use super::element::{Element, min_items_per_task, worth_threads, zeroed_per_plane};
 use super::sum::{BLOCK, LEAF, PairwiseSum, lane_sum};
 
 /// Call `visit(out_index, [d, h, w] spans)` for every output position, in row-major order.
@@ -58,24 +58,20 @@ fn box_sum<T: Element>(
     }
 }
 
-/// Run `body(plane, out_plane)` over every plane of `out`, in parallel.
-fn per_plane<T: Send>(out: &mut [T], plane_len: usize, body: impl Fn(usize, &mut [T]) + Sync) {
+/// Run `body(plane, out_plane)` over every plane of `out`, in parallel where the planes hold
+/// enough work between them (`plane_work` each, see [`min_items_per_task`]).
+fn per_plane<T: Send>(
+    out: &mut [T],
+    plane_len: usize,
+    plane_work: usize,
+    body: impl Fn(usize, &mut [T]) + Sync,
+) {
     if plane_len == 0 {
         return;
     }
     out.par_chunks_mut(plane_len)
         .enumerate()
-        .for_each(|(p, chunk)| body(p, chunk));
-}
-
-/// [`per_plane`] on the calling thread, for passes too short for Rayon's hand-off
-/// ([`worth_threads`]).
-fn per_plane_here<T>(out: &mut [T], plane_len: usize, body: impl Fn(usize, &mut [T])) {
-    if plane_len == 0 {
-        return;
-    }
-    out.chunks_mut(plane_len)
-        .enumerate()
+        .with_min_len(min_items_per_task(plane_work))
         .for_each(|(p, chunk)| body(p, chunk));
 }
 
@@ -100,6 +96,7 @@ pub fn max_pool<'a, T: Element, I: PoolIndex>(
     out.par_chunks_mut(out_volume)
         .zip(indices.par_chunks_mut(out_volume))
         .enumerate()
+        .with_min_len(min_items_per_task(in_volume + out_volume))
         .for_each(|(p, (out_plane, index_plane))| {
             let x_plane = &x[p * in_volume..][..in_volume];
             let spans = spans_of(p);
@@ -399,20 +396,9 @@ fn whole_plane(in_size: [usize; 3], spans: &Spans) -> Option<[&Span; 3]> {
         .then_some(boxed)
 }
 
-/// Bytes under which a global pool (and its gradient) runs on the calling thread. Handing work
-/// to Rayon's pool from outside it (waking a worker, then waiting to be woken) cost 12-21 µs a
-/// call on the 2-vCPU EPYC, longer than one core takes to reduce or fill 1 MiB; the
-/// `global_avg_pool` rows (800 KiB) decide it: 10.4 µs against 17-24 µs forward, 14.5 against
-/// 40 µs backward.
-const PARALLEL_MIN_BYTES: usize = 1 << 20;
-
-/// Whether a pass over `values` is long enough to be worth Rayon's hand-off ([`PARALLEL_MIN_BYTES`]).
-fn worth_threads<T>(values: &[T]) -> bool {
-    size_of_val(values) >= PARALLEL_MIN_BYTES
-}
-
 /// Each plane's sum divided by `divisor`, in tasks of [`PLANES_PER_TASK`] planes when the input
-/// is large enough to be worth handing to Rayon ([`PARALLEL_MIN_BYTES`]).
+/// is large enough to be worth threads ([`worth_threads`]; 800 KiB of ResNet's head ran in 10.4
+/// µs on the calling thread, 17-24 µs handed to Rayon, `pool/flex/global_avg_pool/forward`).
 fn global_avg_pool<T: Element>(x: &[T], in_volume: usize, divisor: T, out: &mut [T]) {
     let means = |x: &[T], out: &mut [T]| {
         pulp::Arch::new().dispatch(PlaneMeans {
@@ -426,7 +412,7 @@ fn global_avg_pool<T: Element>(x: &[T], in_volume: usize, divisor: T, out: &mut 
         // No planes, or planes of no values (then `x` is empty too).
         return;
     }
-    if !worth_threads(x) {
+    if !worth_threads(x.len()) {
         return means(x, out);
     }
     out.par_chunks_mut(PLANES_PER_TASK)
@@ -479,13 +465,18 @@ pub fn avg_pool<T: Element>(
         global_avg_pool(x, in_volume, divisor, &mut out);
         return out;
     }
-    per_plane(&mut out, out_volume, |p, out_plane| {
-        let x_plane = &x[p * in_volume..][..in_volume];
-        for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
-            let sum = box_sum(x_plane, in_size, boxed, |x| x);
-            out_plane[o] = sum.div(T::from_f64(divisor(boxed) as f64));
-        });
-    });
+    per_plane(
+        &mut out,
+        out_volume,
+        in_volume + out_volume,
+        |p, out_plane| {
+            let x_plane = &x[p * in_volume..][..in_volume];
+            for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
+                let sum = box_sum(x_plane, in_size, boxed, |x| x);
+                out_plane[o] = sum.div(T::from_f64(divisor(boxed) as f64));
+            });
+        },
+    );
     out
 }
 
@@ -503,21 +494,23 @@ pub fn avg_pool_backward<T: Element>(
     if let Some(boxed) = whole_plane(in_size, spans) {
         // One share per plane, everywhere in it (what adding it to zero at each tap gives).
         let divisor = T::from_f64(divisor(boxed) as f64);
-        let fill = |p: usize, x_grad_plane: &mut [T]| x_grad_plane.fill(out_grad[p].div(divisor));
-        if worth_threads(&x_grad) {
-            per_plane(&mut x_grad, in_volume, fill);
-        } else {
-            per_plane_here(&mut x_grad, in_volume, fill);
-        }
+        per_plane(&mut x_grad, in_volume, in_volume, |p, x_grad_plane| {
+            x_grad_plane.fill(out_grad[p].div(divisor));
+        });
         return x_grad;
     }
-    per_plane(&mut x_grad, in_volume, |p, x_grad_plane| {
-        let grad_plane = &out_grad[p * out_volume..][..out_volume];
-        for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
-            let share = grad_plane[o].div(T::from_f64(divisor(boxed) as f64));
-            for_each_tap(in_size, boxed, |i| x_grad_plane[i] += share);
-        });
-    });
+    per_plane(
+        &mut x_grad,
+        in_volume,
+        in_volume + out_volume,
+        |p, x_grad_plane| {
+            let grad_plane = &out_grad[p * out_volume..][..out_volume];
+            for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
+                let share = grad_plane[o].div(T::from_f64(divisor(boxed) as f64));
+                for_each_tap(in_size, boxed, |i| x_grad_plane[i] += share);
+            });
+        },
+    );
     x_grad
 }
 
@@ -550,17 +543,22 @@ pub fn lp_pool<T: Element>(
     let planes = x.len().checked_div(in_volume).unwrap_or(0);
     let (p_t, inv_p) = (T::from_f64(p), T::from_f64(1.0 / p));
     let mut out = vec![T::ZERO; planes * out_volume];
-    per_plane(&mut out, out_volume, |plane, out_plane| {
-        let x_plane = &x[plane * in_volume..][..in_volume];
-        for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
-            let total = lp_total(x_plane, in_size, boxed, p_t, kernel_volume);
-            out_plane[o] = if total == T::ZERO {
-                T::ZERO
-            } else {
-                total.powf(inv_p)
-            };
-        });
-    });
+    per_plane(
+        &mut out,
+        out_volume,
+        in_volume + out_volume,
+        |plane, out_plane| {
+            let x_plane = &x[plane * in_volume..][..in_volume];
+            for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
+                let total = lp_total(x_plane, in_size, boxed, p_t, kernel_volume);
+                out_plane[o] = if total == T::ZERO {
+                    T::ZERO
+                } else {
+                    total.powf(inv_p)
+                };
+            });
+        },
+    );
     out
 }
 
@@ -601,35 +599,42 @@ pub fn lp_pool_backward<T: Element>(
     let (p_minus_one, inv_p_minus_one) = (T::from_f64(p - 1.0), T::from_f64(1.0 / p - 1.0));
     let one_minus_p = T::from_f64(1.0 - p);
     let mut x_grad = vec![T::ZERO; x.len()];
-    per_plane(&mut x_grad, in_volume, |plane, x_grad_plane| {
-        let x_plane = &x[plane * in_volume..][..in_volume];
-        let grad_plane = &out_grad[plane * out_volume..][..out_volume];
-        let output_plane = output.map(|output| &output[plane * out_volume..][..out_volume]);
-        for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
-            // `total^(1/p - 1)`, the slope of the root; none for an all-zero window.
-            let slope = match output_plane {
-                Some(output_plane) if output_plane[o] == T::ZERO => return,
-                // A NaN total passes NaN (PyTorch's chain through `sign(S) * relu(|S|)`
-                // does), also at p = 1, where `y^(1 - p)` is `NaN^0 = 1`.
-                Some(output_plane) if output_plane[o].partial_cmp(&output_plane[o]).is_none() => {
-                    output_plane[o]
-                }
-                Some(output_plane) => output_plane[o].powf(one_minus_p),
-                None => {
-                    let total = lp_total(x_plane, in_size, boxed, p_t, kernel_volume);
-                    if total == T::ZERO {
-                        return;
+    per_plane(
+        &mut x_grad,
+        in_volume,
+        in_volume + out_volume,
+        |plane, x_grad_plane| {
+            let x_plane = &x[plane * in_volume..][..in_volume];
+            let grad_plane = &out_grad[plane * out_volume..][..out_volume];
+            let output_plane = output.map(|output| &output[plane * out_volume..][..out_volume]);
+            for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
+                // `total^(1/p - 1)`, the slope of the root; none for an all-zero window.
+                let slope = match output_plane {
+                    Some(output_plane) if output_plane[o] == T::ZERO => return,
+                    // A NaN total passes NaN (PyTorch's chain through `sign(S) * relu(|S|)`
+                    // does), also at p = 1, where `y^(1 - p)` is `NaN^0 = 1`.
+                    Some(output_plane)
+                        if output_plane[o].partial_cmp(&output_plane[o]).is_none() =>
+                    {
+                        output_plane[o]
                     }
-                    total.powf(inv_p_minus_one)
-                }
-            };
-            let share = grad_plane[o] * inv_p * slope * lp_scale::<T>(boxed, kernel_volume);
-            for_each_tap(in_size, boxed, |i| x_grad_plane[i] += share);
-        });
-        for (grad, value) in x_grad_plane.iter_mut().zip(x_plane) {
-            *grad = *grad * p_t * value.powf(p_minus_one);
-        }
-    });
+                    Some(output_plane) => output_plane[o].powf(one_minus_p),
+                    None => {
+                        let total = lp_total(x_plane, in_size, boxed, p_t, kernel_volume);
+                        if total == T::ZERO {
+                            return;
+                        }
+                        total.powf(inv_p_minus_one)
+                    }
+                };
+                let share = grad_plane[o] * inv_p * slope * lp_scale::<T>(boxed, kernel_volume);
+                for_each_tap(in_size, boxed, |i| x_grad_plane[i] += share);
+            });
+            for (grad, value) in x_grad_plane.iter_mut().zip(x_plane) {
+                *grad = *grad * p_t * value.powf(p_minus_one);
+            }
+        },
+    );
     x_grad
 }
 
@@ -651,6 +656,7 @@ pub fn scatter_by_index<T: Element, I: Copy + Into<i64> + Sync>(
     zeroed_per_plane(
         planes,
         target_volume,
+        value_volume + target_volume,
         || (),
         |_, p, target_plane| {
             let value_plane = &values[p * value_volume..][..value_volume];
@@ -681,7 +687,7 @@ pub fn gather_by_index<T: Element, I: Copy + Into<i64> + Sync>(
     out_volume: usize,
 ) -> Vec<T> {
     let mut out = vec![T::ZERO; indices.len()];
-    per_plane(&mut out, out_volume, |p, out_plane| {
+    per_plane(&mut out, out_volume, out_volume, |p, out_plane| {
         let source_plane = &source[p * source_volume..][..source_volume];
         let index_plane = &indices[p * out_volume..][..out_volume];
         for (slot, &index) in out_plane.iter_mut().zip(index_plane) {

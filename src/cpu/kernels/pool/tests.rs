@@ -16,7 +16,7 @@ fn global_average_of_every_plane() {
             ([1, 2, 4], 5),
             ([1, 4, 4], 3),
             ([1, 17, 19], 3),
-            ([1, 16, 16], 1100),
+            ([1, 16, 16], 2100),
         ] {
             let volume: usize = in_size.iter().product();
             let x: Vec<T> = (0..planes * volume)

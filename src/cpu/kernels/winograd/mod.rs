@@ -103,7 +103,7 @@ fn run_forward<T: Element>(
     let (cin_g, cout_g, points) = (g.in_per_group(), g.out_per_group(), plan.points());
     let mut out = vec![T::ZERO; g.out_shape().iter().product()];
     let per_chunk = items_per_thread(g.batch);
-    let split = Split::for_items(g.batch.div_ceil(per_chunk));
+    let split = Split::for_items(g.batch.div_ceil(per_chunk), g.multiply_adds());
     let item_len = g.out_channels * g.out_volume();
     for_each_chunk(
         &mut out,
@@ -212,7 +212,7 @@ fn run_weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
     let (cin_g, cout_g, points) = (g.in_per_group(), g.out_per_group(), plan.points());
     let per_chunk = items_per_thread(g.batch);
     let chunks = g.batch.div_ceil(per_chunk);
-    let split = Split::for_items(chunks);
+    let split = Split::for_items(chunks, g.multiply_adds());
     let item_len = g.out_channels * g.out_volume();
     let products_len = g.groups * points * cout_g * cin_g;
     let partial = |chunk: usize| {
