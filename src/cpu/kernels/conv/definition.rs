@@ -1,10 +1,10 @@
-//! The forward pass and weight gradient by their definition, for the elements a fast
-//! algorithm may have got wrong: every algorithm that pads (im2col, the bordered copies,
-//! Winograd's tiles) multiplies the padding's zeros by a weight or an output gradient, and
-//! `0 * inf` is NaN where the definition, which sums only the taps inside the input (as
-//! PyTorch's oneDNN convolutions and Burn's CubeCL kernels do), has none. Such an element is
-//! non-finite and meets the padding, so only those are summed again; every other element is
-//! exact as computed.
+//! The three passes by their definition, for the elements a fast algorithm may have got wrong:
+//! every algorithm that pads (im2col, the bordered copies, Winograd's tiles, the adjoint's and
+//! the phase paths' bordered output gradient) multiplies the padding's zeros by a weight, an
+//! input or an output gradient, and `0 * inf` is NaN where the definition, which sums only the
+//! taps inside the input (as PyTorch's oneDNN convolutions and Burn's CubeCL kernels do), has
+//! none. Such an element is non-finite and meets the padding, so only those are summed again;
+//! every other element is exact as computed.
 
 use core::ops::Range;
 
@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use crate::spec::{ConvGeometry, inside, points};
 
-use super::super::element::{Element, all_within};
+use super::super::element::{Element, all_within, min_items_per_task};
 use super::super::flat;
 
 fn is_finite<T: Element>(value: T) -> bool {
@@ -45,6 +45,25 @@ fn window_taps(g: &ConvGeometry, at: [usize; 3]) -> ([Range<usize>; 3], bool) {
 fn tap_outputs(g: &ConvGeometry, tap: [usize; 3]) -> ([Range<usize>; 3], bool) {
     let first = core::array::from_fn(|a| (tap[a] * g.dilation[a]) as i128 - g.pad_begin[a] as i128);
     inside_box(first, g.stride, g.out_size, g.in_size)
+}
+
+/// Per axis, the taps of input position `at` that reach an output position, with that
+/// position (those with `at + pad - tap * dilation` a multiple of the stride, inside the
+/// output), and whether that is every tap on every axis.
+fn reaching_taps(g: &ConvGeometry, at: [usize; 3]) -> ([Vec<(usize, usize)>; 3], bool) {
+    let reaching: [Vec<(usize, usize)>; 3] = core::array::from_fn(|a| {
+        let (stride, out_len) = (g.stride[a].max(1) as i128, g.out_size[a] as i128);
+        (0..g.kernel[a])
+            .filter_map(|tap| {
+                let reach =
+                    at[a] as i128 + g.pad_begin[a] as i128 - tap as i128 * g.dilation[a] as i128;
+                let on_grid = reach >= 0 && reach % stride == 0 && reach / stride < out_len;
+                on_grid.then_some((tap, (reach / stride) as usize))
+            })
+            .collect()
+    });
+    let whole = (0..3).all(|a| reaching[a].len() == g.kernel[a]);
+    (reaching, whole)
 }
 
 /// The input position tap `tap` of output position `at` reads (inside the input).
@@ -83,6 +102,7 @@ pub(super) fn repair_forward<T: Element>(
     }
     out.par_chunks_mut(out_vol)
         .enumerate()
+        .with_min_len(min_items_per_task(out_vol))
         .for_each(|(plane, out_plane)| {
             let (n, channel) = (plane / g.out_channels, plane % g.out_channels);
             let first_in = n * g.in_channels + channel / cout_g * cin_g;
@@ -126,6 +146,7 @@ pub(super) fn repair_weight<T: Element>(
     weight_grad
         .par_chunks_mut(patch)
         .enumerate()
+        .with_min_len(min_items_per_task(patch))
         .for_each(|(channel, row)| {
             let first_in = channel / cout_g * cin_g;
             let tap_slots = row.chunks_mut(taps).enumerate().flat_map(|(c, slots)| {
@@ -149,6 +170,55 @@ pub(super) fn repair_weight<T: Element>(
                         let read = x_plane[flat(source(g, at, tap), g.in_size)];
                         sum += g_plane[flat(at, g.out_size)] * read;
                     });
+                }
+                *slot = sum;
+            }
+        });
+}
+
+/// Sum again, by the definition, each element of `x_grad` (the input gradient of `geometry`
+/// over `weight` and `out_grad`) that is non-finite where one of its taps reaches no output
+/// (the padding, or the stride's holes).
+pub(super) fn repair_data<T: Element>(
+    geometry: &ConvGeometry,
+    weight: &[T],
+    out_grad: &[T],
+    x_grad: &mut [T],
+) {
+    let g = geometry;
+    let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
+    let (in_vol, out_vol) = (g.in_volume(), g.out_volume());
+    let taps: usize = g.kernel.iter().product();
+    if in_vol == 0 {
+        return;
+    }
+    x_grad
+        .par_chunks_mut(in_vol)
+        .enumerate()
+        .with_min_len(min_items_per_task(in_vol))
+        .for_each(|(plane, x_plane)| {
+            let (n, channel) = (plane / g.in_channels, plane % g.in_channels);
+            let (group, c) = (channel / cin_g, channel % cin_g);
+            for (at, slot) in points(g.in_size).zip(x_plane.iter_mut()) {
+                if is_finite(*slot) {
+                    continue;
+                }
+                let (reaching, whole) = reaching_taps(g, at);
+                if whole {
+                    continue;
+                }
+                let mut sum = T::ZERO;
+                for o in group * cout_g..(group + 1) * cout_g {
+                    let g_plane = &out_grad[(n * g.out_channels + o) * out_vol..][..out_vol];
+                    let w_taps = &weight[(o * cin_g + c) * taps..][..taps];
+                    for &(td, od) in &reaching[0] {
+                        for &(th, oh) in &reaching[1] {
+                            for &(tw, ow) in &reaching[2] {
+                                let grad = g_plane[flat([od, oh, ow], g.out_size)];
+                                sum += grad * w_taps[flat([td, th, tw], g.kernel)];
+                            }
+                        }
+                    }
                 }
                 *slot = sum;
             }

@@ -87,10 +87,11 @@ fn run_pass<T>(
 /// grids only where they pay, the direct path per stride phase for the input gradient of a
 /// strided layer with enough input channels, the adjoint for the input gradient of a
 /// stride-1 layer with few output channels). Passes too small to time take it; larger ones
-/// time every algorithm that serves them (see [`run_pass`]). Winograd's transforms, the phase
-/// grids' gradients and the input gradients over a padded output gradient (the adjoint, the
-/// direct phases) still refuse values they cannot carry (past Winograd's safe magnitude, a
-/// non-finite operand that padding would multiply); those calls take the lowered path.
+/// time every algorithm that serves them (see [`run_pass`]). Winograd's transforms and the
+/// phase grids' weight gradient still refuse values they cannot carry (past Winograd's safe
+/// magnitude, a non-finite input that a dropped column would multiply); those calls take the
+/// lowered path. What padding makes of a non-finite value elsewhere, `definition.rs` sums
+/// again.
 pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
     match pinned() {
         Some(algorithm) if serves(algorithm, geometry, pass) => algorithm,
@@ -139,30 +140,33 @@ pub fn forward<T: Element>(
     out
 }
 
-/// Gradient of `conv` with respect to `x`, shape `geometry.in_shape()`.
+/// Gradient of `conv` with respect to `x`, shape `geometry.in_shape()`. An input position sums
+/// only the taps that reach an output, so a weight that is not finite meets no padding
+/// (`definition.rs`).
 pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
     if geometry.batch == 0 {
         return Vec::new();
     }
-    run_pass(geometry, Pass::Data, |algorithm| {
+    let mut x_grad = run_pass(geometry, Pass::Data, |algorithm| {
         let x_grad = match algorithm {
             Algorithm::Winograd => winograd::x_backward(geometry, weight, out_grad),
-            Algorithm::Phases => phases::x_backward(geometry, weight, out_grad),
-            // The adjoint's padding meets every weight with a zero the definition lacks: a
-            // weight that is not finite would make NaN of a finite gradient there.
-            Algorithm::Adjoint => all_within(weight, f64::INFINITY).then(|| {
-                forward(
-                    &adjoint::geometry(geometry),
-                    out_grad,
-                    &adjoint::weight(geometry, weight),
-                    None,
-                )
-            }),
+            Algorithm::Phases => Some(phases::x_backward(geometry, weight, out_grad)),
+            Algorithm::Adjoint => Some(forward(
+                &adjoint::geometry(geometry),
+                out_grad,
+                &adjoint::weight(geometry, weight),
+                None,
+            )),
             Algorithm::Direct => direct::x_backward(geometry, weight, out_grad),
             Algorithm::Depthwise | Algorithm::Lowered => None,
         };
         x_grad.unwrap_or_else(|| lowered::x_backward(geometry, weight, out_grad))
-    })
+    });
+    // Only a weight that is not finite makes NaN of the bordered output gradient's zeros.
+    if geometry.inputs_meet_padding() && !all_within(weight, f64::INFINITY) {
+        definition::repair_data(geometry, weight, out_grad, &mut x_grad);
+    }
+    x_grad
 }
 
 /// Gradient of `conv` with respect to `weight`, shape `geometry.weight_shape()`. A tap sums

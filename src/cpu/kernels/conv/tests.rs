@@ -779,10 +779,11 @@ fn input_gradients_of_non_finite_weights_match_the_lowered_path() {
     }
 }
 
-/// A weight, or an output gradient, that is not finite meets the padding in no algorithm: the
-/// forward pass and the weight gradient sum only the taps inside the input, as the definition
-/// (and PyTorch's oneDNN, and Burn's CubeCL kernels) does, where a padded algorithm alone
-/// would multiply a zero by it (NaN). Every algorithm, pinned, against the f64 definition.
+/// A weight, or an output gradient, that is not finite meets the padding in no algorithm: each
+/// pass sums only the taps inside the input (the input gradient, those that reach an output),
+/// as the definition (and PyTorch's oneDNN, and Burn's CubeCL kernels) does, where a padded
+/// algorithm alone would multiply a zero by it (NaN). Every algorithm, pinned, against the f64
+/// definition.
 #[test]
 fn non_finite_values_meet_no_padding() {
     use crate::cpu::choice::with_conv_algorithm;
@@ -855,9 +856,15 @@ fn non_finite_values_meet_no_padding() {
         let clean_weight = f32s(weight.len(), 11);
         let (_, want_weight_grad) =
             reference_grads(&g, &wide(&x), &wide(&clean_weight), &wide(&out_grad));
+        let clean_out_grad = f32s(out_grad.len(), 12);
+        let (want_x_grad, _) =
+            reference_grads(&g, &wide(&x), &wide(&weight), &wide(&clean_out_grad));
         // Each case has elements the padding alone would have made NaN.
         assert!(want_out.iter().any(|v| v.is_finite()));
         assert!(want_weight_grad.iter().any(|v| v.is_finite()));
+        // (A 1x1's every input meets every weight of its channel, so none of its input
+        // gradient is finite here, nor does padding touch it.)
+        assert!(want_x_grad.iter().any(|v| v.is_finite()) || g.kernel == [1; 3]);
         for algorithm in ALGORITHMS {
             let out = with_conv_algorithm(algorithm, || forward(&g, &x, &weight, None));
             agree(&format!("{algorithm:?} forward"), &out, &want_out, &g);
@@ -868,6 +875,9 @@ fn non_finite_values_meet_no_padding() {
                 &want_weight_grad,
                 &g,
             );
+            let x_grad =
+                with_conv_algorithm(algorithm, || x_backward(&g, &weight, &clean_out_grad));
+            agree(&format!("{algorithm:?} x_grad"), &x_grad, &want_x_grad, &g);
         }
     }
 }

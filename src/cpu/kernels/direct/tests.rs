@@ -226,10 +226,10 @@ fn data_phases_of_a_huge_stride() {
     assert!(!data_pays(&g));
 }
 
-/// The input gradient declines other element types and weights that are not finite (the
-/// copy's border would meet them with zeros the definition lacks).
+/// The input gradient declines other element types; it runs with a weight that is not finite
+/// (`conv::x_backward` sums again what the copy's border made of it).
 #[test]
-fn data_declines_f64_and_non_finite_weights() {
+fn data_declines_f64() {
     let options = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1);
     let g = geometry([1, 2, 1, 4, 4], 3, [1, 3, 3], options);
     let (weight, out_grad) = (values(3 * 18, 2), values(3 * 4, 3));
@@ -239,7 +239,7 @@ fn data_declines_f64_and_non_finite_weights() {
     let grad = x_backward(&g, &weight, &to_f32(&out_grad)).expect("f32 runs");
     assert_eq!(grad.len(), 2 * 16);
     weight[4] = f32::INFINITY;
-    assert!(x_backward(&g, &weight, &to_f32(&out_grad)).is_none());
+    assert!(x_backward(&g, &weight, &to_f32(&out_grad)).is_some());
 }
 
 /// Only f32 runs here; other element types decline (and take the lowered path).

@@ -90,7 +90,7 @@ fn grid_elements(g: &ConvGeometry, grid: [usize; 3]) -> usize {
 }
 
 /// Whether the phase grids compute `geometry`'s passes: a shape they serve and pay on (the
-/// gradients still decline non-finite values, see [`x_backward`] and [`weight_backward`]).
+/// weight gradient still declines non-finite inputs, see [`weight_backward`]).
 pub fn fits(geometry: &ConvGeometry) -> bool {
     let g = geometry.normalised();
     serves_normalised(&g) && pays(&g)
@@ -156,15 +156,11 @@ fn run_forward<T: Element>(g: &ConvGeometry, x: &[T], weight: &[T], bias: Option
     out
 }
 
-/// The gradient of `conv` with respect to `x` on the phase grids, for a shape they [`serves`],
-/// or `None` when a weight is not finite (padding rows multiply every weight).
-pub fn x_backward<T: Element>(
-    geometry: &ConvGeometry,
-    weight: &[T],
-    out_grad: &[T],
-) -> Option<Vec<T>> {
-    let g = geometry.normalised();
-    all_within(weight, f64::INFINITY).then(|| run_x_backward(&g, weight, out_grad))
+/// The gradient of `conv` with respect to `x` on the phase grids, for a shape they [`serves`].
+/// Padding rows multiply every weight, so a weight that is not finite leaves NaN there for
+/// `conv::x_backward` to sum again by the definition.
+pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
+    run_x_backward(&geometry.normalised(), weight, out_grad)
 }
 
 /// The input gradient: per phase grid row `r`, tap `a` reads the output gradient at `r - a`,
