@@ -43,7 +43,7 @@ pub fn forward<T: Element>(
     zeroed_per_plane(
         planes,
         out_vol,
-        out_vol * taps,
+        out_vol.saturating_mul(taps),
         Vec::new,
         |copy, plane, out_plane| {
             let (n, channel) = (plane / g.out_channels, plane % g.out_channels);

@@ -40,7 +40,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
     let arch = pulp::Arch::new();
     grad.par_chunks_mut(taps)
         .enumerate()
-        .with_min_len(min_items_per_task(g.batch * out_vol * taps))
+        .with_min_len(min_items_per_task((g.batch * out_vol).saturating_mul(taps)))
         .for_each_init(Vec::new, |copy, (channel, grad)| {
             let mut sums = TapSums::new(taps);
             for n in 0..g.batch {

@@ -322,11 +322,12 @@ pub(super) fn run<S: Simd>(
     let packed = walk.pack_weights(g, weight, lanes);
     let block_len = walk.steps() * lanes;
     // Each block's input channels take every output channel's taps: the forward pass's work.
-    let block_work = lanes * in_vol * cout_g * g.kernel.iter().product::<usize>();
+    let taps: usize = g.kernel.iter().product();
+    let block_work = (lanes * in_vol).saturating_mul(cout_g.saturating_mul(taps));
     x_grad
         .par_chunks_mut(cin_g * in_vol)
         .enumerate()
-        .with_min_len(min_items_per_task(blocks * block_work))
+        .with_min_len(min_items_per_task(blocks.saturating_mul(block_work)))
         .for_each_init(Vec::new, |copy, (item, x_item)| {
             let (n, group) = (item / g.groups, item % g.groups);
             let out_grad = &out_grad[(n * g.out_channels + group * cout_g) * out_vol..];

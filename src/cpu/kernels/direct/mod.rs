@@ -194,10 +194,10 @@ fn run<S: Simd>(
     let blocks = cout_g.div_ceil(lanes);
     let packed = pack_weights(g, weight, lanes);
     let block_len = walk.steps.len() * lanes;
-    let block_work = lanes * out_vol * g.patch_len();
+    let block_work = (lanes * out_vol).saturating_mul(g.patch_len());
     out.par_chunks_mut(cout_g * out_vol)
         .enumerate()
-        .with_min_len(min_items_per_task(blocks * block_work))
+        .with_min_len(min_items_per_task(blocks.saturating_mul(block_work)))
         .for_each_init(Vec::new, |copy, (item, out_item)| {
             let (n, group) = (item / g.groups, item % g.groups);
             walk.fill(g, x, n, group, copy);
