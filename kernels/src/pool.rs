@@ -465,6 +465,78 @@ pub(crate) fn beats<F: Float>(value: F, best: F) -> bool {
     value_is_nan || (!f32::is_nan(f32::cast_from(best)) && value > best)
 }
 
+/// Taps of a window [`pool_forward`] walks per loop iteration, unrolled: Mesa's lavapipe (CI's
+/// device) ends a shader loop after 65535 iterations, counting those of the loops nested in it,
+/// so a unit's windows may hold up to `65535 * TAPS_PER_ITERATION` taps in all.
+pub const TAPS_PER_ITERATION: usize = 16;
+
+/// Where [`pool_forward`]'s walk over a window stands: the tap's number in row-major order (of
+/// `taps`), its D and H steps and W step, and the start of its row in `x` and in the flat
+/// index of the unpadded plane.
+#[derive(CubeType)]
+pub struct WindowWalk {
+    tap: usize,
+    taps: usize,
+    td: usize,
+    th: usize,
+    tw: usize,
+    row_at: usize,
+    row_index: usize,
+}
+
+/// The walk at the first tap of the window of spans `sd`, `sh` (and a W span of `sw_count`
+/// taps), over `x` from `base`.
+#[cube]
+fn window_walk(
+    sd: &Span,
+    sh: &Span,
+    args: &PoolArgs,
+    base: usize,
+    stride_d: usize,
+    stride_h: usize,
+    sw_count: usize,
+) -> WindowWalk {
+    WindowWalk {
+        tap: 0,
+        taps: sd.count * sh.count * sw_count,
+        td: 0,
+        th: 0,
+        tw: 0,
+        row_at: base + sd.start * stride_d + sh.start * stride_h,
+        row_index: (sd.start * args.in_size.h + sh.start) * args.in_size.w,
+    }
+}
+
+/// Step `walk` to its next tap: along the row, else to the next row's start (the only place
+/// the row's offsets are multiplied out).
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn next_tap(
+    walk: &mut WindowWalk,
+    sd: &Span,
+    sh: &Span,
+    sw: &Span,
+    args: &PoolArgs,
+    base: usize,
+    stride_d: usize,
+    stride_h: usize,
+) {
+    walk.tap += 1;
+    walk.tw += 1;
+    if walk.tw == sw.count {
+        walk.tw = 0;
+        walk.th += 1;
+        if walk.th == sh.count {
+            walk.th = 0;
+            walk.td += 1;
+        }
+        let d = sd.start + walk.td * sd.step;
+        let h = sh.start + walk.th * sh.step;
+        walk.row_at = base + d * stride_d + h * stride_h;
+        walk.row_index = (d * args.in_size.h + h) * args.in_size.w;
+    }
+}
+
 /// Reduce the windows of `block_w` consecutive outputs along the last axis per unit (the
 /// unit's indices and its D and H spans are worked out once; integer divisions dominate a
 /// small window's cost on some devices). `x` is read through strides; `out` (and `indices`)
@@ -515,22 +587,21 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
             let mut best = neg_infinity::<F>();
             // PyTorch's start: the first tap, kept if every tap is -inf.
             let mut best_index = (sd.start * args.in_size.h + sh.start) * args.in_size.w + sw.start;
-            for td in 0..sd.count {
-                let d = sd.start + td * sd.step;
-                for th in 0..sh.count {
-                    let h = sh.start + th * sh.step;
-                    let row_at = base + d * stride_d + h * stride_h;
-                    let row_index = (d * args.in_size.h + h) * args.in_size.w;
-                    for tw in 0..sw.count {
-                        let w = sw.start + tw * sw.step;
-                        let mut value = x[row_at + w * stride_w];
+            let mut walk = window_walk(&sd, &sh, &args, base, stride_d, stride_h, sw.count);
+            while walk.tap < walk.taps {
+                #[unroll]
+                for _ in 0..TAPS_PER_ITERATION {
+                    if walk.tap < walk.taps {
+                        let w = sw.start + walk.tw * sw.step;
+                        let mut value = x[walk.row_at + w * stride_w];
                         if comptime![abs] {
                             value = F::abs(value);
                         }
                         if beats::<F>(value, best) {
                             best = value;
-                            best_index = row_index + w;
+                            best_index = walk.row_index + w;
                         }
+                        next_tap(&mut walk, &sd, &sh, &sw, &args, base, stride_d, stride_h);
                     }
                 }
             }
@@ -540,15 +611,16 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
             // Window sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for
             // f64), pairwise: this kernel runs the windows too large for `sliding`.
             let mut acc = pairwise_sum::<A>();
-            for td in 0..sd.count {
-                let d = sd.start + td * sd.step;
-                for th in 0..sh.count {
-                    let h = sh.start + th * sh.step;
-                    let row_at = base + d * stride_d + h * stride_h;
-                    for tw in 0..sw.count {
-                        let w = sw.start + tw * sw.step;
-                        let term = sum_term::<F, A>(x[row_at + w * stride_w], &args, reduction);
+            let mut walk = window_walk(&sd, &sh, &args, base, stride_d, stride_h, sw.count);
+            while walk.tap < walk.taps {
+                #[unroll]
+                for _ in 0..TAPS_PER_ITERATION {
+                    if walk.tap < walk.taps {
+                        let w = sw.start + walk.tw * sw.step;
+                        let term =
+                            sum_term::<F, A>(x[walk.row_at + w * stride_w], &args, reduction);
                         pairwise_add::<A>(&mut acc, term);
+                        next_tap(&mut walk, &sd, &sh, &sw, &args, base, stride_d, stride_h);
                     }
                 }
             }

@@ -16,6 +16,7 @@ use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::{MaxPoolOptions, Spans, shapes, spatial, used_step, window_spans};
 
+use super::MAX_LOOP_ITERATIONS;
 use super::choice::Packing;
 use super::launches::{Launch, note};
 use super::packing::{self, PackingKey};
@@ -41,6 +42,21 @@ pub enum WindowSource {
         /// Window size.
         kernel: [usize; 3],
     },
+}
+
+impl WindowSource {
+    /// Taps in the largest window (at most: a sliding or fractional window's kernel, which the
+    /// padding or the input's edge may cut).
+    fn longest_window(&self) -> usize {
+        let product = |sizes: [usize; 3]| sizes.iter().fold(1usize, |n, &s| n.saturating_mul(s));
+        match self {
+            Self::Sliding(options) => product(options.kernel_size),
+            Self::Table(spans) => product(core::array::from_fn(|axis| {
+                spans[axis].iter().map(|span| span.count).max().unwrap_or(0)
+            })),
+            Self::Fractional { kernel, .. } => product(*kernel),
+        }
+    }
 }
 
 /// The scalars of a pool.
@@ -287,6 +303,8 @@ struct ForwardLaunch {
     types: [ElemType; 3],
     address: AddressType,
     out_size: [usize; 3],
+    /// Taps in the largest window ([`WindowSource::longest_window`]).
+    longest_window: usize,
 }
 
 impl ForwardLaunch {
@@ -329,6 +347,7 @@ pub fn forward(
     let in_size = spatial(&dims);
     let windows = placed(windows, in_size);
     let kernel = forward_kernel(&x, &windows, in_size, out_size, channels_last);
+    let longest_window = windows.longest_window();
     let sliding = match &windows {
         WindowSource::Sliding(options) => Some(options.clone()),
         _ => None,
@@ -378,6 +397,7 @@ pub fn forward(
         lanes,
         types: [dtype, index_type, accumulator_type(dtype)],
         out_size,
+        longest_window,
     };
     match kernel {
         ForwardKernel::WholePlane => launch_whole_plane(launch, in_size),
@@ -450,7 +470,17 @@ fn launch_sliding(launch: ForwardLaunch, options: MaxPoolOptions<3>) {
     })
 }
 
-/// The span walk, packed or spread as [`packing`] chooses.
+/// Whether a span-walk unit may take [`BLOCK_W`] windows of up to `taps` taps and stay within
+/// [`MAX_LOOP_ITERATIONS`] (its taps walked [`kernels::TAPS_PER_ITERATION`] at a time).
+fn packs_windows_of(taps: usize) -> bool {
+    taps.div_ceil(kernels::TAPS_PER_ITERATION)
+        .saturating_add(1)
+        .saturating_mul(BLOCK_W)
+        <= MAX_LOOP_ITERATIONS
+}
+
+/// The span walk, packed or spread as [`packing`] chooses (spread for windows too long to
+/// pack, [`packs_windows_of`]).
 fn launch_span_walk(launch: ForwardLaunch) {
     let out_size = launch.out_size;
     let exact = [
@@ -461,7 +491,8 @@ fn launch_span_walk(launch: ForwardLaunch) {
     let (dtype, rows) = (launch.x.dtype, launch.rows());
     let key = move || PackingKey::of("pool_forward", dtype, &exact, &[rows, out_size[2]]);
     let out = launch.out.clone();
-    packing::run(&out, key, out_size[2] > 1, move |packing| {
+    let packs = packs_windows_of(launch.longest_window);
+    let run = move |packing| {
         let l = &launch;
         let (block_w, cube_count, cube_dim) = row_blocks(&l.out, out_size[2], packing, 1);
         note(Launch::Kernel("pool_forward"));
@@ -485,7 +516,12 @@ fn launch_span_walk(launch: ForwardLaunch) {
             l.channels_last,
             l.types,
         )
-    })
+    };
+    if packs {
+        packing::run(&out, key, out_size[2] > 1, run);
+    } else {
+        run(Packing::Spread);
+    }
 }
 
 /// Max-unpool: `x` scattered at `indices` into zeros of spatial size `output_size`.

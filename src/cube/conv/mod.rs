@@ -21,6 +21,7 @@ mod repair;
 mod tiled;
 mod weight;
 
+use super::MAX_LOOP_ITERATIONS;
 use burn_convpool_kernels::axes::LayoutLaunch;
 use burn_convpool_kernels::conv::{self, ConvArgsLaunch, GemmKind};
 use burn_cubecl::tensor::CubeTensor;
@@ -136,11 +137,6 @@ fn is_direct(geometry: &ConvGeometry, kind: GemmKind) -> bool {
     let (_, n, k) = gemm_sizes(geometry, kind);
     (n < DIRECT_BELOW || k < DIRECT_BELOW) && direct_walk_fits(geometry, kind)
 }
-
-/// Most loop iterations one unit may run: Mesa's lavapipe (CI's device) ends a shader loop
-/// after 65535 iterations, counting those of the loops nested in it, so a longer walk would
-/// silently stop short of its sum.
-const MAX_LOOP_ITERATIONS: usize = 65_535;
 
 /// Whether a direct unit's walk over its reduction (channels, then kernel planes, then rows,
 /// then taps along a row that is not comptime) stays within [`MAX_LOOP_ITERATIONS`]; a longer
