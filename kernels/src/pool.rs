@@ -465,12 +465,12 @@ pub(crate) fn beats<F: Float>(value: F, best: F) -> bool {
     value_is_nan || (!f32::is_nan(f32::cast_from(best)) && value > best)
 }
 
-/// Taps of a window [`pool_forward`] walks per loop iteration, unrolled: Mesa's lavapipe (CI's
+/// Taps of a window [`pool_forward()`] walks per loop iteration, unrolled: Mesa's lavapipe (CI's
 /// device) ends a shader loop after 65535 iterations, counting those of the loops nested in it,
 /// so a unit's windows may hold up to `65535 * TAPS_PER_ITERATION` taps in all.
 pub const TAPS_PER_ITERATION: usize = 16;
 
-/// Where [`pool_forward`]'s walk over a window stands: the tap's number in row-major order (of
+/// Where [`pool_forward()`]'s walk over a window stands: the tap's number in row-major order (of
 /// `taps`), its D and H steps and W step, and the start of its row in `x` and in the flat
 /// index of the unpadded plane.
 #[derive(CubeType)]
