@@ -311,9 +311,10 @@ mod tests {
                 );
             }
         }
-        let split = Split::for_items(8, 2 * TASK_MIN_WORK - 1);
+        let threads = rayon::current_num_threads();
+        let split = Split::for_items(threads, 2 * TASK_MIN_WORK - 1);
         assert!(!split.outer && matches!(split.inner, Parallelism::None));
-        let split = Split::for_items(8, 2 * TASK_MIN_WORK);
-        assert_eq!(split.outer, rayon::current_num_threads() > 1);
+        let split = Split::for_items(threads, 2 * TASK_MIN_WORK);
+        assert_eq!(split.outer, threads > 1);
     }
 }
