@@ -235,10 +235,11 @@ pub fn sum_of_partials<T: Element>(
 }
 
 /// `planes * plane_len` values, each plane zeroed and then filled by `body(scratch, index,
-/// plane)` (`plane_work` each, see [`min_items_per_task`]) on the rayon task that owns it, with one `init()` scratch per worker: the zeroes
-/// are written in parallel and are still in cache when `body` writes over them (a
-/// `vec![0; n]` is one thread's memset of the whole output, up front: an eighth of a
-/// depthwise forward pass's time, `conv/flex/mobilenet_depthwise_3x3/forward`).
+/// plane)` (`plane_work` each, see [`min_items_per_task`]) on the rayon task that owns it,
+/// with one `init()` scratch per worker: the zeroes are written in parallel and are still in
+/// cache when `body` writes over them (a `vec![0; n]` is one thread's memset of the whole
+/// output, up front: an eighth of a depthwise forward pass's time,
+/// `conv/flex/mobilenet_depthwise_3x3/forward`).
 pub fn zeroed_per_plane<T: Element, S>(
     planes: usize,
     plane_len: usize,

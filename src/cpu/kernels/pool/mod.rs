@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use crate::spec::{AvgPoolNdOptions, Span, Spans};
 
-use super::element::{Element, min_items_per_task, worth_threads, zeroed_per_plane};
+use super::element::{Element, min_items_per_task, zeroed_per_plane};
 use super::sum::{BLOCK, LEAF, PairwiseSum, lane_sum};
 
 /// Call `visit(out_index, [d, h, w] spans)` for every output position, in row-major order.
@@ -396,9 +396,10 @@ fn whole_plane(in_size: [usize; 3], spans: &Spans) -> Option<[&Span; 3]> {
         .then_some(boxed)
 }
 
-/// Each plane's sum divided by `divisor`, in tasks of [`PLANES_PER_TASK`] planes when the input
-/// is large enough to be worth threads ([`worth_threads`]; 800 KiB of ResNet's head ran in 10.4
-/// µs on the calling thread, 17-24 µs handed to Rayon, `pool/flex/global_avg_pool/forward`).
+/// Each plane's sum divided by `divisor`, in tasks of [`PLANES_PER_TASK`] planes, split among
+/// threads only when they hold enough work ([`min_items_per_task`]; 800 KiB of ResNet's head
+/// ran in 10.4 µs on the calling thread, 17-24 µs handed to Rayon,
+/// `pool/flex/global_avg_pool/forward`).
 fn global_avg_pool<T: Element>(x: &[T], in_volume: usize, divisor: T, out: &mut [T]) {
     let means = |x: &[T], out: &mut [T]| {
         pulp::Arch::new().dispatch(PlaneMeans {
@@ -408,15 +409,9 @@ fn global_avg_pool<T: Element>(x: &[T], in_volume: usize, divisor: T, out: &mut 
             out,
         })
     };
-    if out.is_empty() {
-        // No planes, or planes of no values (then `x` is empty too).
-        return;
-    }
-    if !worth_threads(x.len()) {
-        return means(x, out);
-    }
     out.par_chunks_mut(PLANES_PER_TASK)
         .enumerate()
+        .with_min_len(min_items_per_task(PLANES_PER_TASK * in_volume))
         .for_each(|(task, out_task)| {
             let x_task = &x[task * PLANES_PER_TASK * in_volume..][..out_task.len() * in_volume];
             means(x_task, out_task);
