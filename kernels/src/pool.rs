@@ -471,8 +471,8 @@ pub(crate) fn beats<F: Float>(value: F, best: F) -> bool {
 pub const TAPS_PER_ITERATION: usize = 16;
 
 /// Where [`pool_forward()`]'s walk over a window stands: the tap's number in row-major order (of
-/// `taps`), its D and H steps and W step, and the start of its row in `x` and in the flat
-/// index of the unpadded plane.
+/// `taps`), its D, H and W steps, its W position, and the start of its row in `x` and in the
+/// flat index of the unpadded plane; with the window's spans and `x`'s layout, to step on.
 #[derive(CubeType)]
 pub struct WindowWalk {
     tap: usize,
@@ -480,39 +480,27 @@ pub struct WindowWalk {
     td: usize,
     th: usize,
     tw: usize,
+    w: usize,
     row_at: usize,
     row_index: usize,
-}
-
-/// The walk at the first tap of the window of spans `sd`, `sh` (and a W span of `sw_count`
-/// taps), over `x` from `base`.
-#[cube]
-fn window_walk(
-    sd: &Span,
-    sh: &Span,
-    args: &PoolArgs,
+    d_start: usize,
+    d_step: usize,
+    h_start: usize,
+    h_step: usize,
+    h_count: usize,
+    w_start: usize,
+    w_step: usize,
+    w_count: usize,
     base: usize,
     stride_d: usize,
     stride_h: usize,
-    sw_count: usize,
-) -> WindowWalk {
-    WindowWalk {
-        tap: 0,
-        taps: sd.count * sh.count * sw_count,
-        td: 0,
-        th: 0,
-        tw: 0,
-        row_at: base + sd.start * stride_d + sh.start * stride_h,
-        row_index: (sd.start * args.in_size.h + sh.start) * args.in_size.w,
-    }
+    in_h: usize,
+    in_w: usize,
 }
 
-/// Step `walk` to its next tap: along the row, else to the next row's start (the only place
-/// the row's offsets are multiplied out).
+/// The walk at the first tap of the window of spans `sd`, `sh`, `sw`, over `x` from `base`.
 #[cube]
-#[allow(clippy::too_many_arguments)]
-fn next_tap(
-    walk: &mut WindowWalk,
+fn window_walk(
     sd: &Span,
     sh: &Span,
     sw: &Span,
@@ -520,20 +508,59 @@ fn next_tap(
     base: usize,
     stride_d: usize,
     stride_h: usize,
-) {
+) -> WindowWalk {
+    let mut walk = WindowWalk {
+        tap: 0,
+        taps: sd.count * sh.count * sw.count,
+        td: 0,
+        th: 0,
+        tw: 0,
+        w: sw.start,
+        row_at: 0,
+        row_index: 0,
+        d_start: sd.start,
+        d_step: sd.step,
+        h_start: sh.start,
+        h_step: sh.step,
+        h_count: sh.count,
+        w_start: sw.start,
+        w_step: sw.step,
+        w_count: sw.count,
+        base,
+        stride_d,
+        stride_h,
+        in_h: args.in_size.h,
+        in_w: args.in_size.w,
+    };
+    enter_row(&mut walk);
+    walk
+}
+
+/// Point `walk` at the start of its row `(td, th)`: the only place the row's offsets are
+/// multiplied out.
+#[cube]
+fn enter_row(walk: &mut WindowWalk) {
+    let d = walk.d_start + walk.td * walk.d_step;
+    let h = walk.h_start + walk.th * walk.h_step;
+    walk.row_at = walk.base + d * walk.stride_d + h * walk.stride_h;
+    walk.row_index = (d * walk.in_h + h) * walk.in_w;
+}
+
+/// Step `walk` to its next tap: along the row, else to the next row's start.
+#[cube]
+fn next_tap(walk: &mut WindowWalk) {
     walk.tap += 1;
     walk.tw += 1;
-    if walk.tw == sw.count {
+    walk.w += walk.w_step;
+    if walk.tw == walk.w_count {
         walk.tw = 0;
+        walk.w = walk.w_start;
         walk.th += 1;
-        if walk.th == sh.count {
+        if walk.th == walk.h_count {
             walk.th = 0;
             walk.td += 1;
         }
-        let d = sd.start + walk.td * sd.step;
-        let h = sh.start + walk.th * sh.step;
-        walk.row_at = base + d * stride_d + h * stride_h;
-        walk.row_index = (d * args.in_size.h + h) * args.in_size.w;
+        enter_row(walk);
     }
 }
 
@@ -586,22 +613,21 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
         if comptime![reduction == Reduction::Max] {
             let mut best = neg_infinity::<F>();
             // PyTorch's start: the first tap, kept if every tap is -inf.
-            let mut best_index = (sd.start * args.in_size.h + sh.start) * args.in_size.w + sw.start;
-            let mut walk = window_walk(&sd, &sh, &args, base, stride_d, stride_h, sw.count);
+            let mut walk = window_walk(&sd, &sh, &sw, &args, base, stride_d, stride_h);
+            let mut best_index = walk.row_index + walk.w;
             while walk.tap < walk.taps {
                 #[unroll]
                 for _ in 0..TAPS_PER_ITERATION {
                     if walk.tap < walk.taps {
-                        let w = sw.start + walk.tw * sw.step;
-                        let mut value = x[walk.row_at + w * stride_w];
+                        let mut value = x[walk.row_at + walk.w * stride_w];
                         if comptime![abs] {
                             value = F::abs(value);
                         }
                         if beats::<F>(value, best) {
                             best = value;
-                            best_index = walk.row_index + w;
+                            best_index = walk.row_index + walk.w;
                         }
-                        next_tap(&mut walk, &sd, &sh, &sw, &args, base, stride_d, stride_h);
+                        next_tap(&mut walk);
                     }
                 }
             }
@@ -611,16 +637,14 @@ pub fn pool_forward<F: Float, I: Int, A: Float>(
             // Window sums accumulate in `A` (f32 for half types, as PyTorch does; f64 for
             // f64), pairwise: this kernel runs the windows too large for `sliding`.
             let mut acc = pairwise_sum::<A>();
-            let mut walk = window_walk(&sd, &sh, &args, base, stride_d, stride_h, sw.count);
+            let mut walk = window_walk(&sd, &sh, &sw, &args, base, stride_d, stride_h);
             while walk.tap < walk.taps {
                 #[unroll]
                 for _ in 0..TAPS_PER_ITERATION {
                     if walk.tap < walk.taps {
-                        let w = sw.start + walk.tw * sw.step;
-                        let term =
-                            sum_term::<F, A>(x[walk.row_at + w * stride_w], &args, reduction);
-                        pairwise_add::<A>(&mut acc, term);
-                        next_tap(&mut walk, &sd, &sh, &sw, &args, base, stride_d, stride_h);
+                        let read = x[walk.row_at + walk.w * stride_w];
+                        pairwise_add::<A>(&mut acc, sum_term::<F, A>(read, &args, reduction));
+                        next_tap(&mut walk);
                     }
                 }
             }
