@@ -40,6 +40,10 @@ pub enum Algorithm {
     /// Stride-1 taps over the input's stride phases, no patch matrix: strided, undilated
     /// convolutions whose kernel is a whole number of strides on every axis, all three passes.
     Phases,
+    /// One packed product per thread over the positions of all its images, in f32 (other
+    /// element types take the lowered path): the forward pass and input gradient of a 1x1
+    /// convolution at stride 1 without padding.
+    Pointwise,
     /// The input gradient of a stride-1 convolution as the forward convolution of the output
     /// gradient with the flipped kernel, by the forward pass's own choice of algorithm: stride-1
     /// convolutions padded no more than the dilated kernel reaches, the input gradient only

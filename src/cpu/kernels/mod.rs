@@ -8,6 +8,7 @@ pub(super) mod element;
 mod gemm;
 mod im2col;
 mod phases;
+mod pointwise;
 pub(super) mod pool;
 mod sum;
 mod tap_masks;

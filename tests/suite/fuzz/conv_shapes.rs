@@ -296,6 +296,60 @@ pub(super) fn tiled_case() -> impl Strategy<Value = ConvCase> {
         )
 }
 
+/// 1x1 stride-1 unpadded convolutions (and their transposes) for the CPU's pointwise path:
+/// batches whose planes (1 to 90 positions) cut its strips of positions at image boundaries,
+/// channels enough for several row tiles and for reductions of more than one vector, groups.
+fn pointwise_case() -> impl Strategy<Value = ConvCase> {
+    (
+        (1usize..=3, 1usize..=5, 1usize..=20, 1usize..=20, 1usize..=3),
+        (
+            proptest::array::uniform3(1usize..=9),
+            any::<bool>(),
+            any::<bool>(),
+            any::<u64>(),
+        ),
+    )
+        .prop_map(
+            |((rank, batch, c_in, per_out, groups), (size, bias, transpose, seed))| {
+                let active = |a: usize| a >= 3 - rank;
+                ConvCase {
+                    rank,
+                    batch,
+                    channels: (c_in * groups, per_out),
+                    groups,
+                    // 3D planes stay small: every case runs the f64 reference three times.
+                    size: core::array::from_fn(|a| match (active(a), rank) {
+                        (false, _) => 1,
+                        (true, 3) => size[a].min(4),
+                        (true, _) => size[a],
+                    }),
+                    kernel: [1; 3],
+                    stride: [1; 3],
+                    dilation: [1; 3],
+                    padding: [(0, 0); 3],
+                    bias,
+                    transpose,
+                    output_padding: [0; 3],
+                    output_size: None,
+                    same: false,
+                    mode: Mode::Zeros,
+                    seed,
+                }
+            },
+        )
+}
+
+#[test]
+fn pointwise_convs_match_the_reference() {
+    // Pinned: the rule picks it for these shapes, but a pass large enough is timed.
+    fuzz_pinned(
+        Algorithm::Pointwise,
+        "pointwise pinned, 1x1 convs, on flex",
+        cases("FUZZ_CASES", 1024).div_ceil(16),
+        pointwise_case(),
+    );
+}
+
 #[test]
 fn tiled_small_convs_match_the_reference() {
     fuzz_conv_cases(

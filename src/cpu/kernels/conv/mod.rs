@@ -15,7 +15,7 @@ use crate::spec::ConvGeometry;
 
 use super::element::{Element, all_within, min_items_per_task};
 use super::sum::{PairwiseSum, lane_sum};
-use super::{depthwise, direct, phases, winograd};
+use super::{depthwise, direct, phases, pointwise, winograd};
 pub use crate::cpu::choice::Algorithm;
 use crate::cpu::choice::pinned;
 
@@ -41,6 +41,7 @@ fn serves(algorithm: Algorithm, geometry: &ConvGeometry, pass: Pass) -> bool {
         },
         Algorithm::Winograd => winograd::serves(geometry),
         Algorithm::Phases => phases::serves(geometry),
+        Algorithm::Pointwise => pass != Pass::Weight && pointwise::serves(geometry),
         Algorithm::Adjoint => pass == Pass::Data && adjoint::serves(geometry),
         Algorithm::Direct => match pass {
             Pass::Data => direct::serves_data(geometry),
@@ -51,10 +52,11 @@ fn serves(algorithm: Algorithm, geometry: &ConvGeometry, pass: Pass) -> bool {
 }
 
 /// Every algorithm, in the order a tie between timings goes.
-const ALGORITHMS: [Algorithm; 6] = [
+const ALGORITHMS: [Algorithm; 7] = [
     Algorithm::Depthwise,
     Algorithm::Winograd,
     Algorithm::Phases,
+    Algorithm::Pointwise,
     Algorithm::Adjoint,
     Algorithm::Direct,
     Algorithm::Lowered,
@@ -83,8 +85,9 @@ fn run_pass<T>(
 }
 
 /// The algorithm for `pass` over `geometry` by rule: the one [`pinned`] on this thread where
-/// it serves the shape, else the one that is fastest on most machines (Winograd and the phase
-/// grids only where they pay, the direct path per stride phase for the input gradient of a
+/// it serves the shape, else the one that is fastest on most machines (the pointwise product
+/// for every 1x1 stride-1 forward pass and input gradient, Winograd and the phase grids only
+/// where they pay, the direct path per stride phase for the input gradient of a
 /// strided layer with enough input channels, the adjoint for the input gradient of a
 /// stride-1 layer with few output channels). Passes too small to time take it; larger ones
 /// time every algorithm that serves them (see [`run_pass`]). Winograd's transforms and the
@@ -100,6 +103,7 @@ pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
         _ if depthwise::is_depthwise(geometry) && serves(Algorithm::Adjoint, geometry, pass) => {
             Algorithm::Adjoint
         }
+        _ if serves(Algorithm::Pointwise, geometry, pass) => Algorithm::Pointwise,
         _ if winograd::fits(geometry) => Algorithm::Winograd,
         // The phase grids first: they compute every element type, where the direct path
         // leaves all but f32 to the lowered one; a pass large enough to time weighs both.
@@ -128,6 +132,7 @@ pub fn forward<T: Element>(
             Algorithm::Depthwise => Some(depthwise::forward(geometry, x, weight, bias)),
             Algorithm::Winograd => winograd::forward(geometry, x, weight, bias),
             Algorithm::Phases => Some(phases::forward(geometry, x, weight, bias)),
+            Algorithm::Pointwise => pointwise::forward(geometry, x, weight, bias),
             Algorithm::Direct => direct::forward(geometry, x, weight, bias),
             Algorithm::Adjoint | Algorithm::Lowered => None,
         };
@@ -157,6 +162,7 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
                 &adjoint::weight(geometry, weight),
                 None,
             )),
+            Algorithm::Pointwise => pointwise::x_backward(geometry, weight, out_grad),
             Algorithm::Direct => direct::x_backward(geometry, weight, out_grad),
             Algorithm::Depthwise | Algorithm::Lowered => None,
         };
@@ -188,7 +194,7 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
             Algorithm::Winograd => winograd::weight_backward(geometry, x, out_grad),
             Algorithm::Phases => phases::weight_backward(geometry, x, out_grad),
             Algorithm::Direct => direct::weight_backward(geometry, x, out_grad),
-            Algorithm::Adjoint | Algorithm::Lowered => None,
+            Algorithm::Pointwise | Algorithm::Adjoint | Algorithm::Lowered => None,
         };
         weight_grad.unwrap_or_else(|| lowered::weight_backward(geometry, x, out_grad))
     });

@@ -1,0 +1,270 @@
+//! Pointwise convolutions (a 1x1 kernel at stride 1, unpadded) in f32: the forward pass and
+//! the input gradient as one packed product per thread over the positions of all its images
+//! at once (`product.rs`), where the lowered path runs one `gemm` call per image. Each call
+//! there packs the whole weight again and computes an image's ragged last vector of
+//! positions by itself (a 14 x 14 plane is 12 and a quarter 16-float vectors); here the
+//! weight is read where it lies, and a strip of positions runs on across image boundaries.
+
+mod product;
+#[cfg(test)]
+mod tests;
+
+use core::any::TypeId;
+
+use pulp::{Simd, WithSimd};
+use rayon::prelude::*;
+
+use crate::spec::ConvGeometry;
+
+use super::element::{Element, Split, for_each_chunk, items_per_thread, worth_threads};
+use super::im2col::is_pointwise;
+use product::{Left, Planes, Product, ROWS, multiply, scratch_len};
+
+/// Whether the pointwise path computes `geometry`'s forward pass and input gradient: a 1x1
+/// kernel at stride 1 with no padding ([`is_pointwise`]) over a non-empty batch, with
+/// channels on both sides.
+pub fn serves(geometry: &ConvGeometry) -> bool {
+    let g = geometry;
+    is_pointwise(g)
+        && g.batch > 0
+        && g.in_per_group() > 0
+        && g.out_per_group() > 0
+        && g.out_volume() > 0
+}
+
+/// `conv(x, weight) + bias` for a shape the pointwise path [`serves`], or `None` for an
+/// element type other than f32.
+pub fn forward<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    weight: &[T],
+    bias: Option<&[T]>,
+) -> Option<Vec<T>> {
+    if TypeId::of::<T>() != TypeId::of::<f32>() {
+        return None;
+    }
+    let mut out = vec![T::ZERO; geometry.out_shape().iter().product()];
+    pulp::Arch::new().dispatch(Pass {
+        operands: Operands::forward(
+            geometry,
+            bytemuck::cast_slice(x),
+            bytemuck::cast_slice(weight),
+            bias.map(bytemuck::cast_slice),
+        ),
+        out: bytemuck::cast_slice_mut(&mut out),
+    });
+    Some(out)
+}
+
+/// The gradient of `conv` with respect to `x` for a shape the pointwise path [`serves`], or
+/// `None` for an element type other than f32: the forward product with the weight transposed
+/// (read in place) and the channels' roles swapped.
+pub fn x_backward<T: Element>(
+    geometry: &ConvGeometry,
+    weight: &[T],
+    out_grad: &[T],
+) -> Option<Vec<T>> {
+    if TypeId::of::<T>() != TypeId::of::<f32>() {
+        return None;
+    }
+    let mut x_grad = vec![T::ZERO; geometry.in_shape().iter().product()];
+    pulp::Arch::new().dispatch(Pass {
+        operands: Operands::data(
+            geometry,
+            bytemuck::cast_slice(weight),
+            bytemuck::cast_slice(out_grad),
+        ),
+        out: bytemuck::cast_slice_mut(&mut x_grad),
+    });
+    Some(x_grad)
+}
+
+/// One pass as a product per group: each group's `rows` channels of `out` are its `left`
+/// times its `depth` channels of `right`, plus `shift`.
+#[derive(Clone, Copy)]
+struct Operands<'a> {
+    /// The weight, `(out_channels, in_per_group)` row-major.
+    weight: &'a [f32],
+    /// Whether `left` is the weight's transpose (the input gradient).
+    transposed: bool,
+    right: &'a [f32],
+    right_channels: usize,
+    out_channels: usize,
+    groups: usize,
+    /// Channels of `out` per group.
+    rows: usize,
+    /// Channels of `right` per group.
+    depth: usize,
+    positions: usize,
+    shift: Option<&'a [f32]>,
+}
+
+impl<'a> Operands<'a> {
+    fn forward(g: &ConvGeometry, x: &'a [f32], weight: &'a [f32], bias: Option<&'a [f32]>) -> Self {
+        Self {
+            weight,
+            transposed: false,
+            right: x,
+            right_channels: g.in_channels,
+            out_channels: g.out_channels,
+            groups: g.groups,
+            rows: g.out_per_group(),
+            depth: g.in_per_group(),
+            positions: g.out_volume(),
+            shift: bias,
+        }
+    }
+
+    fn data(g: &ConvGeometry, weight: &'a [f32], out_grad: &'a [f32]) -> Self {
+        Self {
+            weight,
+            transposed: true,
+            right: out_grad,
+            right_channels: g.out_channels,
+            out_channels: g.in_channels,
+            groups: g.groups,
+            rows: g.in_per_group(),
+            depth: g.out_per_group(),
+            positions: g.out_volume(),
+            shift: None,
+        }
+    }
+
+    /// Group `group`'s left operand: its block of the weight, or that block's transpose.
+    fn left(&self, group: usize) -> Left<'a> {
+        let (rows, depth) = (self.rows, self.depth);
+        let block = &self.weight[group * rows * depth..][..rows * depth];
+        let (row_step, depth_step) = if self.transposed {
+            (1, rows)
+        } else {
+            (depth, 1)
+        };
+        Left {
+            data: block,
+            rows,
+            depth,
+            row_step,
+            depth_step,
+        }
+    }
+
+    fn right_planes(&self, group: usize) -> Planes {
+        Planes {
+            image_len: self.right_channels * self.positions,
+            first_row: group * self.depth,
+            positions: self.positions,
+        }
+    }
+
+    fn out_planes(&self, group: usize) -> Planes {
+        Planes {
+            image_len: self.out_channels * self.positions,
+            first_row: group * self.rows,
+            positions: self.positions,
+        }
+    }
+
+    fn shift(&self, group: usize) -> Option<&'a [f32]> {
+        self.shift
+            .map(|shift| &shift[group * self.rows..][..self.rows])
+    }
+
+    /// Multiply-adds of the pass over `batch` images.
+    fn work(&self, batch: usize) -> usize {
+        batch
+            .saturating_mul(self.out_channels)
+            .saturating_mul(self.positions)
+            .saturating_mul(self.depth)
+    }
+}
+
+/// [`Operands`] computed into `out`, as a `pulp` op: it picks the instruction set, and so the
+/// strip width, that every tile then runs in.
+struct Pass<'a> {
+    operands: Operands<'a>,
+    out: &'a mut [f32],
+}
+
+impl WithSimd for Pass<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) {
+        run(simd, self.operands, self.out);
+    }
+}
+
+/// Computes `operands` into `out` with `simd`'s vectors: with at least a thread's worth of
+/// images per thread, one run of whole images per thread (all its positions one product per
+/// group); with fewer images than threads, each image's rows of a group cut into one run per
+/// thread.
+fn run<S: Simd>(simd: S, operands: Operands<'_>, out: &mut [f32]) {
+    let ops = operands;
+    let image_len = ops.out_channels * ops.positions;
+    let batch = out.len().checked_div(image_len).unwrap_or(0);
+    let threads = rayon::current_num_threads();
+    let scratch = scratch_len::<S>(ops.rows);
+    let work = ops.work(batch);
+    if batch >= threads || !worth_threads(work) {
+        let per_chunk = if worth_threads(work) {
+            items_per_thread(batch)
+        } else {
+            batch
+        };
+        let split = Split::for_items(batch.div_ceil(per_chunk.max(1)), work);
+        for_each_chunk(
+            out,
+            image_len,
+            per_chunk,
+            scratch,
+            split,
+            |images, chunk, scratch| {
+                for group in 0..ops.groups {
+                    let product = Product {
+                        left: ops.left(group),
+                        right: ops.right,
+                        right_planes: ops.right_planes(group),
+                        images: images.clone(),
+                        out: &mut *chunk,
+                        out_planes: ops.out_planes(group),
+                        shift: ops.shift(group),
+                    };
+                    multiply(simd, product, scratch);
+                }
+            },
+        );
+        return;
+    }
+    let rows_per_task = ops.rows.div_ceil(threads).next_multiple_of(ROWS);
+    for (image, out_image) in out.chunks_exact_mut(image_len).enumerate() {
+        for (group, out_group) in out_image
+            .chunks_exact_mut(ops.rows * ops.positions)
+            .enumerate()
+        {
+            out_group
+                .par_chunks_mut(rows_per_task * ops.positions)
+                .enumerate()
+                .for_each_init(
+                    || vec![0.0; scratch],
+                    |scratch, (task, out_rows)| {
+                        let rows = task * rows_per_task..(task + 1) * rows_per_task;
+                        let rows = rows.start..rows.end.min(ops.rows);
+                        let product = Product {
+                            left: ops.left(group).rows(rows.clone()),
+                            right: ops.right,
+                            right_planes: ops.right_planes(group),
+                            images: image..image + 1,
+                            out: out_rows,
+                            out_planes: Planes {
+                                image_len: 0,
+                                first_row: 0,
+                                positions: ops.positions,
+                            },
+                            shift: ops.shift(group).map(|shift| &shift[rows.start..]),
+                        };
+                        multiply(simd, product, scratch);
+                    },
+                );
+        }
+    }
+}
