@@ -302,14 +302,28 @@ impl<S: Simd> WithSimd for ForwardBlock<'_, S> {
 
 /// The weights (`C_out x C_in/groups x kernel`) as `[group][block][step][lane]`: per block of
 /// `lanes` output channels, each reduction step's weights side by side, zero past the group's
-/// last channel.
+/// last channel. A full block is its channels' rows transposed in vector blocks: element by
+/// element, each write a cache line of its own, the packing took 5% of
+/// `conv_transpose/flex/dcgan_up_128x16x16/grad_input` on one thread before the tiles start.
 fn pack_weights(g: &ConvGeometry, weight: &[f32], lanes: usize) -> Vec<f32> {
-    let blocks = g.out_per_group().div_ceil(lanes);
-    let mut packed = vec![0.0; g.groups * blocks * g.patch_len() * lanes];
-    for (oc, row) in weight.chunks_exact(g.patch_len()).enumerate() {
-        let first = packed_row(g, lanes, oc);
-        for (slot, &w) in packed[first..].iter_mut().step_by(lanes).zip(row) {
-            *slot = w;
+    let (cout_g, patch) = (g.out_per_group(), g.patch_len());
+    let blocks = cout_g.div_ceil(lanes);
+    let mut packed = vec![0.0; g.groups * blocks * patch * lanes];
+    let group_rows = weight.chunks_exact(cout_g * patch);
+    for (rows, packed_group) in group_rows.zip(packed.chunks_exact_mut(blocks * patch * lanes)) {
+        for (rows, block) in rows
+            .chunks(lanes * patch)
+            .zip(packed_group.chunks_exact_mut(patch * lanes))
+        {
+            if rows.len() == lanes * patch {
+                transpose(rows, lanes, patch, block);
+                continue;
+            }
+            for (c, row) in rows.chunks_exact(patch).enumerate() {
+                for (slot, &w) in block[c..].iter_mut().step_by(lanes).zip(row) {
+                    *slot = w;
+                }
+            }
         }
     }
     packed
