@@ -86,8 +86,8 @@ fn run_pass<T>(
 
 /// The algorithm for `pass` over `geometry` by rule: the one [`pinned`] on this thread where
 /// it serves the shape, else the one that is fastest on most machines (the pointwise product
-/// for every 1x1 stride-1 forward pass and input gradient, Winograd and the phase grids only
-/// where they pay, the direct path per stride phase for the input gradient of a
+/// for a 1x1 stride-1 forward pass or input gradient summing enough channels over enough
+/// images, Winograd and the phase grids only where they pay, the direct path per stride phase for the input gradient of a
 /// strided layer with enough input channels, the adjoint for the input gradient of a
 /// stride-1 layer with few output channels). Passes too small to time take it; larger ones
 /// time every algorithm that serves them (see [`run_pass`]). Winograd's transforms and the
@@ -103,7 +103,8 @@ pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
         _ if depthwise::is_depthwise(geometry) && serves(Algorithm::Adjoint, geometry, pass) => {
             Algorithm::Adjoint
         }
-        _ if serves(Algorithm::Pointwise, geometry, pass) => Algorithm::Pointwise,
+        _ if pass == Pass::Forward && pointwise::forward_pays(geometry) => Algorithm::Pointwise,
+        _ if pass == Pass::Data && pointwise::data_pays(geometry) => Algorithm::Pointwise,
         _ if winograd::fits(geometry) => Algorithm::Winograd,
         // The phase grids first: they compute every element type, where the direct path
         // leaves all but f32 to the lowered one; a pass large enough to time weighs both.

@@ -104,3 +104,20 @@ fn groups_and_a_single_image() {
 fn rows_cut_across_threads() {
     check(&geometry([1, 300, 1, 16, 20], 250, 1));
 }
+
+/// The rule takes the pointwise path where the reduction is deep enough and every thread has
+/// whole images; the timed choice weighs it everywhere else it serves.
+#[test]
+fn the_rule_takes_deep_reductions_over_whole_images() {
+    let threads = rayon::current_num_threads();
+    let deep = geometry([threads, 64, 1, 4, 4], 16, 1);
+    assert!(forward_pays(&deep), "64 input channels summed");
+    assert!(!data_pays(&deep), "16 output channels summed");
+    assert!(data_pays(&geometry([threads, 16, 1, 4, 4], 64, 1)));
+    if threads > 1 {
+        assert!(!forward_pays(&geometry([threads - 1, 64, 1, 4, 4], 16, 1)));
+    }
+    let strided = ConvOptions::new([1, 2, 2], [0; 3], [1; 3], 1);
+    let strided = ConvGeometry::conv(&[threads, 64, 1, 4, 4], &[16, 64, 1, 1, 1], &strided);
+    assert!(!serves(&strided) && !forward_pays(&strided));
+}
