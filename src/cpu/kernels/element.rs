@@ -1,5 +1,6 @@
 //! The float types the CPU kernels compute in, and the batch/GEMM parallelism split.
 
+use core::any::TypeId;
 use core::mem::MaybeUninit;
 use core::ops::Range;
 
@@ -109,6 +110,18 @@ float_element!(
     add_f64s,
     reduce_sum_f64s
 );
+
+/// `len` zeros that `fill` writes, seen as f32, when `T` is f32: the kernels written in f32
+/// vectors (the direct tiles, the pointwise product) cast their operands inside `fill`.
+/// `None` for any other element type, which the caller computes another way.
+pub fn in_f32<T: Element>(len: usize, fill: impl FnOnce(&mut [f32])) -> Option<Vec<T>> {
+    if TypeId::of::<T>() != TypeId::of::<f32>() {
+        return None;
+    }
+    let mut out = vec![T::ZERO; len];
+    fill(bytemuck::cast_slice_mut(&mut out));
+    Some(out)
+}
 
 /// Work (multiply-adds, or values read and written) a Rayon task must hold to be worth handing
 /// to another thread. Handing work to the pool from outside it (waking a worker, then waiting

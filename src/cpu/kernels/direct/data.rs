@@ -6,14 +6,12 @@
 //! input channels in the vector lanes, and each phase's sums are stored straight into its
 //! strided places: no patch matrix, no col2im, and no phase grid computed and dropped.
 
-use core::any::TypeId;
-
 use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 
 use crate::spec::{ConvGeometry, DataPhase, points};
 
-use super::super::element::{Element, min_items_per_task};
+use super::super::element::{Element, in_f32, min_items_per_task};
 use super::super::flat;
 use super::super::transpose::transpose;
 use super::accumulate_in_passes;
@@ -67,18 +65,15 @@ pub fn x_backward<T: Element>(
     weight: &[T],
     out_grad: &[T],
 ) -> Option<Vec<T>> {
-    if TypeId::of::<T>() != TypeId::of::<f32>() {
-        return None;
-    }
     let g = geometry.normalised();
-    let mut x_grad = vec![T::ZERO; g.in_shape().iter().product()];
-    pulp::Arch::new().dispatch(DataGradient {
-        geometry: &g,
-        weight: bytemuck::cast_slice(weight),
-        out_grad: bytemuck::cast_slice(out_grad),
-        x_grad: bytemuck::cast_slice_mut(&mut x_grad),
-    });
-    Some(x_grad)
+    in_f32(g.in_shape().iter().product(), |x_grad| {
+        pulp::Arch::new().dispatch(DataGradient {
+            geometry: &g,
+            weight: bytemuck::cast_slice(weight),
+            out_grad: bytemuck::cast_slice(out_grad),
+            x_grad,
+        })
+    })
 }
 
 /// [`x_backward`] in f32, into `x_grad` (zeros), as a `pulp` op: it picks the instruction

@@ -15,15 +15,13 @@ mod tests;
 mod tiles;
 mod weight;
 
-use core::any::TypeId;
-
 use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 
 use crate::spec::ConvGeometry;
 
 use super::bordered::Bordered;
-use super::element::{Element, min_items_per_task};
+use super::element::{Element, in_f32, min_items_per_task};
 use super::transpose::transpose;
 pub use data::{data_pays, serves_data, x_backward};
 use tiles::{Lanes, TileAt, lanes, to_lanes};
@@ -86,18 +84,15 @@ pub fn forward<T: Element>(
     weight: &[T],
     bias: Option<&[T]>,
 ) -> Option<Vec<T>> {
-    if TypeId::of::<T>() != TypeId::of::<f32>() {
-        return None;
-    }
-    let mut out = vec![T::ZERO; geometry.out_shape().iter().product()];
-    pulp::Arch::new().dispatch(Forward {
-        geometry,
-        x: bytemuck::cast_slice(x),
-        weight: bytemuck::cast_slice(weight),
-        bias: bias.map(bytemuck::cast_slice),
-        out: bytemuck::cast_slice_mut(&mut out),
-    });
-    Some(out)
+    in_f32(geometry.out_shape().iter().product(), |out| {
+        pulp::Arch::new().dispatch(Forward {
+            geometry,
+            x: bytemuck::cast_slice(x),
+            weight: bytemuck::cast_slice(weight),
+            bias: bias.map(bytemuck::cast_slice),
+            out,
+        })
+    })
 }
 
 /// [`forward`] in f32, into `out` (zeros), as a `pulp` op: it picks the instruction set, and

@@ -3,13 +3,11 @@
 //! point), then tiles of reduction steps (input channel and tap), each summed over the output
 //! points in registers: `grad[c][step] += out_grad[c][point] * copy[step + point]`.
 
-use core::any::TypeId;
-
 use pulp::{Simd, WithSimd};
 
 use crate::spec::ConvGeometry;
 
-use super::super::element::{Element, Split, items_per_thread, sum_of_partials};
+use super::super::element::{Element, Split, in_f32, items_per_thread, sum_of_partials};
 use super::super::transpose::transpose;
 use super::tiles::{Lanes, TileAt, from_lanes, lanes};
 use super::{Walk, packed_row, serves};
@@ -23,18 +21,15 @@ pub fn weight_backward<T: Element>(
     x: &[T],
     out_grad: &[T],
 ) -> Option<Vec<T>> {
-    if TypeId::of::<T>() != TypeId::of::<f32>() {
-        return None;
-    }
-    debug_assert!(serves(geometry));
-    let mut grad = vec![T::ZERO; geometry.out_channels * geometry.patch_len()];
-    pulp::Arch::new().dispatch(WeightGradient {
-        geometry,
-        x: bytemuck::cast_slice(x),
-        out_grad: bytemuck::cast_slice(out_grad),
-        grad: bytemuck::cast_slice_mut(&mut grad),
-    });
-    Some(grad)
+    in_f32(geometry.out_channels * geometry.patch_len(), |grad| {
+        debug_assert!(serves(geometry));
+        pulp::Arch::new().dispatch(WeightGradient {
+            geometry,
+            x: bytemuck::cast_slice(x),
+            out_grad: bytemuck::cast_slice(out_grad),
+            grad,
+        })
+    })
 }
 
 /// [`weight_backward`] in f32, into `grad`, as a `pulp` op: it picks the instruction set, and

@@ -9,14 +9,12 @@ mod product;
 #[cfg(test)]
 mod tests;
 
-use core::any::TypeId;
-
 use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 
 use crate::spec::ConvGeometry;
 
-use super::element::{Element, Split, for_each_chunk, items_per_thread, worth_threads};
+use super::element::{Element, Split, for_each_chunk, in_f32, items_per_thread, worth_threads};
 use super::im2col::is_pointwise;
 use product::{Left, Planes, Product, ROWS, multiply, scratch_len};
 
@@ -68,20 +66,17 @@ pub fn forward<T: Element>(
     weight: &[T],
     bias: Option<&[T]>,
 ) -> Option<Vec<T>> {
-    if TypeId::of::<T>() != TypeId::of::<f32>() {
-        return None;
-    }
-    let mut out = vec![T::ZERO; geometry.out_shape().iter().product()];
-    pulp::Arch::new().dispatch(Pass {
-        operands: Operands::forward(
-            geometry,
-            bytemuck::cast_slice(x),
-            bytemuck::cast_slice(weight),
-            bias.map(bytemuck::cast_slice),
-        ),
-        out: bytemuck::cast_slice_mut(&mut out),
-    });
-    Some(out)
+    in_f32(geometry.out_shape().iter().product(), |out| {
+        pulp::Arch::new().dispatch(Pass {
+            operands: Operands::forward(
+                geometry,
+                bytemuck::cast_slice(x),
+                bytemuck::cast_slice(weight),
+                bias.map(bytemuck::cast_slice),
+            ),
+            out,
+        })
+    })
 }
 
 /// The gradient of `conv` with respect to `x` for a shape the pointwise path [`serves`], or
@@ -92,19 +87,16 @@ pub fn x_backward<T: Element>(
     weight: &[T],
     out_grad: &[T],
 ) -> Option<Vec<T>> {
-    if TypeId::of::<T>() != TypeId::of::<f32>() {
-        return None;
-    }
-    let mut x_grad = vec![T::ZERO; geometry.in_shape().iter().product()];
-    pulp::Arch::new().dispatch(Pass {
-        operands: Operands::data(
-            geometry,
-            bytemuck::cast_slice(weight),
-            bytemuck::cast_slice(out_grad),
-        ),
-        out: bytemuck::cast_slice_mut(&mut x_grad),
-    });
-    Some(x_grad)
+    in_f32(geometry.in_shape().iter().product(), |x_grad| {
+        pulp::Arch::new().dispatch(Pass {
+            operands: Operands::data(
+                geometry,
+                bytemuck::cast_slice(weight),
+                bytemuck::cast_slice(out_grad),
+            ),
+            out: x_grad,
+        })
+    })
 }
 
 /// One pass as a product per group: each group's `rows` channels of `out` are its `left`

@@ -54,7 +54,7 @@ impl<'a> Left<'a> {
     pub fn rows(self, rows: Range<usize>) -> Self {
         assert!(rows.end <= self.rows, "left rows out of range");
         Self {
-            data: &self.data[(rows.start * self.row_step).min(self.data.len())..],
+            data: &self.data[rows.start * self.row_step..],
             rows: rows.len(),
             ..self
         }
