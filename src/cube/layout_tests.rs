@@ -5,9 +5,9 @@
 //! counted).
 
 use burn::backend::ops::FloatTensorOps;
-use burn::backend::{BackendTensor, DispatchTensorKind, Flex, TensorMetadata};
+use burn::backend::{Flex, TensorMetadata};
 use burn::tensor::ops::ConvOptions;
-use burn::tensor::{Device, IntDType, Tensor, TensorData};
+use burn::tensor::{Device, IntDType, TensorData};
 use burn_cubecl::ops::into_data_sync;
 use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 use burn_flex::FlexTensor;
@@ -373,41 +373,4 @@ fn pools_keep_the_operands_layout_without_copies() {
             assert_close(&what("backward"), read(x_grad), expected_grad.clone());
         }
     }
-}
-
-/// The memory behind a result of the tensor API on the wgpu device, once its queued work ran.
-fn resolved(tensor: Tensor<4>) -> CubeTensor {
-    match tensor.into_dispatch().kind {
-        DispatchTensorKind::Cube(BackendTensor::Float(fusion)) => fusion
-            .client
-            .clone()
-            .resolve_tensor_float::<CubeBackend>(fusion),
-        other => panic!("not a CubeCL float tensor: {other:?}"),
-    }
-}
-
-/// A `(N, C, H, W)` tensor of the tensor API whose memory is `(N, H, W, C)`, as Burn's
-/// convolutions return theirs.
-fn channels_last_tensor(dims: [usize; 4], seed: usize) -> Tensor<4> {
-    let [n, c, h, w] = dims;
-    Tensor::<4>::from_data(data(&[n, h, w, c], seed), &gpu()).permute([0, 3, 1, 2])
-}
-
-/// Through the tensor API (and `Fusion`'s queue) too, a channels-last input gives a
-/// channels-last result at the caller's rank, with our GEMM and its repair and no copy: the rank
-/// lift and its undoing are views inside the backend, where reshapes queued around the
-/// primitive would copy the result back to contiguous memory.
-#[test]
-fn the_tensor_api_keeps_channels_last_without_copies() {
-    let _pinned = Pinned::ours();
-    let x = channels_last_tensor([2, 16, 6, 7], 6);
-    let weight = Tensor::<4>::from_data(data(&[16, 16, 3, 3], 7), &gpu());
-    let options = crate::ConvNdOptions::default().with_padding(crate::Padding::Same);
-    let (out, launches) = record(|| resolved(crate::conv2d(x.clone(), weight, None, options)));
-    assert_eq!(kernels("conv2d", launches), TILED);
-    check_layout("conv2d", &out, 4, true);
-    let pool = MaxPoolOptions::new([3, 3]).with_stride([2, 2]);
-    let (out, launches) = record(|| resolved(crate::max_pool2d(x, pool)));
-    kernels("max_pool2d", launches);
-    check_layout("max_pool2d", &out, 4, true);
 }

@@ -12,6 +12,7 @@ mod conv;
 pub mod launches;
 #[cfg(all(test, feature = "wgpu"))]
 mod layout_tests;
+mod limits;
 mod packing;
 mod passes;
 mod pool;
@@ -32,11 +33,6 @@ use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule};
 pub(crate) use choice::cube_device;
 use passes::CubeConv;
 use tensor::expect;
-
-/// Most loop iterations one unit may run: Mesa's lavapipe (CI's device) ends a shader loop
-/// after 65535 iterations, counting those of the loops nested in it, so a longer walk would
-/// silently stop short of its sum.
-const MAX_LOOP_ITERATIONS: usize = 65_535;
 
 impl ConvPoolBackend for CubeBackend {
     fn conv(x: CubeTensor, weight: CubeTensor, options: ConvOptions<3>) -> CubeTensor {

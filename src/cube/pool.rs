@@ -16,9 +16,9 @@ use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::{MaxPoolOptions, Spans, shapes, spatial, used_step, window_spans};
 
-use super::MAX_LOOP_ITERATIONS;
 use super::choice::Packing;
 use super::launches::{Launch, note};
+use super::limits::MAX_LOOP_ITERATIONS;
 use super::packing::{self, PackingKey};
 use super::tensor::{
     LaunchError, accumulator_type, address_type, axes, channels_last, contiguous, dims5,

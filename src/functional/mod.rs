@@ -6,6 +6,7 @@ mod lift;
 mod pad;
 mod pool;
 mod pool_fns;
+mod reshape;
 
 pub use conv::*;
 pub use pool::*;

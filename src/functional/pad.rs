@@ -6,7 +6,7 @@ use burn::tensor::Tensor;
 
 use crate::spec::PaddingMode;
 
-use super::lift::reshape_exact;
+use super::reshape::reshape_exact;
 
 /// Pad the spatial axes of `(N, C, *spatial)` (rank 3 to 5) with `(begin, end)` per axis, as
 /// lifted to rank 5 (the lift's unit axes take no padding). The sizes were validated for

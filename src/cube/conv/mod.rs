@@ -21,7 +21,6 @@ mod repair;
 mod tiled;
 mod weight;
 
-use super::MAX_LOOP_ITERATIONS;
 use burn_convpool_kernels::axes::LayoutLaunch;
 use burn_convpool_kernels::conv::{self, ConvArgsLaunch, GemmKind};
 use burn_cubecl::tensor::CubeTensor;
@@ -30,6 +29,7 @@ use crate::spec::ConvGeometry;
 
 use super::choice::{ConvSchedule, OurKernels};
 use super::launches::{Launch, note};
+use super::limits::MAX_LOOP_ITERATIONS;
 use super::tensor::{
     LaunchError, accumulator_type, address_type, axes, channels_last, contiguous, elementwise,
     empty, empty_channels_last, float_type, strided, strides5, zeros,

@@ -269,3 +269,71 @@ fn whole_plane_max_indices_match_cpu() {
         }
     });
 }
+
+/// Through the tensor API (and `Fusion`'s queue) too, a channels-last input gives a
+/// channels-last result at the caller's rank, with our GEMM and its repair and no copy: the
+/// rank lift and its undoing are views inside the backend, where reshapes queued around the
+/// primitive would copy the result back to contiguous memory.
+#[cfg(feature = "wgpu")]
+#[test]
+fn the_tensor_api_keeps_channels_last_without_copies() {
+    use burn::backend::{BackendTensor, DispatchTensorKind};
+    use burn_convpool::cube_kernels::{CubeKernels, OurKernels};
+    use burn_convpool::cube_launches::{Launch, record};
+    use burn_cubecl::{CubeBackend, tensor::CubeTensor};
+
+    // The memory behind a result on the wgpu device, once its queued work ran.
+    let resolved = |tensor: Tensor<4>| -> CubeTensor {
+        match tensor.into_dispatch().kind {
+            DispatchTensorKind::Cube(BackendTensor::Float(fusion)) => {
+                fusion
+                    .client
+                    .clone()
+                    .resolve_tensor_float::<CubeBackend>(fusion)
+            }
+            other => panic!("not a CubeCL float tensor: {other:?}"),
+        }
+    };
+    // `(N, C, H, W)` strides of memory laid out `(N, H, W, C)`.
+    let channels_last_strides = |what: &str, tensor: &CubeTensor| {
+        let dims = tensor.meta.shape().to_vec();
+        let [_, c, _, w] = dims[..] else {
+            panic!("{what}: rank {} result", dims.len())
+        };
+        let expected = [dims[2] * w * c, 1, w * c, c];
+        let strides = tensor.meta.strides();
+        let strides: Vec<usize> = (0..dims.len()).map(|axis| strides[axis]).collect();
+        assert_eq!(strides, expected, "{what}: {dims:?}");
+    };
+    let _pinned = common::pin(CubeKernels::Ours(OurKernels::default()));
+    let mut rng = rng("api_channels_last");
+    let mut random = |dims: [usize; 4]| {
+        let values: Vec<f32> = rng
+            .values(dims.iter().product())
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        Tensor::<4>::from_data(TensorData::new(values, dims), &wgpu())
+    };
+    let x = random([2, 6, 7, 16]).permute([0, 3, 1, 2]);
+    let weight = random([16, 16, 3, 3]);
+    let options = ConvNdOptions::default().with_padding(Padding::Same);
+    let (out, launches) = record(|| resolved(conv2d(x.clone(), weight, None, options)));
+    assert_eq!(
+        launches,
+        [
+            Launch::Kernel("conv_gemm_tiled"),
+            Launch::Kernel("repair_gemm")
+        ]
+    );
+    channels_last_strides("conv2d", &out);
+    let pool = MaxPoolOptions::new([3, 3]).with_stride([2, 2]);
+    let (out, launches) = record(|| resolved(max_pool2d(x, pool)));
+    assert!(
+        launches
+            .iter()
+            .all(|launch| matches!(launch, Launch::Kernel(_))),
+        "max_pool2d: {launches:?}"
+    );
+    channels_last_strides("max_pool2d", &out);
+}
