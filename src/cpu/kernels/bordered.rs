@@ -1,7 +1,7 @@
 //! A convolution's input plane copied into a zero border: just the region the taps read, the
 //! padding included, so every tap of every output reads inside the copy with no edge cases.
 //! The copy costs one pass over the plane (which the taps then read from cache), and the
-//! padding then multiplies like the GEMM path's zero-filled patches.
+//! padding then multiplies like the lowered path's zero-filled patches.
 
 use crate::spec::ConvGeometry;
 

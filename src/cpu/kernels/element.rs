@@ -111,23 +111,28 @@ float_element!(
     reduce_sum_f64s
 );
 
-/// `len` zeros that `fill` writes, seen as f32, when `T` is f32: the kernels written in f32
-/// vectors (the direct tiles, the pointwise product) cast their operands inside `fill`.
-/// `None` for any other element type, which the caller computes another way.
-pub fn in_f32<T: Element>(len: usize, fill: impl FnOnce(&mut [f32])) -> Option<Vec<T>> {
-    if TypeId::of::<T>() != TypeId::of::<f32>() {
-        return None;
-    }
+/// Whether `T` is f32, the one element type of the kernels written in f32 vectors (the direct
+/// tiles, the pointwise product).
+pub fn is_f32<T: 'static>() -> bool {
+    TypeId::of::<T>() == TypeId::of::<f32>()
+}
+
+/// `len` zeros that `fill` writes, seen as f32: the kernels written in f32 vectors cast their
+/// operands inside `fill`. Their algorithms serve f32 alone ([`is_f32`]), so `T` is f32.
+pub fn in_f32<T: Element>(len: usize, fill: impl FnOnce(&mut [f32])) -> Vec<T> {
+    assert!(
+        is_f32::<T>(),
+        "an f32 kernel called on another element type"
+    );
     let mut out = vec![T::ZERO; len];
     fill(bytemuck::cast_slice_mut(&mut out));
-    Some(out)
+    out
 }
 
 /// Work (multiply-adds, or values read and written) a Rayon task must hold to be worth handing
 /// to another thread. Handing work to the pool from outside it (waking a worker, then waiting
-/// to be woken) cost 12-21 µs a call on the 2-vCPU EPYC (an empty `rayon::join` from the main
-/// thread), about what one core takes for this much; a pass with less than two tasks' worth
-/// runs on the calling thread. `network/flex/chain_conv_pool_conv/step` and the
+/// to be woken) costs about what one core takes for this much, so a pass with less than two
+/// tasks' worth runs on the calling thread. `network/flex/chain_conv_pool_conv/step` and the
 /// `global_avg_pool` rows decide it.
 pub const TASK_MIN_WORK: usize = 1 << 18;
 

@@ -1,18 +1,17 @@
 //! The shared slice kernels: contiguous NCDHW slices in, slices out, no backend types.
 
+mod adjoint;
 mod bordered;
 pub(super) mod conv;
 mod depthwise;
 mod direct;
 pub(super) mod element;
 mod gemm;
-mod im2col;
+mod lowered;
 mod phases;
 mod pointwise;
 pub(super) mod pool;
 mod sum;
-mod tap_masks;
-mod tap_table;
 mod transpose;
 mod winograd;
 

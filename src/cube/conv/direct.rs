@@ -5,10 +5,10 @@ use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::ConvGeometry;
 
-use super::super::choice::Packing;
-use super::super::launches::{Launch, note};
-use super::super::tensor::{LaunchError, accumulator_type, address_type, elementwise, float_type};
 use super::{Sides, conv_args, gemm_sizes, neighbours_share, written_w};
+use crate::cube::choice::Packing;
+use crate::cube::launches::{Launch, note};
+use crate::cube::tensor::{LaunchError, accumulator_type, address_type, elementwise, float_type};
 
 /// Channels one unit of the direct schedule computes at most.
 const DIRECT_BLOCK: usize = 8;

@@ -8,11 +8,11 @@ use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::ConvGeometry;
 
-use super::super::launches::{Launch, note};
-use super::super::tensor::{
+use super::{Sides, conv_args};
+use crate::cube::launches::{Launch, note};
+use crate::cube::tensor::{
     LaunchError, accumulator_type, address_type, contiguous, elementwise, float_type, strided,
 };
-use super::{Sides, conv_args};
 
 /// Recompute in place every non-finite element of `out`, the result of the forward (`kind`
 /// `Forward`: `lhs` = x) or input-gradient (`Data`: `lhs` = output gradient) GEMM of

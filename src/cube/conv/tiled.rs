@@ -7,16 +7,16 @@ use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::{ConvGeometry, points};
 
-use super::super::choice::{Buffering, ConvSchedule, OurKernels};
-use super::super::launches::{Launch, note};
-use super::super::tensor::{
+use super::{Sides, channel_side, conv_args, gemm_sizes, with_splits};
+use crate::cube::choice::{Buffering, ConvSchedule, OurKernels};
+use crate::cube::launches::{Launch, note};
+use crate::cube::tensor::{
     LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, axes, entry, float_type, grid,
     table,
 };
-use super::{Sides, channel_side, conv_args, gemm_sizes, with_splits};
 
 /// Cubes a split-k launch aims for: 2048 cubes of the tiled kernel's 64 units fill a large
-/// GPU; decided by `resnet_3x3_7` and `resnet50_1x1_reduce` on the H100.
+/// GPU; the `resnet_3x3_7` and `resnet50_1x1_reduce` rows of a GPU report decide it.
 const TARGET_CUBES: usize = 2048;
 
 /// Shortest `k` range worth a split of its own in a weight gradient (`k` = batch x positions).

@@ -6,12 +6,12 @@ use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::ConvGeometry;
 
-use super::super::launches::{Launch, note};
-use super::super::tensor::{
+use super::{Sides, conv_args, gemm_sizes, neighbours_share, with_splits};
+use crate::cube::launches::{Launch, note};
+use crate::cube::tensor::{
     LaunchError, accumulator_type, address_type, dims5, elementwise, empty, float_type, strided,
     zeros,
 };
-use super::{Sides, conv_args, gemm_sizes, neighbours_share, with_splits};
 
 /// Output channels one unit of the direct weight-gradient schedule computes at most.
 const DIRECT_WEIGHT_BLOCK: usize = 16;

@@ -12,8 +12,8 @@ use rayon::prelude::*;
 
 use crate::spec::{ConvGeometry, inside, points};
 
-use super::super::element::{Element, all_within, min_items_per_task};
-use super::super::flat;
+use crate::cpu::kernels::element::{Element, all_within, min_items_per_task};
+use crate::cpu::kernels::flat;
 
 fn is_finite<T: Element>(value: T) -> bool {
     all_within(core::slice::from_ref(&value), f64::INFINITY)

@@ -19,13 +19,34 @@ const MIN_MULTIPLY_ADDS: usize = 1 << 26;
 /// first, on cold caches, is not judged by that.
 const ROUNDS: usize = 3;
 
-/// What a remembered choice is valid for.
+/// What a remembered choice is valid for: the pass, its element size and threads, and the
+/// algorithms that serve it (which its element type and values narrow).
 #[derive(PartialEq, Eq, Hash)]
-struct Key {
+pub struct Key {
     geometry: ConvGeometry,
     pass: Pass,
     element_size: usize,
     threads: usize,
+    candidates: Vec<Algorithm>,
+}
+
+impl Key {
+    /// The key of `pass` over `geometry` in elements of `T` on `threads` threads, timed among
+    /// `candidates`.
+    pub fn new<T>(
+        geometry: &ConvGeometry,
+        pass: Pass,
+        threads: usize,
+        candidates: Vec<Algorithm>,
+    ) -> Self {
+        Self {
+            geometry: *geometry,
+            pass,
+            element_size: size_of::<T>(),
+            threads,
+            candidates,
+        }
+    }
 }
 
 static CHOICES: LazyLock<Mutex<HashMap<Key, Algorithm>>> =
@@ -36,29 +57,18 @@ pub fn worth_timing(geometry: &ConvGeometry) -> bool {
     geometry.multiply_adds() >= MIN_MULTIPLY_ADDS
 }
 
-/// The result of `run` with the fastest of `candidates` for this pass: the remembered one, or,
-/// on the first call, each timed [`ROUNDS`] times (the fastest run's result returned).
-pub fn run_fastest<T>(
-    geometry: &ConvGeometry,
-    pass: Pass,
-    candidates: &[Algorithm],
-    mut run: impl FnMut(Algorithm) -> Vec<T>,
-) -> Vec<T> {
-    let key = Key {
-        geometry: *geometry,
-        pass,
-        element_size: size_of::<T>(),
-        threads: rayon::current_num_threads(),
-    };
+/// The fastest of the key's candidates for its pass and its result by `run`: the remembered
+/// one, or, on the first call, each timed [`ROUNDS`] times (the fastest run's result returned).
+pub fn run_fastest<T>(key: Key, mut run: impl FnMut(Algorithm) -> Vec<T>) -> (Algorithm, Vec<T>) {
     let remembered = CHOICES
         .lock()
         .map_or(None, |choices| choices.get(&key).copied());
     if let Some(algorithm) = remembered {
-        return run(algorithm);
+        return (algorithm, run(algorithm));
     }
     let mut best: Option<(Duration, Algorithm, Vec<T>)> = None;
     for _ in 0..ROUNDS {
-        for &algorithm in candidates {
+        for &algorithm in &key.candidates {
             let start = Instant::now();
             let out = run(algorithm);
             let time = start.elapsed();
@@ -71,5 +81,5 @@ pub fn run_fastest<T>(
     if let Ok(mut choices) = CHOICES.lock() {
         choices.insert(key, algorithm);
     }
-    out
+    (algorithm, out)
 }

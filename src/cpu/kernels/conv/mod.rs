@@ -1,37 +1,106 @@
 //! Convolution on the CPU: the three passes of a [`ConvGeometry`] on contiguous NCDHW slices,
-//! each by the algorithm [`run_pass`] picks for its shape. Transposed convolutions reuse them
-//! through the adjoint geometry (see `ConvGeometry::transpose`).
+//! each by the algorithm `Call::run` picks for its shape, element type and values. Transposed
+//! convolutions reuse them through the adjoint geometry (see `ConvGeometry::transpose`).
 
-mod adjoint;
 mod definition;
 mod fastest;
-mod lowered;
 #[cfg(test)]
-pub(super) mod tests;
+pub(super) mod reference;
+#[cfg(test)]
+mod tests;
+
+use std::cell::OnceCell;
 
 use rayon::prelude::*;
 
 use crate::spec::ConvGeometry;
 
-use super::element::{Element, all_within, min_items_per_task};
+use super::element::{Element, all_within, is_f32, min_items_per_task};
 use super::sum::{PairwiseSum, lane_sum};
-use super::{depthwise, direct, phases, pointwise, winograd};
-pub use crate::cpu::choice::Algorithm;
-use crate::cpu::choice::pinned;
+use super::{adjoint, depthwise, direct, lowered, phases, pointwise, winograd};
+pub use crate::cpu::choice::{Algorithm, Pass};
+use crate::cpu::choice::{pinned, run_noted};
 
-/// A pass of a convolution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Pass {
-    /// `out = conv(x, weight) + bias`.
-    Forward,
-    /// The gradient with respect to `x`.
-    Data,
-    /// The gradient with respect to `weight`.
-    Weight,
+/// One call of a pass: what decides which algorithms serve it (the shape, the element type
+/// and the two operands' values) and what the rule weighs (the threads it runs on). The
+/// operands' value checks run once, on first use.
+struct Call<'a, T> {
+    geometry: &'a ConvGeometry,
+    pass: Pass,
+    /// The operands the pass reads, in its argument order: `(x, weight)` forward,
+    /// `(weight, out_grad)` for the input gradient, `(x, out_grad)` for the weight gradient.
+    operands: [&'a [T]; 2],
+    threads: usize,
+    winograd_takes: OnceCell<bool>,
+    phases_take: OnceCell<bool>,
 }
 
-/// Whether `algorithm` computes `pass` over `geometry`, fast or not.
-fn serves(algorithm: Algorithm, geometry: &ConvGeometry, pass: Pass) -> bool {
+impl<'a, T: Element> Call<'a, T> {
+    fn new(geometry: &'a ConvGeometry, pass: Pass, operands: [&'a [T]; 2]) -> Self {
+        Self {
+            geometry,
+            pass,
+            operands,
+            threads: rayon::current_num_threads(),
+            winograd_takes: OnceCell::new(),
+            phases_take: OnceCell::new(),
+        }
+    }
+
+    /// Whether `algorithm` computes this call: its shape, its element type and its values.
+    fn serves(&self, algorithm: Algorithm) -> bool {
+        let (g, pass) = (self.geometry, self.pass);
+        serves_shape(algorithm, g, pass)
+            && match algorithm {
+                Algorithm::Pointwise | Algorithm::Direct => is_f32::<T>(),
+                Algorithm::Winograd => *self
+                    .winograd_takes
+                    .get_or_init(|| winograd::takes(self.operands)),
+                Algorithm::Phases if pass == Pass::Weight => *self
+                    .phases_take
+                    .get_or_init(|| phases::takes_weight_pass(self.operands[0])),
+                _ => true,
+            }
+    }
+
+    /// The algorithm by rule: the one [`pinned`] on this thread where it serves the call,
+    /// else [`by_rule`]'s for the shape where it serves the call, else the lowered path.
+    fn algorithm(&self) -> Algorithm {
+        match pinned() {
+            Some(algorithm) if self.serves(algorithm) => algorithm,
+            _ => Some(by_rule(self.geometry, self.pass, self.threads))
+                .filter(|&algorithm| self.serves(algorithm))
+                .unwrap_or(Algorithm::Lowered),
+        }
+    }
+
+    /// `run(algorithm)` for this call, noted for `record_conv_algorithms`: the algorithm
+    /// [`pinned`] on this thread where it serves the call; else, for a pass large enough to
+    /// time, the fastest of those that serve it on this machine (timed on the shape's first
+    /// call, see `fastest`); else [`Self::algorithm`]'s.
+    fn run(&self, mut run: impl FnMut(Algorithm) -> Vec<T>) -> Vec<T> {
+        run_noted(self.pass, || {
+            if let Some(algorithm) = pinned().filter(|&algorithm| self.serves(algorithm)) {
+                return (algorithm, run(algorithm));
+            }
+            let candidates: Vec<Algorithm> = ALGORITHMS
+                .into_iter()
+                .filter(|&algorithm| self.serves(algorithm))
+                .collect();
+            if candidates.len() > 1 && fastest::worth_timing(self.geometry) {
+                let key =
+                    fastest::Key::new::<T>(self.geometry, self.pass, self.threads, candidates);
+                return fastest::run_fastest(key, run);
+            }
+            let algorithm = self.algorithm();
+            (algorithm, run(algorithm))
+        })
+    }
+}
+
+/// Whether `algorithm` computes `pass` over `geometry`, fast or not, for some element type
+/// and values ([`Call::serves`] answers for the call's own).
+fn serves_shape(algorithm: Algorithm, geometry: &ConvGeometry, pass: Pass) -> bool {
     match algorithm {
         Algorithm::Depthwise => match pass {
             Pass::Forward => depthwise::is_depthwise(geometry),
@@ -62,59 +131,38 @@ const ALGORITHMS: [Algorithm; 7] = [
     Algorithm::Lowered,
 ];
 
-/// `run(algorithm)` for `pass` over `geometry`: the algorithm [`pinned`] on this thread where
-/// it serves the shape; else, for a pass large enough to time, the fastest of those that serve
-/// it on this machine (timed on the shape's first call, see `fastest`); else [`algorithm`]'s
-/// rule.
-fn run_pass<T>(
-    geometry: &ConvGeometry,
-    pass: Pass,
-    mut run: impl FnMut(Algorithm) -> Vec<T>,
-) -> Vec<T> {
-    if let Some(algorithm) = pinned().filter(|&algorithm| serves(algorithm, geometry, pass)) {
-        return run(algorithm);
-    }
-    let candidates: Vec<Algorithm> = ALGORITHMS
-        .into_iter()
-        .filter(|&algorithm| serves(algorithm, geometry, pass))
-        .collect();
-    if candidates.len() > 1 && fastest::worth_timing(geometry) {
-        return fastest::run_fastest(geometry, pass, &candidates, run);
-    }
-    run(algorithm(geometry, pass))
-}
-
-/// The algorithm for `pass` over `geometry` by rule: the one [`pinned`] on this thread where
-/// it serves the shape, else the one that is fastest on most machines (the pointwise product
-/// for a 1x1 stride-1 forward pass or input gradient summing enough channels over enough
-/// images, Winograd and the phase grids only where they pay, the direct path per stride phase for the input gradient of a
-/// strided layer with enough input channels, the adjoint for the input gradient of a
-/// stride-1 layer with few output channels). Passes too small to time take it; larger ones
-/// time every algorithm that serves them (see [`run_pass`]). Winograd's transforms and the
-/// phase grids' weight gradient still refuse values they cannot carry (past Winograd's safe
-/// magnitude, a non-finite input that a dropped column would multiply); those calls take the
-/// lowered path. What padding makes of a non-finite value elsewhere, `definition.rs` sums
-/// again.
-pub fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
-    match pinned() {
-        Some(algorithm) if serves(algorithm, geometry, pass) => algorithm,
-        _ if serves(Algorithm::Depthwise, geometry, pass) => Algorithm::Depthwise,
+/// The algorithm that is fastest on most machines for `pass` over `geometry` on `threads`
+/// threads: the pointwise product for a 1x1 stride-1 forward pass or input gradient summing
+/// enough channels over enough images, Winograd and the phase grids only where they pay, the
+/// direct path per stride phase for the input gradient of a strided layer with enough input
+/// channels, the adjoint for the input gradient of a stride-1 layer with few output channels.
+/// Passes too small to time take it where it serves their element type and values (else the
+/// lowered path); larger ones time every algorithm that serves them (see [`Call::run`]).
+fn by_rule(geometry: &ConvGeometry, pass: Pass, threads: usize) -> Algorithm {
+    let serves = |algorithm| serves_shape(algorithm, geometry, pass);
+    match pass {
+        _ if serves(Algorithm::Depthwise) => Algorithm::Depthwise,
         // A depthwise input gradient is a depthwise forward pass: the stencil, not a GEMM.
-        _ if depthwise::is_depthwise(geometry) && serves(Algorithm::Adjoint, geometry, pass) => {
-            Algorithm::Adjoint
-        }
-        _ if pass == Pass::Forward && pointwise::forward_pays(geometry) => Algorithm::Pointwise,
-        _ if pass == Pass::Data && pointwise::data_pays(geometry) => Algorithm::Pointwise,
+        _ if depthwise::is_depthwise(geometry) && serves(Algorithm::Adjoint) => Algorithm::Adjoint,
+        Pass::Forward if pointwise::forward_pays(geometry, threads) => Algorithm::Pointwise,
+        Pass::Data if pointwise::data_pays(geometry, threads) => Algorithm::Pointwise,
         _ if winograd::fits(geometry) => Algorithm::Winograd,
         // The phase grids first: they compute every element type, where the direct path
-        // leaves all but f32 to the lowered one; a pass large enough to time weighs both.
+        // computes f32 alone; a pass large enough to time weighs both.
         _ if phases::fits(geometry) => Algorithm::Phases,
-        _ if pass == Pass::Data && direct::data_pays(geometry) => Algorithm::Direct,
-        _ if pass == Pass::Forward && direct::pays(geometry) => Algorithm::Direct,
-        _ if pass == Pass::Weight && direct::weight_pays(geometry) => Algorithm::Direct,
-        _ if pass == Pass::Data && adjoint::pays(geometry) => Algorithm::Adjoint,
+        Pass::Data if direct::data_pays(geometry) => Algorithm::Direct,
+        Pass::Forward if direct::pays(geometry) => Algorithm::Direct,
+        Pass::Weight if direct::weight_pays(geometry) => Algorithm::Direct,
+        Pass::Data if adjoint::pays(geometry) => Algorithm::Adjoint,
         _ => Algorithm::Lowered,
     }
+}
+
+/// The algorithm a call of `pass` over `geometry` takes by rule, for f32 operands whose values
+/// every algorithm takes.
+#[cfg(test)]
+pub(in crate::cpu::kernels) fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
+    Call::<f32>::new(geometry, pass, [&[], &[]]).algorithm()
 }
 
 /// `out = conv(x, weight) + bias`, shape `geometry.out_shape()`. A window sums only its taps
@@ -128,17 +176,16 @@ pub fn forward<T: Element>(
     if geometry.batch == 0 {
         return Vec::new();
     }
-    let mut out = run_pass(geometry, Pass::Forward, |algorithm| {
-        let out = match algorithm {
-            Algorithm::Depthwise => Some(depthwise::forward(geometry, x, weight, bias)),
+    let mut out =
+        Call::new(geometry, Pass::Forward, [x, weight]).run(|algorithm| match algorithm {
+            Algorithm::Depthwise => depthwise::forward(geometry, x, weight, bias),
             Algorithm::Winograd => winograd::forward(geometry, x, weight, bias),
-            Algorithm::Phases => Some(phases::forward(geometry, x, weight, bias)),
+            Algorithm::Phases => phases::forward(geometry, x, weight, bias),
             Algorithm::Pointwise => pointwise::forward(geometry, x, weight, bias),
             Algorithm::Direct => direct::forward(geometry, x, weight, bias),
-            Algorithm::Adjoint | Algorithm::Lowered => None,
-        };
-        out.unwrap_or_else(|| lowered::forward(geometry, x, weight, bias))
-    });
+            Algorithm::Lowered => lowered::forward(geometry, x, weight, bias),
+            Algorithm::Adjoint => unreachable!("the adjoint serves input gradients alone"),
+        });
     // Only a weight that is not finite makes NaN of the padding's zeros.
     if geometry.windows_meet_padding() && !all_within(weight, f64::INFINITY) {
         definition::repair_forward(geometry, x, weight, bias, &mut out);
@@ -153,21 +200,20 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
     if geometry.batch == 0 {
         return Vec::new();
     }
-    let mut x_grad = run_pass(geometry, Pass::Data, |algorithm| {
-        let x_grad = match algorithm {
-            Algorithm::Winograd => winograd::x_backward(geometry, weight, out_grad),
-            Algorithm::Phases => Some(phases::x_backward(geometry, weight, out_grad)),
-            Algorithm::Adjoint => Some(forward(
-                &adjoint::geometry(geometry),
-                out_grad,
-                &adjoint::weight(geometry, weight),
-                None,
-            )),
-            Algorithm::Pointwise => pointwise::x_backward(geometry, weight, out_grad),
-            Algorithm::Direct => direct::x_backward(geometry, weight, out_grad),
-            Algorithm::Depthwise | Algorithm::Lowered => None,
-        };
-        x_grad.unwrap_or_else(|| lowered::x_backward(geometry, weight, out_grad))
+    let call = Call::new(geometry, Pass::Data, [weight, out_grad]);
+    let mut x_grad = call.run(|algorithm| match algorithm {
+        Algorithm::Winograd => winograd::x_backward(geometry, weight, out_grad),
+        Algorithm::Phases => phases::x_backward(geometry, weight, out_grad),
+        Algorithm::Adjoint => forward(
+            &adjoint::geometry(geometry),
+            out_grad,
+            &adjoint::weight(geometry, weight),
+            None,
+        ),
+        Algorithm::Pointwise => pointwise::x_backward(geometry, weight, out_grad),
+        Algorithm::Direct => direct::x_backward(geometry, weight, out_grad),
+        Algorithm::Lowered => lowered::x_backward(geometry, weight, out_grad),
+        Algorithm::Depthwise => unreachable!("the adjoint runs a depthwise input gradient"),
     });
     // Only a weight that is not finite makes NaN of the bordered output gradient's zeros.
     if geometry.inputs_meet_padding() && !all_within(weight, f64::INFINITY) {
@@ -189,15 +235,16 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
     if geometry.batch == 0 {
         return vec![T::ZERO; geometry.out_channels * geometry.patch_len()];
     }
-    let mut weight_grad = run_pass(geometry, Pass::Weight, |algorithm| {
-        let weight_grad = match algorithm {
-            Algorithm::Depthwise => Some(depthwise::weight_backward(geometry, x, out_grad)),
-            Algorithm::Winograd => winograd::weight_backward(geometry, x, out_grad),
-            Algorithm::Phases => phases::weight_backward(geometry, x, out_grad),
-            Algorithm::Direct => direct::weight_backward(geometry, x, out_grad),
-            Algorithm::Pointwise | Algorithm::Adjoint | Algorithm::Lowered => None,
-        };
-        weight_grad.unwrap_or_else(|| lowered::weight_backward(geometry, x, out_grad))
+    let call = Call::new(geometry, Pass::Weight, [x, out_grad]);
+    let mut weight_grad = call.run(|algorithm| match algorithm {
+        Algorithm::Depthwise => depthwise::weight_backward(geometry, x, out_grad),
+        Algorithm::Winograd => winograd::weight_backward(geometry, x, out_grad),
+        Algorithm::Phases => phases::weight_backward(geometry, x, out_grad),
+        Algorithm::Direct => direct::weight_backward(geometry, x, out_grad),
+        Algorithm::Lowered => lowered::weight_backward(geometry, x, out_grad),
+        Algorithm::Pointwise | Algorithm::Adjoint => {
+            unreachable!("{algorithm:?} serves no weight gradient")
+        }
     });
     // The weight gradient is small next to the output gradient that would say the same.
     if geometry.windows_meet_padding() && !all_within(&weight_grad, f64::INFINITY) {

@@ -7,8 +7,10 @@
 //! `1 x taps` weight times a `taps`-fold copy of the plane, and the copy costs more than the
 //! arithmetic.
 
-mod bordered;
+mod runs;
 mod stencil;
+#[cfg(test)]
+mod tests;
 mod weight;
 
 use crate::spec::ConvGeometry;
@@ -18,7 +20,7 @@ pub use weight::{serves_weight, weight_backward};
 
 /// True when each group maps one input channel to one output channel, the case the stencil
 /// serves. With more output channels per group (a channel multiplier, or a single-channel stem
-/// with `groups = 1`) the GEMM wins: it reuses one lowering across all of them.
+/// with `groups = 1`) the lowered path wins: it reuses one lowering across all of them.
 pub fn is_depthwise(geometry: &ConvGeometry) -> bool {
     geometry.in_per_group() == 1 && geometry.out_per_group() == 1
 }
@@ -37,7 +39,7 @@ pub fn forward<T: Element>(
     if out_vol == 0 {
         return Vec::new();
     }
-    let bordered = bordered::unit_w_stride(g);
+    let bordered = runs::unit_w_stride(g);
     let runs = stencil::column_runs(g);
     let arch = pulp::Arch::new();
     zeroed_per_plane(
@@ -53,7 +55,7 @@ pub fn forward<T: Element>(
             match &bordered {
                 Some(bordered) => {
                     bordered.fill(g, x_plane, 1, copy);
-                    bordered::forward_plane(&arch, g, bordered, copy, taps, bias, out_plane);
+                    runs::forward_plane(&arch, g, bordered, copy, taps, bias, out_plane);
                 }
                 None => {
                     out_plane.fill(bias);

@@ -7,7 +7,7 @@ use pulp::{Simd, WithSimd};
 
 use crate::spec::{ConvGeometry, inside};
 
-use super::super::element::Element;
+use crate::cpu::kernels::element::Element;
 
 /// For each `kw`: the output columns whose tap lands inside the input row, and the input
 /// column of the first of them. The same for every row, so computed once.

@@ -8,11 +8,11 @@ use rayon::prelude::*;
 
 use crate::spec::ConvGeometry;
 
-use super::super::bordered::Bordered;
-use super::super::element::{Element, min_items_per_task};
-use super::super::sum::PairwiseSum;
-use super::bordered::unit_w_stride;
 use super::is_depthwise;
+use super::runs::unit_w_stride;
+use crate::cpu::kernels::bordered::Bordered;
+use crate::cpu::kernels::element::{Element, min_items_per_task};
+use crate::cpu::kernels::sum::PairwiseSum;
 
 /// Columns a tap's products are summed in at once, one partial sum per lane: a register of
 /// f32 on AVX2, and 56-wide rows (MobileNet's) split into whole runs.

@@ -11,11 +11,11 @@ use rayon::prelude::*;
 
 use crate::spec::{ConvGeometry, DataPhase, points};
 
-use super::super::element::{Element, in_f32, min_items_per_task};
-use super::super::flat;
-use super::super::transpose::transpose;
 use super::accumulate_in_passes;
 use super::tiles::{lanes, to_lanes};
+use crate::cpu::kernels::element::{Element, in_f32, min_items_per_task};
+use crate::cpu::kernels::flat;
+use crate::cpu::kernels::transpose::transpose;
 
 /// Whether the direct path computes `geometry`'s input gradient: a strided convolution (a
 /// stride-1 one is a forward pass, `Algorithm::Adjoint`) with inputs, outputs and channels,
@@ -39,12 +39,10 @@ const MIN_IN_CHANNELS: usize = 16;
 /// Whether, by rule, the direct input gradient beats the lowered one (where the phase grids
 /// fit, the rule takes them, and a pass large enough to time picks between the two): a
 /// phase of more than one tap (a strided 1x1 convolution's gradient is one GEMM and a
-/// scatter, 5-10% faster) and enough input channels to fill the lanes. On
-/// `dcgan_up_128x16x16`'s forward pass it took 4.7-5.8 ms against the phase grids' 6.1-6.9
-/// and the lowered path's 6.4-7.6 (best of 8 in each of five processes, 2-core EPYC), and on
-/// `examples/resnet`'s strided 3x3 layers 1.5-2.0 ms against 2.2-3.2. It ties or wins at
-/// 1024 and 2048 steps a phase; a long 1D layer (4096 points, 8 taps of stride 4) ran 10-20%
-/// slower than the phase grids, a pass large enough for `conv::fastest` to time.
+/// scatter, and faster) and enough input channels to fill the lanes. The
+/// `dcgan_up_128x16x16` forward row and the `example_resnet_3x3s2_*` input-gradient rows
+/// decide it: there it beats the phase grids and the lowered path. A long 1D layer runs
+/// slower than the phase grids, but it is a pass large enough for `conv::fastest` to time.
 pub fn data_pays(geometry: &ConvGeometry) -> bool {
     let g = geometry.normalised();
     let longest = (0..3)
@@ -57,14 +55,10 @@ pub fn data_pays(geometry: &ConvGeometry) -> bool {
 }
 
 /// Gradient of `conv` with respect to `x`, shape `geometry.in_shape()`, for a shape the
-/// direct path [`serves_data`], or `None` for an element type other than f32. The copy's
-/// border multiplies every weight by zero, so a weight that is not finite leaves NaN there
-/// for `conv::x_backward` to sum again by the definition.
-pub fn x_backward<T: Element>(
-    geometry: &ConvGeometry,
-    weight: &[T],
-    out_grad: &[T],
-) -> Option<Vec<T>> {
+/// direct path [`serves_data`], in f32. The copy's border multiplies every weight by zero, so
+/// a weight that is not finite leaves NaN there for `conv::x_backward` to sum again by the
+/// definition.
+pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
     let g = geometry.normalised();
     in_f32(g.in_shape().iter().product(), |x_grad| {
         pulp::Arch::new().dispatch(DataGradient {

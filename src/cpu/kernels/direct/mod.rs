@@ -40,14 +40,14 @@ pub fn serves(geometry: &ConvGeometry) -> bool {
 }
 
 /// Reduction steps (input channels per group times kernel taps) up to which the rule takes
-/// the direct forward pass: `example_resnet_3x3s2_7` (288 steps) ran 15-30% faster than the
-/// lowered path, and `example_resnet_3x3_4` (576) ties with it (0.70-0.95 ms against
-/// 0.83-0.86). Passes large enough to time (`conv::fastest`) try it at any length.
+/// the direct forward pass: the `example_resnet_3x3s2_7` row (288 steps) runs faster than
+/// the lowered path and the `example_resnet_3x3_4` row (576) ties with it. Passes large
+/// enough to time (`conv::fastest`) try it at any length.
 const MAX_STEPS: usize = 512;
 
 /// Output channels per group from which a block's lanes are busy enough: a one-channel
-/// output (the stem's input gradient, through the adjoint) fills one lane in 16 and ran 4-7x
-/// slower than the lowered path.
+/// output (the stem's input gradient, through the adjoint) fills one lane in 16 and runs
+/// several times slower than the lowered path (the `example_resnet_stem_28` row).
 const MIN_OUT_CHANNELS: usize = 16;
 
 /// Whether, by rule, the direct forward pass beats the lowered one: a kernel of more than one
@@ -64,8 +64,8 @@ pub fn pays(geometry: &ConvGeometry) -> bool {
 
 /// Reduction steps from which the weight gradient pays by rule: each gang's output gradient
 /// is moved channels-last per block before the tiles of steps sum over it, so a kernel with
-/// few steps moves as much as it multiplies (the stem's 9 steps: 0.36 ms against the lowered
-/// path's 0.32, `example_resnet_stem_28`).
+/// few steps moves as much as it multiplies (the stem's 9 steps lose to the lowered path in
+/// the `example_resnet_stem_28` row).
 const MIN_WEIGHT_STEPS: usize = 32;
 
 /// Whether, by rule, the direct weight gradient beats the lowered one: where the forward pass
@@ -74,8 +74,8 @@ pub fn weight_pays(geometry: &ConvGeometry) -> bool {
     pays(geometry) && geometry.patch_len() >= MIN_WEIGHT_STEPS
 }
 
-/// `conv(x, weight) + bias` for a shape the direct path [`serves`], or `None` for an element
-/// type other than f32 (the tiles are written in f32 vectors). Each image and group is copied
+/// `conv(x, weight) + bias` for a shape the direct path [`serves`], in f32 (the tiles are
+/// written in f32 vectors). Each image and group is copied
 /// into its zero border once; its blocks of output channels are then computed in parallel
 /// from the copy.
 pub fn forward<T: Element>(
@@ -83,7 +83,7 @@ pub fn forward<T: Element>(
     x: &[T],
     weight: &[T],
     bias: Option<&[T]>,
-) -> Option<Vec<T>> {
+) -> Vec<T> {
     in_f32(geometry.out_shape().iter().product(), |out| {
         pulp::Arch::new().dispatch(Forward {
             geometry,

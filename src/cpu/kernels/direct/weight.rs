@@ -7,20 +7,16 @@ use pulp::{Simd, WithSimd};
 
 use crate::spec::ConvGeometry;
 
-use super::super::element::{Element, Split, in_f32, items_per_thread, sum_of_partials};
-use super::super::transpose::transpose;
 use super::tiles::{Lanes, TileAt, from_lanes, lanes};
 use super::{Walk, packed_row, serves};
+use crate::cpu::kernels::element::{Element, Split, in_f32, items_per_thread, sum_of_partials};
+use crate::cpu::kernels::transpose::transpose;
 
 /// Gradient of `conv` with respect to `weight`, shape `geometry.weight_shape()`, for a shape
-/// the direct path [`serves`], or `None` for an element type other than f32. The batch is cut
-/// into one contiguous chunk per thread; each chunk accumulates its own partial gradient and
-/// the partials are summed in chunk order, so the result does not depend on scheduling.
-pub fn weight_backward<T: Element>(
-    geometry: &ConvGeometry,
-    x: &[T],
-    out_grad: &[T],
-) -> Option<Vec<T>> {
+/// the direct path [`serves`], in f32. The batch is cut into one contiguous chunk per thread;
+/// each chunk accumulates its own partial gradient and the partials are summed in chunk
+/// order, so the result does not depend on scheduling.
+pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
     in_f32(geometry.out_channels * geometry.patch_len(), |grad| {
         debug_assert!(serves(geometry));
         pulp::Arch::new().dispatch(WeightGradient {
@@ -52,8 +48,8 @@ impl WithSimd for WeightGradient<'_> {
 
 /// Output points (of all the images in a gang) from which a tile's sums are long enough that
 /// adding them to the gradient costs little: summed an image at a time, a 7x7 layer's 49
-/// points made `example_resnet_3x3_7`'s weight gradient 0.82 ms against the lowered path's
-/// 0.69; in gangs it takes 0.67-0.69 ms against 0.69-0.74.
+/// points lost to the lowered path, and in gangs they win. The `example_resnet_3x3_7`
+/// weight-gradient row decides it.
 const MIN_GANG_POINTS: usize = 256;
 
 /// Elements of a gang's bordered copies up to which the gang grows (1 MiB of f32, within L2

@@ -13,7 +13,7 @@
 //!
 //! Each pass multiplies some values by zeros that the definition never pairs them with (a
 //! dropped column's gradient, a padding row's weight): an infinite or NaN operand there
-//! would turn a finite result into NaN, so such operands take the im2col path instead.
+//! would turn a finite result into NaN, so such operands take the lowered path instead.
 
 mod plan;
 
@@ -27,7 +27,7 @@ use super::transpose::transpose;
 use plan::Plan;
 
 /// Input channels per group times phases (the depth of each tap's GEMM) from which the phase
-/// grids pay; below it the im2col GEMM's single deeper product wins.
+/// grids pay; below it the lowered path's single deeper product wins.
 const MIN_DEPTH: usize = 64;
 
 /// Output channels per group from which they pay.
@@ -40,7 +40,7 @@ const MIN_OUT_CHANNELS: usize = 16;
 const MAX_WASTE: f64 = 1.15;
 
 /// Elements of one image's grids (input side and output side of a group) up to which the grids
-/// are used: 64 MiB of f64 per thread. They hold a whole image, where the im2col path works
+/// are used: 64 MiB of f64 per thread. They hold a whole image, where the lowered path works
 /// through cache-sized tiles, so a larger image (a big volume) takes that path instead.
 const MAX_GRID_ELEMENTS: usize = 8 << 20;
 
@@ -65,7 +65,7 @@ fn serves_normalised(geometry: &ConvGeometry) -> bool {
         && g.out_channels > 0
 }
 
-/// Whether they are faster there than the im2col GEMM: deep enough GEMMs, more than one tap
+/// Whether they are faster there than the lowered path: deep enough GEMMs, more than one tap
 /// to save the patch matrix of (a one-tap kernel's is a plain gather either way), and
 /// outputs large enough for the grids' extra rows and columns not to cost more than that.
 fn pays(geometry: &ConvGeometry) -> bool {
@@ -106,7 +106,7 @@ pub fn forward<T: Element>(
     run_forward(&geometry.normalised(), x, weight, bias)
 }
 
-/// The forward pass. Padding reaches the weights only as the im2col path's zeros do, and a
+/// The forward pass. Padding reaches the weights only as the lowered path's zeros do, and a
 /// dropped column never reaches a kept one, so every value is admitted.
 fn run_forward<T: Element>(g: &ConvGeometry, x: &[T], weight: &[T], bias: Option<&[T]>) -> Vec<T> {
     let plan = Plan::new(g);
@@ -170,9 +170,8 @@ fn run_x_backward<T: Element>(g: &ConvGeometry, weight: &[T], out_grad: &[T]) ->
     let taps: Vec<[usize; 3]> = plan.taps().collect();
     let (cin_g, cout_g, depth) = (g.in_per_group(), g.out_per_group(), plan.depth());
     // Each tap's weights transposed once (`depth x C_out/groups`, row-major): `gemm` runs
-    // faster on a row-major left operand than on the transposed view (`dcgan_up_128x16x16`
-    // forward: an image's four tap GEMMs, median of 5 in each of three processes, 1.24-1.31
-    // ms against 1.34-1.46; the pass 6.58 ms against 6.94, best of 3 alternating).
+    // faster on a row-major left operand than on the transposed view (the
+    // `dcgan_up_128x16x16` forward row).
     let folded = plan.fold_weights(weight);
     let mut folded_t = vec![T::ZERO; folded.len()];
     for (block, block_t) in folded
@@ -235,15 +234,16 @@ fn run_x_backward<T: Element>(g: &ConvGeometry, weight: &[T], out_grad: &[T]) ->
 }
 
 /// The gradient of `conv` with respect to `weight` on the phase grids, for a shape they
-/// [`serves`], or `None` when an input is not finite (dropped columns multiply the inputs
-/// beside the output by zero).
-pub fn weight_backward<T: Element>(
-    geometry: &ConvGeometry,
-    x: &[T],
-    out_grad: &[T],
-) -> Option<Vec<T>> {
-    let g = geometry.normalised();
-    all_within(x, f64::INFINITY).then(|| run_weight_backward(&g, x, out_grad))
+/// [`serves`] and a finite input (dropped columns multiply the inputs beside the output by
+/// zero, see [`takes_weight_pass`]).
+pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
+    run_weight_backward(&geometry.normalised(), x, out_grad)
+}
+
+/// Whether the phase grids' weight gradient may read input `x`: every value finite, as the
+/// dropped columns multiply the inputs beside the output by zero.
+pub fn takes_weight_pass<T: Element>(x: &[T]) -> bool {
+    all_within(x, f64::INFINITY)
 }
 
 /// The weight gradient: each tap's weights take the product of the output gradient (on the

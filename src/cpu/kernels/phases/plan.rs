@@ -5,9 +5,9 @@
 
 use crate::spec::ConvGeometry;
 
-use super::super::element::Element;
-use super::super::gemm::MatRef;
-use super::super::{flat, points};
+use crate::cpu::kernels::element::Element;
+use crate::cpu::kernels::gemm::MatRef;
+use crate::cpu::kernels::{flat, points};
 
 /// Taps per axis of the folded kernel: `kernel / stride`.
 pub fn taps(g: &ConvGeometry) -> [usize; 3] {

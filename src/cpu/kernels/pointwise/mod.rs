@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use crate::spec::ConvGeometry;
 
 use super::element::{Element, Split, for_each_chunk, in_f32, items_per_thread, worth_threads};
-use super::im2col::is_pointwise;
+use super::lowered::is_pointwise;
 use product::{Left, Planes, Product, ROWS, multiply, scratch_len};
 
 /// Whether the pointwise path computes `geometry`'s forward pass and input gradient: a 1x1
@@ -33,39 +33,39 @@ pub fn serves(geometry: &ConvGeometry) -> bool {
 /// Channels summed per output (input channels per group in the forward pass, output
 /// channels per group in the input gradient) from which the rule takes the pointwise path.
 /// Below it each strip's packing and the round trip of its sums through scratch cost more
-/// than its few tiles: in-process, best of 10 on the 2-vCPU Zen 5 EPYC, a batch of 64 at
-/// 16 -> 32 channels (14 x 14) took 146 µs against the lowered path's 88, at 32 -> 64 (7 x 7)
-/// they tie, at 64 -> 64 (4 x 4) 41 against 50 µs. Passes large enough to time
-/// (`conv::fastest`) weigh it at any depth.
+/// than its few tiles: the lowered path wins at 16 -> 32 channels, they tie at 32 -> 64 and
+/// the pointwise path wins at 64 -> 64 (batches of 64 at the ResNet example's late planes,
+/// `example_resnet_*` 1x1 rows). Passes large enough to time (`conv::fastest`) weigh it at
+/// any depth.
 const MIN_DEPTH: usize = 64;
 
 /// Whether, by rule, the pointwise path beats the lowered one for a pass summing `depth`
 /// channels per output: at least [`MIN_DEPTH`] of them, and a run of whole images for every
 /// thread (with fewer, the rows are cut across threads, and a batch of one at 64 -> 256
-/// channels on 56 x 56 took 0.37 ms against the lowered path's 0.30, whose `gemm` splits
-/// each product itself).
-fn pays(geometry: &ConvGeometry, depth: usize) -> bool {
-    serves(geometry) && depth >= MIN_DEPTH && geometry.batch >= rayon::current_num_threads()
+/// channels on 56 x 56 loses to the lowered path, whose `gemm` splits each product itself).
+fn pays(geometry: &ConvGeometry, depth: usize, threads: usize) -> bool {
+    serves(geometry) && depth >= MIN_DEPTH && geometry.batch >= threads
 }
 
-/// Whether, by rule, the pointwise forward pass beats the lowered one ([`MIN_DEPTH`]).
-pub fn forward_pays(geometry: &ConvGeometry) -> bool {
-    pays(geometry, geometry.in_per_group())
+/// Whether, by rule, the pointwise forward pass on `threads` threads beats the lowered one
+/// ([`MIN_DEPTH`]).
+pub fn forward_pays(geometry: &ConvGeometry, threads: usize) -> bool {
+    pays(geometry, geometry.in_per_group(), threads)
 }
 
-/// Whether, by rule, the pointwise input gradient beats the lowered one ([`MIN_DEPTH`]).
-pub fn data_pays(geometry: &ConvGeometry) -> bool {
-    pays(geometry, geometry.out_per_group())
+/// Whether, by rule, the pointwise input gradient on `threads` threads beats the lowered one
+/// ([`MIN_DEPTH`]).
+pub fn data_pays(geometry: &ConvGeometry, threads: usize) -> bool {
+    pays(geometry, geometry.out_per_group(), threads)
 }
 
-/// `conv(x, weight) + bias` for a shape the pointwise path [`serves`], or `None` for an
-/// element type other than f32.
+/// `conv(x, weight) + bias` for a shape the pointwise path [`serves`], in f32.
 pub fn forward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     weight: &[T],
     bias: Option<&[T]>,
-) -> Option<Vec<T>> {
+) -> Vec<T> {
     in_f32(geometry.out_shape().iter().product(), |out| {
         pulp::Arch::new().dispatch(Pass {
             operands: Operands::forward(
@@ -79,14 +79,10 @@ pub fn forward<T: Element>(
     })
 }
 
-/// The gradient of `conv` with respect to `x` for a shape the pointwise path [`serves`], or
-/// `None` for an element type other than f32: the forward product with the weight transposed
+/// The gradient of `conv` with respect to `x` for a shape the pointwise path [`serves`], in
+/// f32: the forward product with the weight transposed
 /// (read in place) and the channels' roles swapped.
-pub fn x_backward<T: Element>(
-    geometry: &ConvGeometry,
-    weight: &[T],
-    out_grad: &[T],
-) -> Option<Vec<T>> {
+pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
     in_f32(geometry.in_shape().iter().product(), |x_grad| {
         pulp::Arch::new().dispatch(Pass {
             operands: Operands::data(

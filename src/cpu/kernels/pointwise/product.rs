@@ -17,8 +17,7 @@ use pulp::{Simd, WithSimd};
 pub const ROWS: usize = 6;
 
 /// Reduction steps per panel: a 64-column AVX-512 strip of 128 steps is 32 KiB, within the
-/// L1 data cache of every x86 core since Zen 2 and Ice Lake, so each tile of the strip reads
-/// its panel from L1. `conv/flex/resnet50_1x1_reduce/*` decides it.
+/// L1 data cache of current x86 cores, so each tile of the strip reads its panel from L1. `conv/flex/resnet50_1x1_reduce/*` decides it.
 const DEPTH_BLOCK: usize = 128;
 
 /// Vectors of columns per strip with `S`'s vectors: four where they are 16 lanes wide

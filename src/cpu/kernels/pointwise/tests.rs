@@ -1,8 +1,8 @@
 use burn::tensor::ops::ConvOptions;
 use pulp::Simd;
 
-use super::super::conv::tests::{reference, reference_grads, values};
 use super::*;
+use crate::cpu::kernels::conv::reference::{reference, reference_grads, values};
 
 /// A 1x1, stride-1, unpadded convolution of `x` (`[N, C, D, H, W]`) to `out_channels`.
 fn geometry(x: [usize; 5], out_channels: usize, groups: usize) -> ConvGeometry {
@@ -111,13 +111,16 @@ fn rows_cut_across_threads() {
 fn the_rule_takes_deep_reductions_over_whole_images() {
     let threads = rayon::current_num_threads();
     let deep = geometry([threads, 64, 1, 4, 4], 16, 1);
-    assert!(forward_pays(&deep), "64 input channels summed");
-    assert!(!data_pays(&deep), "16 output channels summed");
-    assert!(data_pays(&geometry([threads, 16, 1, 4, 4], 64, 1)));
+    assert!(forward_pays(&deep, threads), "64 input channels summed");
+    assert!(!data_pays(&deep, threads), "16 output channels summed");
+    assert!(data_pays(&geometry([threads, 16, 1, 4, 4], 64, 1), threads));
     if threads > 1 {
-        assert!(!forward_pays(&geometry([threads - 1, 64, 1, 4, 4], 16, 1)));
+        assert!(!forward_pays(
+            &geometry([threads - 1, 64, 1, 4, 4], 16, 1),
+            threads
+        ));
     }
     let strided = ConvOptions::new([1, 2, 2], [0; 3], [1; 3], 1);
     let strided = ConvGeometry::conv(&[threads, 64, 1, 4, 4], &[16, 64, 1, 1, 1], &strided);
-    assert!(!serves(&strided) && !forward_pays(&strided));
+    assert!(!serves(&strided) && !forward_pays(&strided, threads));
 }

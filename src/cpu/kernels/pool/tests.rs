@@ -1,3 +1,5 @@
+use super::average::whole_plane;
+use super::max::{max_of_box, regular_run};
 use super::*;
 use crate::spec::adaptive_spans3;
 

@@ -3,8 +3,8 @@
 //! small buffers that stay in L1. F(2, 3)'s maps run as straight-line additions, a whole line
 //! of the axis per step; any other map runs its nonzero terms.
 
-use super::super::element::Element;
 use super::transform::{F2Map, Matrix};
+use crate::cpu::kernels::element::Element;
 
 /// The most points a tile has: F(2, 3) on three axes (4^3), more than F(4, 3) on two (6^2).
 pub const MAX_POINTS: usize = 64;
@@ -18,7 +18,7 @@ pub fn buffers<T: Element, const L: usize>() -> [TileLanes<T, L>; 2] {
 }
 
 /// `steps` applied axis by axis to one tile's values shaped `dims` (row-major, as
-/// [`points`](super::super::points) lists them): the first step reads value `i` as `load(i)`,
+/// [`points`](crate::cpu::kernels::points) lists them): the first step reads value `i` as `load(i)`,
 /// the last hands result `i` to `store(i, _)`, and the steps between work in `buffers`.
 #[inline(always)]
 pub fn in_lanes<T: Element, const L: usize>(
@@ -129,8 +129,8 @@ fn sub<T: Element, const L: usize>(a: [T; L], b: [T; L]) -> [T; L] {
 
 #[cfg(test)]
 mod tests {
-    use super::super::transform::{F2, F4};
     use super::*;
+    use crate::cpu::kernels::winograd::transform::{F2, F4};
 
     /// The straight-line F(2, 3) maps and the general path agree with the tables, on a 3D tile
     /// (every axis transformed) and along the middle axis of a 2D one.

@@ -10,7 +10,7 @@
 //!
 //! The transforms add and subtract neighbouring inputs, so an infinite or NaN input would turn
 //! outputs whose window never saw it into NaN, and large finite ones could overflow where the
-//! direct sum does not: inputs and filters outside [`SAFE_MAGNITUDE`] take the GEMM path.
+//! direct sum does not: inputs and filters outside [`SAFE_MAGNITUDE`] take the lowered path.
 
 mod lanes;
 mod plan;
@@ -26,14 +26,14 @@ use plan::{Layout, Pass, Plan, point_stride};
 
 /// Channels per group (in and out) from which Winograd pays: with fewer, the transforms cost
 /// more than the products save; decided by `resnet_3x3_56` (64 channels, Winograd) against
-/// `example_resnet_3x3_14` (16 channels, the GEMM path).
+/// `example_resnet_3x3_14` (16 channels, the lowered path).
 const MIN_CHANNELS: usize = 64;
 
 /// Outputs along each 3-tap axis from which Winograd pays: F(2, 3)'s tiles cover 7 with 8,
-/// wasting an eighth; decided by `resnet_3x3_7` (the GEMM path) against `resnet_3x3_14`.
+/// wasting an eighth; decided by `resnet_3x3_7` (the lowered path) against `resnet_3x3_14`.
 const MIN_OUT_LEN: usize = 8;
 
-/// Inputs and filters at or beyond this magnitude (and NaN) go to the direct path: the F(4, 3)
+/// Inputs and filters at or beyond this magnitude (and NaN) take the lowered path: the F(4, 3)
 /// transforms scale by up to 10 per axis, far from f32's overflow below it.
 const SAFE_MAGNITUDE: f64 = 1e30;
 
@@ -51,7 +51,7 @@ pub fn serves(geometry: &ConvGeometry) -> bool {
     axes_fit && g.kernel.contains(&3) && g.out_volume() > 0 && g.in_volume() > 0 && g.batch > 0
 }
 
-/// Whether it is faster there than the GEMM path: enough channels per group, and every 3-tap
+/// Whether it is faster there than the lowered path: enough channels per group, and every 3-tap
 /// axis long enough for its tiles not to waste much.
 fn pays(geometry: &ConvGeometry) -> bool {
     let g = geometry;
@@ -66,27 +66,23 @@ pub fn fits(geometry: &ConvGeometry) -> bool {
     serves(geometry) && pays(geometry)
 }
 
-/// Whether Winograd's algorithm computes a pass of `geometry` on these two operands: a shape it
-/// [`serves`], and values it may transform: all below [`SAFE_MAGNITUDE`] (and not NaN).
-fn takes<T: Element>(geometry: &ConvGeometry, operands: [&[T]; 2]) -> bool {
-    serves(geometry)
-        && operands
-            .iter()
-            .all(|values| all_within(values, SAFE_MAGNITUDE))
+/// Whether Winograd's algorithm may transform a pass's two operands: every value below
+/// [`SAFE_MAGNITUDE`] (and not NaN).
+pub fn takes<T: Element>(operands: [&[T]; 2]) -> bool {
+    operands
+        .iter()
+        .all(|values| all_within(values, SAFE_MAGNITUDE))
 }
 
-/// `conv(x, weight) + bias` by Winograd's algorithm, for a shape it [`serves`], or `None`
-/// where a value is outside [`SAFE_MAGNITUDE`].
+/// `conv(x, weight) + bias` by Winograd's algorithm, for a shape it [`serves`] and values it
+/// [`takes`].
 pub fn forward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     weight: &[T],
     bias: Option<&[T]>,
-) -> Option<Vec<T>> {
-    if !takes(geometry, [x, weight]) {
-        return None;
-    }
-    Some(run_forward(geometry, x, weight, Layout::Conv, bias))
+) -> Vec<T> {
+    run_forward(geometry, x, weight, Layout::Conv, bias)
 }
 
 /// The forward pass, for a geometry it [`serves`], the filters in `layout`.
@@ -170,38 +166,17 @@ fn adjoint(geometry: &ConvGeometry) -> ConvGeometry {
     }
 }
 
-/// The gradient of `conv` with respect to `x` by Winograd's algorithm, or `None` as for
-/// [`forward`].
-pub fn x_backward<T: Element>(
-    geometry: &ConvGeometry,
-    weight: &[T],
-    out_grad: &[T],
-) -> Option<Vec<T>> {
-    if !takes(geometry, [out_grad, weight]) {
-        return None;
-    }
-    let adjoint = adjoint(geometry);
-    Some(run_forward(
-        &adjoint,
-        out_grad,
-        weight,
-        Layout::Adjoint,
-        None,
-    ))
+/// The gradient of `conv` with respect to `x` by Winograd's algorithm, for a shape and values
+/// as [`forward`]'s.
+pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
+    run_forward(&adjoint(geometry), out_grad, weight, Layout::Adjoint, None)
 }
 
-/// The gradient of `conv` with respect to `weight` by Winograd's algorithm, or `None` as for
-/// [`forward`]: each point's product of transformed output gradients and transformed inputs,
+/// The gradient of `conv` with respect to `weight` by Winograd's algorithm, for a shape and
+/// values as [`forward`]'s: each point's product of transformed output gradients and transformed inputs,
 /// summed over tiles by the GEMM, taken back by the filter transform's adjoint.
-pub fn weight_backward<T: Element>(
-    geometry: &ConvGeometry,
-    x: &[T],
-    out_grad: &[T],
-) -> Option<Vec<T>> {
-    if !takes(geometry, [x, out_grad]) {
-        return None;
-    }
-    Some(run_weight_backward(geometry, x, out_grad))
+pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &[T]) -> Vec<T> {
+    run_weight_backward(geometry, x, out_grad)
 }
 
 /// The weight gradient, for a geometry it [`serves`]. The batch is cut into one contiguous

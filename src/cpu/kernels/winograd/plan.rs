@@ -10,13 +10,13 @@ use rayon::prelude::*;
 
 use crate::spec::ConvGeometry;
 
-use super::super::element::Element;
 use super::transform::{F2, F4, Matrix, Minimal, Rows, along_axis};
+use crate::cpu::kernels::element::Element;
 
 // The input and output moves as `pulp` ops: more `impl Plan` methods.
 mod moves;
 
-use super::super::transpose::channels_last;
+use crate::cpu::kernels::transpose::channels_last;
 
 /// Bytes of transformed inputs and products per block of tiles: inside one core's L2.
 const BLOCK_BYTES: usize = 1 << 20;

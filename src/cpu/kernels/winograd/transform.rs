@@ -3,7 +3,7 @@
 //! tile vectors. Applied along each axis in turn they give the 2D and 3D algorithms, so one
 //! routine serves every rank.
 
-use super::super::element::Element;
+use crate::cpu::kernels::element::Element;
 
 /// F(m, 3): `m` outputs of a 3-tap correlation from `alpha = m + 2` inputs with `alpha`
 /// multiplications, `y = output · ((filter · g) ⊙ (input · d))`.

@@ -11,11 +11,11 @@ use core::ops::Range;
 
 use pulp::{Simd, WithSimd};
 
-use super::super::super::element::Element;
-use super::super::super::points;
-use super::super::super::transpose::Transposer;
-use super::super::lanes::{MAX_POINTS, add, buffers, in_lanes};
 use super::{Plan, Tile, point_stride};
+use crate::cpu::kernels::element::Element;
+use crate::cpu::kernels::points;
+use crate::cpu::kernels::transpose::Transposer;
+use crate::cpu::kernels::winograd::lanes::{MAX_POINTS, add, buffers, in_lanes};
 
 /// Channels moved together: one 256-bit vector of f32.
 const LANES: usize = 8;

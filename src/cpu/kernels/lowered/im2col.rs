@@ -10,9 +10,9 @@ use core::ops::Range;
 
 use crate::spec::{ConvGeometry, inside};
 
-use super::element::Element;
 use super::tap_masks::{TapMasks, readable};
 use super::tap_table::TapTable;
+use crate::cpu::kernels::element::Element;
 
 /// Bytes of patch matrix per tile: well inside one core's L2, so the GEMM reads back what the
 /// lowering just wrote from cache instead of memory.

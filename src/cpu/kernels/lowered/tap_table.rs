@@ -5,8 +5,8 @@
 
 use crate::spec::ConvGeometry;
 
-use super::element::Element;
-use super::points;
+use crate::cpu::kernels::element::Element;
+use crate::cpu::kernels::points;
 
 /// Table entries above which an output lowers by rows instead.
 const MAX_TABLE_LEN: usize = 1 << 16;

@@ -5,11 +5,14 @@
 //! gradient itself), where the lowered input gradient runs a GEMM into a patch-sized buffer and
 //! scatters it back with col2im.
 
+#[cfg(test)]
+mod tests;
+
 use crate::spec::ConvGeometry;
 
-use super::super::direct;
-use super::super::element::Element;
-use super::super::transpose::transpose;
+use super::direct;
+use super::element::Element;
+use super::transpose::transpose;
 
 /// Whether the input gradient of `geometry` is a forward convolution: stride 1 on every axis,
 /// and neither side padded past the dilated kernel's reach (else the adjoint would crop).
@@ -29,17 +32,14 @@ pub fn serves(geometry: &ConvGeometry) -> bool {
 
 /// Output channels per group below which the lowered input gradient's GEMM, as deep as the
 /// output channels, writes its patch-sized product faster than it can sum into it: there the
-/// adjoint's GEMM, `taps` times deeper, wins where it has as many rows (input channels). On
-/// `example_resnet_3x3_14` (16 channels) the adjoint took 0.71-0.81 ms against the lowered
-/// path's 0.91-1.07 ms, best of 8 in each of three processes; at 32 channels
-/// (`example_resnet_3x3_7`) the two tie, and at 64 (`example_resnet_3x3_4`) the lowered path
-/// is up to 15% faster.
+/// adjoint's GEMM, `taps` times deeper, wins where it has as many rows (input channels). The
+/// `example_resnet_3x3_*` input-gradient rows decide it: the adjoint wins at 16 channels,
+/// the two tie at 32, and the lowered path wins at 64.
 const SHALLOW_DEPTH: usize = 32;
 
 /// Whether, by rule, the adjoint beats the lowered input gradient of `geometry`: it
 /// [`serves`] it, and either its forward pass takes the direct path by rule (no patch matrix
-/// on either side: `example_resnet_3x3_7`'s input gradient 0.53 ms against the lowered
-/// path's 0.68), or the lowered GEMM would be shallower than [`SHALLOW_DEPTH`] with at least
+/// on either side: the `example_resnet_3x3_7` input-gradient row), or the lowered GEMM would be shallower than [`SHALLOW_DEPTH`] with at least
 /// as many input channels as output channels (else the adjoint lowers more patches per
 /// multiply-add than the lowered path scatters: a one-channel stem's adjoint is 3x slower).
 pub fn pays(geometry: &ConvGeometry) -> bool {

@@ -10,7 +10,7 @@ use pulp::{Simd, WithSimd};
 
 use crate::spec::ConvGeometry;
 
-use super::element::Element;
+use crate::cpu::kernels::element::Element;
 
 /// Mask elements above which a volume lowers by rows instead (its rows are long enough).
 const MAX_MASK_LEN: usize = 1 << 16;

@@ -9,14 +9,22 @@
 //! "same" conv, by a table of tap sources for other small outputs). A pointwise (1x1)
 //! convolution's input is its own patch matrix.
 
+mod im2col;
+mod tap_masks;
+mod tap_table;
+#[cfg(test)]
+mod tests;
+
 use core::ops::Range;
 
 use crate::spec::ConvGeometry;
 
-use super::super::element::{Element, Split, for_each_chunk, items_per_thread, sum_of_partials};
-use super::super::gemm::{MatMut, MatRef, matmul};
-use super::super::im2col::{Lowering, gather_images, images_per_tile, is_pointwise};
 use super::adjoint;
+use super::element::{Element, Split, for_each_chunk, items_per_thread, sum_of_partials};
+use super::gemm::{MatMut, MatRef, matmul};
+use im2col::{Lowering, gather_images, images_per_tile};
+
+pub use im2col::is_pointwise;
 
 /// Images per task and tile for a batch-parallel pass: several when they are small, but never
 /// so many that a thread is left without a task.
@@ -201,8 +209,7 @@ pub(super) fn x_backward<T: Element>(
     let item_len = g.in_channels * in_vol;
     // A pointwise layer's weight, each group transposed once for the whole batch (its adjoint
     // weight): `gemm` runs faster on a row-major left operand than on the transposed view of
-    // the weight (`resnet50_1x1_reduce` grad_input's 8 GEMMs: 5.1-5.2 ms against 5.8-6.0,
-    // three alternations in one process).
+    // the weight (the `resnet50_1x1_reduce` grad_input row).
     let pointwise_t = is_pointwise(g).then(|| adjoint::weight(g, weight));
     for_each_chunk(
         &mut x_grad,

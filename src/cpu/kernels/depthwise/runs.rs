@@ -5,8 +5,8 @@ use pulp::{Simd, WithSimd};
 
 use crate::spec::ConvGeometry;
 
-use super::super::bordered::Bordered;
-use super::super::element::Element;
+use crate::cpu::kernels::bordered::Bordered;
+use crate::cpu::kernels::element::Element;
 
 /// The bordered copy of a depthwise plane where the runs over it are contiguous: `None` where
 /// the stride along W is not 1 (the runs would gather) or [`Bordered::new`] declines.
