@@ -90,7 +90,7 @@ cubecl_logs "$out/autotune.log"
 case "$step_name" in
 tests)
     step "golden cases (tuned) and cube_cross (each of our kernels' settings pinned in turn)"
-    "$bin/suite" fixtures:: cube_cross:: 2>&1 | tee "$out/tests-$runtime.log" | tail -5
+    "$bin/suite" golden:: cube_cross:: 2>&1 | tee "$out/tests-$runtime.log" | tail -5
     step "fuzz"
     FUZZ_GPU_CASES=${FUZZ_GPU_CASES:-400} "$bin/suite" fuzz:: 2>&1 |
         tee "$out/tests-fuzz-$runtime.log" | tail -5
@@ -98,7 +98,7 @@ tests)
 sanitize)
     step "golden cases and cube_cross under compute-sanitizer memcheck"
     sanitizer=$(command -v compute-sanitizer || echo "$CUDA_PATH/bin/compute-sanitizer")
-    "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/suite" fixtures:: cube_cross:: 2>&1 |
+    "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/suite" golden:: cube_cross:: 2>&1 |
         tee "$out/sanitize-$runtime.log" | tail -8
     ;;
 bench)

@@ -9,9 +9,9 @@ mod cpu_algorithms;
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 mod cube_cross;
 mod dtypes;
-mod fixtures;
 mod fuse;
 mod fuzz;
+mod golden;
 mod long_sums;
 mod nn;
 mod pool_errors;

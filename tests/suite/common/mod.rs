@@ -1,6 +1,5 @@
 //! Shared test machinery: the golden-case format of `tests/fixtures/`, tensor conversion, and
 //! closeness checks whose failures name the worst element.
-#![allow(dead_code)]
 
 pub mod conv_cases;
 pub mod fuse_cases;
@@ -49,8 +48,10 @@ impl JsonTensor {
         self.data.iter().map(Num::value).collect()
     }
 
-    /// As a float tensor of rank `D`, each value rounded to f32 as the README prescribes.
+    /// As a float tensor of rank `D`, each value rounded to f32 as the README prescribes; a
+    /// tensor stored as another dtype (indices) is a fixture error.
     pub fn float<const D: usize>(&self, device: &Device) -> Tensor<D> {
+        assert_eq!(self.dtype, "f32", "a float tensor stored as {}", self.dtype);
         let values: Vec<f32> = self.values().iter().map(|&v| v as f32).collect();
         Tensor::from_data(TensorData::new(values, self.shape.clone()), device)
     }
@@ -106,6 +107,15 @@ impl Case {
 pub struct CaseFile {
     pub op: String,
     pub cases: Vec<Case>,
+}
+
+/// The case file `tests/fixtures/<stem>.json`.
+pub fn case_file(stem: &str) -> CaseFile {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{stem}.json"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{}: not a case file: {e}", path.display()))
 }
 
 /// Every case file under `tests/fixtures/` (files without a `cases` list, like `index.json`,

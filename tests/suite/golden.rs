@@ -1,0 +1,216 @@
+//! Every golden case under `tests/fixtures/`, run by its `op` field on Flex with autodiff, with
+//! and without gradient checkpointing (and on NdArray and the CubeCL kernels, where those are
+//! built): one test per case file and device family. A case file without its line in
+//! `golden!`, or a case whose op has no runner, fails.
+
+use crate::common::{
+    Case, autodiff_devices, case_file, case_files, conv_cases, fuse_cases, pool_cases,
+};
+use burn::tensor::Device;
+
+macro_rules! conv_fns {
+    ($conv:ident, $transpose:ident) => {
+        conv_cases::ConvFns {
+            conv: |x, weight, bias, options| burn_convpool::$conv(x, weight, bias, options),
+            transpose: |x, weight, bias, options| {
+                burn_convpool::$transpose(x, weight, bias, options)
+            },
+        }
+    };
+}
+
+macro_rules! pool_fns_for {
+    ($max:ident, $avg:ident, $adaptive_avg:ident, $adaptive_max:ident, $lp:ident, $unpool:ident, $fractional:expr) => {
+        pool_cases::PoolFns {
+            max: |x, options| burn_convpool::$max(x, options),
+            avg: |x, options| burn_convpool::$avg(x, options),
+            adaptive_avg: |x, size| burn_convpool::$adaptive_avg(x, size),
+            adaptive_max: |x, size| burn_convpool::$adaptive_max(x, size),
+            fractional: $fractional,
+            lp: |x, options| burn_convpool::$lp(x, options),
+            unpool: |x, indices, options| burn_convpool::$unpool(x, indices, options),
+        }
+    };
+}
+
+fn run_case(case: &Case, device: &Device) -> Result<(), String> {
+    match case.op.as_str() {
+        "conv1d" | "conv_transpose1d" => {
+            conv_cases::run(case, device, conv_fns!(conv1d, conv_transpose1d))
+        }
+        "conv2d" | "conv_transpose2d" => {
+            conv_cases::run(case, device, conv_fns!(conv2d, conv_transpose2d))
+        }
+        "conv3d" | "conv_transpose3d" => {
+            conv_cases::run(case, device, conv_fns!(conv3d, conv_transpose3d))
+        }
+        op if op.ends_with("pool1d") => pool_cases::run::<1, 3>(
+            case,
+            device,
+            pool_fns_for!(
+                max_pool1d_with_indices,
+                avg_pool1d,
+                adaptive_avg_pool1d,
+                adaptive_max_pool1d_with_indices,
+                lp_pool1d,
+                max_unpool1d,
+                None
+            ),
+        ),
+        op if op.ends_with("pool2d") => pool_cases::run::<2, 4>(
+            case,
+            device,
+            pool_fns_for!(
+                max_pool2d_with_indices,
+                avg_pool2d,
+                adaptive_avg_pool2d,
+                adaptive_max_pool2d_with_indices,
+                lp_pool2d,
+                max_unpool2d,
+                Some(burn_convpool::fractional_max_pool2d_with_indices)
+            ),
+        ),
+        op if op.ends_with("pool3d") => pool_cases::run::<3, 5>(
+            case,
+            device,
+            pool_fns_for!(
+                max_pool3d_with_indices,
+                avg_pool3d,
+                adaptive_avg_pool3d,
+                adaptive_max_pool3d_with_indices,
+                lp_pool3d,
+                max_unpool3d,
+                Some(burn_convpool::fractional_max_pool3d_with_indices)
+            ),
+        ),
+        "fuse_conv_bn" => fuse_cases::run(case, device),
+        other => Err(format!("no runner for op {other:?}")),
+    }
+}
+
+/// One test per case file and device family, `golden::<file stem>::<family>`, so that
+/// `cargo test --test suite golden::conv2d::flex` runs one op on Flex (with and without
+/// gradient checkpointing), and the harness runs the files in parallel.
+macro_rules! golden {
+    ($($file:ident),* $(,)?) => {
+        /// The stems of the case files a test here runs.
+        const FILES: &[&str] = &[$(stringify!($file)),*];
+        $(
+            mod $file {
+                #[test]
+                fn flex() {
+                    super::run_file(stringify!($file), "flex");
+                }
+
+                #[cfg(feature = "ndarray")]
+                #[test]
+                fn ndarray() {
+                    super::run_file(stringify!($file), "ndarray");
+                }
+
+                #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+                #[test]
+                fn cube() {
+                    super::run_file(stringify!($file), "cube");
+                }
+            }
+        )*
+    };
+}
+
+golden!(
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    adaptive_max_pool3d,
+    avg_pool1d,
+    avg_pool2d,
+    avg_pool3d,
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_padding_mode,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+    fractional_max_pool2d,
+    fractional_max_pool3d,
+    fuse_conv_bn,
+    lp_pool1d,
+    lp_pool2d,
+    lp_pool3d,
+    max_pool1d,
+    max_pool2d,
+    max_pool3d,
+    max_unpool1d,
+    max_unpool2d,
+    max_unpool3d,
+);
+
+/// A new case file fails here until it has its line in `golden!`.
+#[test]
+fn every_case_file_has_a_test() {
+    let stems: Vec<String> = case_files()
+        .iter()
+        .map(|(path, _)| path.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let mut listed: Vec<&str> = FILES.to_vec();
+    listed.sort_unstable();
+    assert_eq!(
+        stems, listed,
+        "tests/fixtures/*.json against golden!'s list"
+    );
+}
+
+/// Every case of `tests/fixtures/<stem>.json` on each device whose name starts with `family`;
+/// fails listing every case that failed.
+fn run_file(stem: &str, family: &str) {
+    let file = case_file(stem);
+    assert!(
+        !file.cases.is_empty(),
+        "{stem}.json ({}) has no cases",
+        file.op
+    );
+    let devices: Vec<_> = autodiff_devices()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with(family))
+        .collect();
+    assert!(!devices.is_empty(), "no {family} device in this build");
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for case in &file.cases {
+        for (device_name, device) in &devices {
+            // On the CubeCL device our kernels run pinned: a tuning round per case would
+            // compile Burn's GEMM candidates for nearly every shape, most of the suite's time
+            // on lavapipe. `cube_cross::conv::builtin_and_tuned_kernels_match_cpu` checks
+            // Burn's kernels and the tuner against Flex instead.
+            #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+            let _pinned = (family == "cube").then(|| {
+                use burn_convpool::cube_kernels::{CubeKernels, OurKernels};
+                crate::common::pin(CubeKernels::Ours(OurKernels::DEFAULT))
+            });
+            let outcome = std::panic::catch_unwind(|| run_case(case, device))
+                .unwrap_or_else(|panic| Err(format!("panicked: {}", panic_message(&panic))));
+            if let Err(message) = outcome {
+                failures.push(format!("{} [{device_name}]: {message}", case.name));
+            }
+            ran += 1;
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{stem}.json: {} of {ran} case runs failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}
