@@ -15,9 +15,18 @@ use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn_convpool::ConvPoolBackend;
 use criterion::{Criterion, criterion_group, criterion_main};
 
-mod common;
-use common::catalogue::{ConvCase, full_profile, load};
-use common::{array, compare, devices, lifted, lifted3, random};
+mod common {
+    pub mod catalogue;
+    pub mod conv_case;
+    pub mod devices;
+    pub mod operands;
+    pub mod timing;
+}
+use common::catalogue::{full_profile, load};
+use common::conv_case::ConvCase;
+use common::devices::devices;
+use common::operands::{array, lifted, lifted3, random};
+use common::timing::compare;
 
 type Prim = FloatTensor<Dispatch>;
 type M = Dispatch;
@@ -140,6 +149,25 @@ fn our_pass(
     }
 }
 
+/// `(N, C_out, *out)`.
+fn out_dims(case: &ConvCase, transposed: bool) -> Vec<usize> {
+    let mut dims = vec![case.x[0], case.out_channels];
+    dims.extend(case.out_size(transposed));
+    dims
+}
+
+/// `(C_out, C_in / groups, *kernel)`, or `(C_in, C_out / groups, *kernel)` transposed.
+fn weight_dims(case: &ConvCase, transposed: bool) -> Vec<usize> {
+    let (first, second) = if transposed {
+        (case.x[1], case.out_channels / case.groups)
+    } else {
+        (case.out_channels, case.x[1] / case.groups)
+    };
+    let mut dims = vec![first, second];
+    dims.extend(&case.kernel);
+    dims
+}
+
 fn bench_case(
     c: &mut Criterion,
     device_name: &str,
@@ -150,13 +178,13 @@ fn bench_case(
     use burn::backend::ops::FloatTensorOps;
     let family = if transposed { "conv_transpose" } else { "conv" };
     let x = random(&case.x, device);
-    let weight = random(&case.weight_dims(transposed), device);
-    let out_grad = random(&case.out_dims(transposed), device);
+    let weight = random(&weight_dims(case, transposed), device);
+    let out_grad = random(&out_dims(case, transposed), device);
     let lift = |t: &Prim, dims: &[usize]| M::float_reshape(t.clone(), lifted(dims).into());
     let (x5, weight5, out_grad5) = (
         lift(&x, &case.x),
-        lift(&weight, &case.weight_dims(transposed)),
-        lift(&out_grad, &case.out_dims(transposed)),
+        lift(&weight, &weight_dims(case, transposed)),
+        lift(&out_grad, &out_dims(case, transposed)),
     );
     for (pass, pass_name) in PASSES {
         let id = format!("{family}/{device_name}/{}/{pass_name}", case.name);
@@ -190,12 +218,15 @@ fn bench_case(
 }
 
 fn conv(c: &mut Criterion) {
-    let catalogue = load(full_profile());
+    let (convs, transposed) = (
+        load("conv", full_profile()),
+        load("conv_transpose", full_profile()),
+    );
     for (device_name, device) in devices() {
-        for case in &catalogue.conv {
+        for case in &convs {
             bench_case(c, device_name, &device, case, false);
         }
-        for case in &catalogue.conv_transpose {
+        for case in &transposed {
             bench_case(c, device_name, &device, case, true);
         }
     }
@@ -203,7 +234,7 @@ fn conv(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = common::criterion();
+    config = common::timing::criterion();
     targets = conv
 }
 criterion_main!(benches);

@@ -17,12 +17,16 @@ use burn::tensor::{Device, Distribution, Tensor};
 use burn_convpool::nn::{Conv2d, Conv2dConfig, MaxPool2d, MaxPool2dConfig};
 use criterion::{Criterion, criterion_group, criterion_main};
 
-mod common;
+mod common {
+    pub mod devices;
+    pub mod timing;
+}
 #[path = "../examples/resnet/model.rs"]
 #[allow(dead_code)]
 mod model;
 
-use common::{compare, devices};
+use common::devices::devices;
+use common::timing::compare;
 use model::{ResNet, ResNetConfig};
 
 /// The tiny chain on either set of modules.
@@ -112,7 +116,7 @@ fn network(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = common::criterion();
+    config = common::timing::criterion();
     targets = network
 }
 criterion_main!(benches);

@@ -7,7 +7,7 @@
 //! `pool/{device}/{case}/{forward|backward}`; max pools' forward returns the indices too.
 
 use burn::backend::Dispatch;
-use burn::backend::ops::ModuleOps;
+use burn::backend::ops::{FloatTensorOps, ModuleOps};
 use burn::backend::tensor::FloatTensor;
 use burn::tensor::Device;
 use burn::tensor::ops::MaxPoolOptions;
@@ -15,18 +15,60 @@ use burn_convpool::spec::WindowRule;
 use burn_convpool::{AvgPoolNdOptions, ConvPoolBackend, LpPoolOptions};
 use criterion::{Criterion, criterion_group, criterion_main};
 
-mod common;
-use common::catalogue::{PoolCase, full_profile, load};
-use common::{array, compare, devices, lifted, lifted3, random_laid_out};
+mod common {
+    pub mod catalogue;
+    pub mod devices;
+    pub mod operands;
+    pub mod pool_case;
+    pub mod timing;
+}
+use common::catalogue::{full_profile, load};
+use common::devices::devices;
+use common::operands::{array, lifted, lifted3, random};
+use common::pool_case::PoolCase;
+use common::timing::compare;
 
 type Prim = FloatTensor<Dispatch>;
 type M = Dispatch;
 
-fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &PoolCase) {
+/// A pool case as this bench runs it: the LP norm and the operands' layout besides its shape.
+#[derive(serde::Deserialize)]
+struct PoolBench {
+    #[serde(flatten)]
+    case: PoolCase,
+    #[serde(default)]
+    norm: f64,
+    /// Input and output gradient channels-last in memory (NHWC / NDHWC).
+    #[serde(default)]
+    channels_last: bool,
+}
+
+/// A random primitive of shape `dims` `(N, C, *spatial)`, channels-last in memory if asked: a
+/// permuted view of an `(N, *spatial, C)` tensor, as Burn's convolutions leave their outputs.
+pub fn random_laid_out(
+    dims: &[usize],
+    channels_last: bool,
+    device: &Device,
+) -> FloatTensor<Dispatch> {
+    if !channels_last {
+        return random(dims, device);
+    }
+    let rank = dims.len();
+    let memory: Vec<usize> = [dims[0]]
+        .into_iter()
+        .chain(dims[2..].iter().copied())
+        .chain([dims[1]])
+        .collect();
+    let axes: Vec<usize> = [0, rank - 1].into_iter().chain(1..rank - 1).collect();
+    Dispatch::float_permute(random(&memory, device), &axes)
+}
+
+fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, bench: &PoolBench) {
+    let case = &bench.case;
     let int_dtype = device.settings().int_dtype;
     // Burn's operators take `x` as the case gives it, ours its rank-5 lift: separate tensors of
     // the same layout (reshaping a channels-last view would copy it).
-    let laid_out = |dims: &[usize]| random_laid_out(dims, case.channels_last, device);
+    let laid_out = |dims: &[usize]| random_laid_out(dims, bench.channels_last, device);
     let (x, out_grad) = (laid_out(&case.x), laid_out(&case.out_dims()));
     let (x5, out_grad5) = (
         laid_out(&lifted(&case.x)),
@@ -155,7 +197,7 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Pool
             );
         }
         "lp_pool" => {
-            let options = LpPoolOptions::new(case.norm, lifted3(&case.kernel, 1))
+            let options = LpPoolOptions::new(bench.norm, lifted3(&case.kernel, 1))
                 .with_stride(lifted3(&case.stride, 1));
             compare(
                 c,
@@ -185,9 +227,9 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Pool
 }
 
 fn pools(c: &mut Criterion) {
-    let catalogue = load(full_profile());
+    let cases: Vec<PoolBench> = load("pool", full_profile());
     for (device_name, device) in devices() {
-        for case in &catalogue.pool {
+        for case in &cases {
             bench_case(c, device_name, &device, case);
         }
     }
@@ -195,7 +237,7 @@ fn pools(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = common::criterion();
+    config = common::timing::criterion();
     targets = pools
 }
 criterion_main!(benches);

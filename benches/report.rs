@@ -15,9 +15,17 @@ use plotters::prelude::*;
 use plotters::style::FontStyle;
 use serde::Deserialize;
 
-mod common;
+mod common {
+    pub mod catalogue;
+    pub mod conv_case;
+    pub mod devices;
+    pub mod peak;
+    pub mod pool_case;
+}
 use common::catalogue::load;
+use common::conv_case::ConvCase;
 use common::peak::Peaks;
+use common::pool_case::PoolCase;
 
 const FONT: &[u8] = include_bytes!("../examples/assets/DejaVuSansMono.ttf");
 
@@ -168,7 +176,9 @@ fn fresh_means(dir: &Path, since: SystemTime) -> Vec<(String, String, f64)> {
 }
 
 fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) -> Vec<Row> {
-    let catalogue = load(true);
+    let convs: Vec<ConvCase> = load("conv", true);
+    let transposed: Vec<ConvCase> = load("conv_transpose", true);
+    let pools: Vec<PoolCase> = load("pool", true);
     let mut devices: Vec<String> = timings
         .keys()
         .filter_map(|id| id.split('/').nth(1).map(str::to_string))
@@ -197,8 +207,8 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
     let mut rows = Vec::new();
     for device in &devices {
         let conv_families = [
-            ("conv", &catalogue.conv, false),
-            ("conv_transpose", &catalogue.conv_transpose, true),
+            ("conv", &convs, false),
+            ("conv_transpose", &transposed, true),
         ];
         for (family, cases, transposed) in conv_families {
             for case in cases {
@@ -216,14 +226,14 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
                         op: format!("{family}{}d", case.spatial()),
                         pass: pass.into(),
                         timing,
-                        work: Work::Flops(case.flops(transposed)),
+                        work: Work::Flops(conv_flops(case, transposed)),
                         pytorch,
                         pytorch_spread,
                     });
                 }
             }
         }
-        for case in &catalogue.pool {
+        for case in &pools {
             for pass in ["forward", "backward"] {
                 let Some(&timing) = timings.get(&format!("pool/{device}/{}/{pass}", case.name))
                 else {
@@ -237,7 +247,7 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
                     op: format!("{}{}d", case.op, case.spatial()),
                     pass: pass.into(),
                     timing,
-                    work: Work::Bytes(case.bytes()),
+                    work: Work::Bytes(pool_bytes(case)),
                     pytorch,
                     pytorch_spread,
                 });
@@ -353,7 +363,7 @@ fn rounds(rows: &[Row]) -> String {
 
 /// The measured ceilings of every device the rows name (none for Flex).
 fn device_peaks(rows: &[Row]) -> BTreeMap<String, Peaks> {
-    common::devices()
+    common::devices::devices()
         .into_iter()
         .filter(|(name, _)| rows.iter().any(|row| row.device == *name))
         .map(|(name, device)| (name.to_string(), Peaks::measure(&device)))
@@ -672,4 +682,33 @@ fn main() {
         "wrote benches/{name}.md and benches/{png} ({} rows)",
         rows.len()
     );
+}
+
+/// Multiply-adds times two of one pass; forward, input gradient and weight gradient each do
+/// the same work. A transposed conv does the work of the conv it is the adjoint of.
+fn conv_flops(case: &ConvCase, transposed: bool) -> f64 {
+    let taps: usize = case.kernel.iter().product();
+    let (positions, channels_in) = if transposed {
+        (case.x[2..].iter().product::<usize>(), case.out_channels)
+    } else {
+        (case.out_size(false).iter().product::<usize>(), case.x[1])
+    };
+    let outputs = case.x[0]
+        * if transposed {
+            case.x[1]
+        } else {
+            case.out_channels
+        }
+        * positions;
+    2.0 * (outputs * channels_in / case.groups * taps) as f64
+}
+
+/// Bytes a pass must move at least, the same both ways: forward reads x and writes the
+/// output (and, for max, the indices); backward reads those and writes x's gradient. f32
+/// values, 32-bit indices.
+fn pool_bytes(case: &PoolCase) -> f64 {
+    let input: usize = case.x.iter().product();
+    let output: usize = case.out_dims().iter().product();
+    let indices = if case.op == "max_pool" { output } else { 0 };
+    4.0 * (input + output + indices) as f64
 }
