@@ -1,5 +1,5 @@
 //! PyTorch's convolution and pooling operators for Burn 0.22, with exact PyTorch semantics,
-//! fast CPU kernels (im2col + GEMM, rayon) and hand-written autodiff.
+//! fast CPU kernels (seven convolution algorithms, rayon) and hand-written autodiff.
 //!
 //! Call the functions at the crate root on any `burn::Tensor`; they work on every device this
 //! crate implements (Flex, NdArray, and every CubeCL runtime through Burn's `Cube`) with or without

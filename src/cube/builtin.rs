@@ -53,7 +53,7 @@ pub fn forward(
 
 /// The input-side gradient `[+ bias]` with Burn's kernels: its transposed conv where that
 /// expresses the geometry ([`transposed`]), else its `conv_data_backward`. One of the two,
-/// since they tied on the H100 and each runs Burn's own tuner (see `tune.rs`).
+/// since they tied on a GPU and each runs Burn's own tuner (see `tune.rs`).
 pub fn data(
     geometry: &ConvGeometry,
     weight: CubeTensor,
@@ -180,7 +180,7 @@ pub fn weight(
 
 /// Whether an axis has `kernel * dilation < stride`. burn-cubecl 0.22.1's `conv_transpose3d`
 /// bounds its tap loop by `kernel * dilation - stride`, which is then negative, and computes
-/// zeros there (PyTorch's conv3d golden cases `nonsquare`, `fuzz_00/02/05/07` on an H100).
+/// zeros there (PyTorch's conv3d golden cases `nonsquare`, `fuzz_00/02/05/07` on a GPU).
 fn skips_taps(geometry: &ConvGeometry) -> bool {
     (0..3).any(|a| geometry.kernel[a] * geometry.dilation[a] < geometry.stride[a])
 }

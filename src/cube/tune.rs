@@ -13,13 +13,11 @@
 //! reproducible. A device whose kernels are pinned ([`super::choice`]) skips the tuner.
 //!
 //! The set is kept small because a user pays for it in the first epoch: each candidate is
-//! compiled on first use, and the compiles, not the timings, are most of a tuning round. On
-//! an H100 over Vulkan, with the driver's pipeline cache off, the ResNet example's first epoch
-//! took 149 s tuned against 45.5 s with our kernels pinned; most of the difference is Burn's
-//! own tuner compiling its GEMM candidates. Two former candidates won none of the example's
-//! 31 keys and were dropped: the untiled schedule where the tiled one is the default (32 s of
-//! the rounds), and Burn's `conv_data_backward` beside its transposed conv (within 3% of each
-//! other on all seven input gradients, so timing both paid Burn's own tuning twice).
+//! compiled on first use, and the compiles, not the timings, are most of a tuning round (the
+//! first epoch of `examples/resnet`; its README has the measurements). Two former candidates
+//! won none of the example's keys and were dropped: the untiled schedule where the tiled one
+//! is the default, and Burn's `conv_data_backward` beside its transposed conv (they tied on
+//! every input gradient, so timing both paid Burn's own tuning twice).
 //!
 //! Burn's candidate runs its own tuner, and a tuning round cannot run inside another one's
 //! measurement (both take the device exclusively). So before our first round for a key, Burn's
