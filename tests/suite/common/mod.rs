@@ -109,37 +109,38 @@ pub struct CaseFile {
     pub cases: Vec<Case>,
 }
 
+/// The folder of the golden case files.
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
 /// The case file `tests/fixtures/<stem>.json`.
 pub fn case_file(stem: &str) -> CaseFile {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{stem}.json"));
+    let path = fixtures_dir().join(format!("{stem}.json"));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("{}: not a case file: {e}", path.display()))
 }
 
-/// Every case file under `tests/fixtures/` (files without a `cases` list, like `index.json`,
-/// are not case files).
-pub fn case_files() -> Vec<(PathBuf, CaseFile)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+/// The stems of the case files under `tests/fixtures/`, sorted (files without a `cases` list,
+/// like `index.json`, are not case files); [`case_file`] reads each.
+pub fn case_file_stems() -> Vec<String> {
+    let dir = fixtures_dir();
+    let mut stems: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
         .map(|entry| entry.expect("directory entry").path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
-        .collect();
-    paths.sort();
-    paths
-        .into_iter()
-        .filter_map(|path| {
-            let text = std::fs::read_to_string(&path).expect("readable fixture");
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).expect("readable fixture");
             let json: Value = serde_json::from_str(&text)
                 .unwrap_or_else(|e| panic!("{}: invalid JSON: {e}", path.display()));
-            json.get("cases")?;
-            let file = serde_json::from_value(json)
-                .unwrap_or_else(|e| panic!("{}: not a case file: {e}", path.display()));
-            Some((path, file))
+            json.get("cases").is_some()
         })
-        .collect()
+        .map(|path| path.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    stems.sort();
+    stems
 }
 
 /// How close a value must be: `|actual - expected| <= atol + rtol * |expected|`; NaN must match

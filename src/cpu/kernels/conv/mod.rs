@@ -63,24 +63,25 @@ impl<'a, T: Element> Call<'a, T> {
             }
     }
 
-    /// The algorithm by rule: the one [`pinned`] on this thread where it serves the call,
-    /// else [`by_rule`]'s for the shape where it serves the call, else the lowered path.
-    fn algorithm(&self) -> Algorithm {
-        match pinned() {
-            Some(algorithm) if self.serves(algorithm) => algorithm,
-            _ => Some(by_rule(self.geometry, self.pass, self.threads))
-                .filter(|&algorithm| self.serves(algorithm))
-                .unwrap_or(Algorithm::Lowered),
-        }
+    /// The algorithm [`pinned`] on this thread, where it serves the call.
+    fn pinned(&self) -> Option<Algorithm> {
+        pinned().filter(|&algorithm| self.serves(algorithm))
+    }
+
+    /// [`by_rule`]'s algorithm for the shape where it serves the call, else the lowered path.
+    fn by_rule(&self) -> Algorithm {
+        Some(by_rule(self.geometry, self.pass, self.threads))
+            .filter(|&algorithm| self.serves(algorithm))
+            .unwrap_or(Algorithm::Lowered)
     }
 
     /// `run(algorithm)` for this call, noted for `record_conv_algorithms`: the algorithm
     /// [`pinned`] on this thread where it serves the call; else, for a pass large enough to
     /// time, the fastest of those that serve it on this machine (timed on the shape's first
-    /// call, see `fastest`); else [`Self::algorithm`]'s.
+    /// call, see `fastest`); else [`Self::by_rule`]'s.
     fn run(&self, mut run: impl FnMut(Algorithm) -> Vec<T>) -> Vec<T> {
         run_noted(self.pass, || {
-            if let Some(algorithm) = pinned().filter(|&algorithm| self.serves(algorithm)) {
+            if let Some(algorithm) = self.pinned() {
                 return (algorithm, run(algorithm));
             }
             let candidates: Vec<Algorithm> = ALGORITHMS
@@ -92,7 +93,7 @@ impl<'a, T: Element> Call<'a, T> {
                     fastest::Key::new::<T>(self.geometry, self.pass, self.threads, candidates);
                 return fastest::run_fastest(key, run);
             }
-            let algorithm = self.algorithm();
+            let algorithm = self.by_rule();
             (algorithm, run(algorithm))
         })
     }
@@ -162,7 +163,8 @@ fn by_rule(geometry: &ConvGeometry, pass: Pass, threads: usize) -> Algorithm {
 /// every algorithm takes.
 #[cfg(test)]
 pub(in crate::cpu::kernels) fn algorithm(geometry: &ConvGeometry, pass: Pass) -> Algorithm {
-    Call::<f32>::new(geometry, pass, [&[], &[]]).algorithm()
+    let call = Call::<f32>::new(geometry, pass, [&[], &[]]);
+    call.pinned().unwrap_or_else(|| call.by_rule())
 }
 
 /// `out = conv(x, weight) + bias`, shape `geometry.out_shape()`. A window sums only its taps
