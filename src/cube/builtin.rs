@@ -5,15 +5,13 @@
 //! Burn takes NCHW tensors of the geometry's true spatial rank and `(begin, end)` padding, so
 //! each call drops the unit axes of the rank-5 lift and states the end padding the sizes imply.
 //! A geometry Burn cannot express declines with a reason (the tuner then skips the candidate).
-//! Each result comes back in the layout our kernels write ([`in_layout`]: channels-last when
-//! the operand it is computed from is), so any copy Burn's kernel needs for it is part of the
-//! time the tuner measures (Burn's transposed conv has no channels-last kernel).
+//! Each result comes back as Burn's own call returns it (an NCHW view of NHWC memory, no copy),
+//! so the candidate costs what calling Burn directly costs; our kernels read any layout.
 
 use burn::tensor::Shape;
-use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
+use burn::tensor::ops::ConvOptions;
 use burn_cubecl::kernel::conv::{
-    ConvStrategy, ConvTranspose2dStrategy, conv_data_backward, conv_forward, conv_transpose2d,
-    conv_weight_backward,
+    ConvStrategy, conv_data_backward, conv_forward, conv_weight_backward,
 };
 use burn_cubecl::ops::{numeric, reshape};
 use burn_cubecl::tensor::CubeTensor;
@@ -21,7 +19,7 @@ use burn_cubecl::tensor::CubeTensor;
 use crate::spec::{ConvGeometry, kernel_extent, lowered_dims, out_len};
 
 use super::launches::{Launch, note};
-use super::tensor::{channels_last, in_layout, with_unit_axes, without_unit_axes};
+use super::tensor::{with_unit_axes, without_unit_axes};
 
 /// `$op::<N>($args.., options, strategy)` at the geometry's spatial rank `N`, lifted back to
 /// rank 5 (a view); Burn's error as a string.
@@ -45,27 +43,15 @@ pub fn forward(
     bias: Option<CubeTensor>,
 ) -> Result<CubeTensor, String> {
     let rank = spatial_rank(geometry);
-    let layout = channels_last(&x);
     let x = without_unit_axes(x, rank);
     let weight = without_unit_axes(weight, rank);
-    at_rank!(rank, geometry, conv_forward(x, weight, bias)).map(|out| in_layout(out, layout))
+    at_rank!(rank, geometry, conv_forward(x, weight, bias))
 }
 
-/// The input-side gradient `[+ bias]` with Burn's kernels: its transposed conv where that
-/// expresses the geometry ([`transposed`]), else its `conv_data_backward`. One of the two,
-/// since they tied on a GPU and each runs Burn's own tuner (see `tune.rs`).
+/// The input-side gradient `[+ bias]` with Burn's `conv_data_backward`, what Burn's own
+/// autodiff runs: its tuner (`dgrad_autotune`) times Burn's implicit GEMMs beside its
+/// transposed conv, so this candidate covers both.
 pub fn data(
-    geometry: &ConvGeometry,
-    weight: CubeTensor,
-    out_grad: CubeTensor,
-    bias: Option<CubeTensor>,
-) -> Result<CubeTensor, String> {
-    transposed(geometry, weight.clone(), out_grad.clone(), bias.clone())
-        .or_else(|_| data_backward(geometry, weight, out_grad, bias))
-}
-
-/// The input-side gradient `[+ bias]` with Burn's `conv_data_backward`.
-fn data_backward(
     geometry: &ConvGeometry,
     weight: CubeTensor,
     out_grad: CubeTensor,
@@ -79,7 +65,6 @@ fn data_backward(
         ));
     }
     let in_shape = Shape::from(lowered_dims(geometry.in_shape(), 2 + rank));
-    let layout = channels_last(&out_grad);
     let weight = without_unit_axes(weight, rank);
     let out_grad = without_unit_axes(out_grad, rank);
     let out = at_rank!(
@@ -87,78 +72,14 @@ fn data_backward(
         geometry,
         conv_data_backward(out_grad, weight, in_shape)
     )?;
-    let out = match bias {
+    Ok(match bias {
         // Broadcast over batch and positions.
         Some(bias) => {
             let channels = bias.meta.shape()[0];
             numeric::add(out, reshape(bias, Shape::from(vec![1, channels, 1, 1, 1])))
         }
         None => out,
-    };
-    Ok(in_layout(out, layout))
-}
-
-/// The input-side gradient `[+ bias]` as Burn's `conv_transpose2d` of the output gradient (the
-/// kernels Burn's own transposed convs run, autotuned where its `autotune` feature is on):
-/// 1D and 2D geometries whose input size the transposed conv reaches with a `padding_out`
-/// below the stride or the dilation, as Burn's transposed convs take it.
-fn transposed(
-    geometry: &ConvGeometry,
-    weight: CubeTensor,
-    out_grad: CubeTensor,
-    bias: Option<CubeTensor>,
-) -> Result<CubeTensor, String> {
-    if spatial_rank(geometry) == 3 {
-        return Err("Burn's transposed conv here is 2D".into());
-    }
-    let options = transpose_options(geometry)?;
-    let layout = channels_last(&out_grad);
-    let weight = without_unit_axes(weight, 2);
-    let out_grad = without_unit_axes(out_grad, 2);
-    note(Launch::Burn("conv_transpose2d"));
-    conv_transpose2d(
-        out_grad,
-        weight,
-        bias,
-        options,
-        ConvTranspose2dStrategy::default(),
-    )
-    .map(|out| in_layout(with_unit_axes(out), layout))
-    .map_err(|err| format!("{err:?}"))
-}
-
-/// The transposed conv that is the geometry's input gradient, over its last 2 axes: the same
-/// stride, dilation and groups, the begin padding, and the `padding_out` that gives the input
-/// size; an error where padding is uneven beyond what `padding_out` adds, or `padding_out`
-/// would reach the stride and the dilation.
-fn transpose_options(geometry: &ConvGeometry) -> Result<ConvTransposeOptions<2>, String> {
-    let axis = |i: usize| 1 + i;
-    let mut padding_out = [0; 2];
-    for (i, extra) in padding_out.iter_mut().enumerate() {
-        let a = axis(i);
-        let (stride, dilation, pad) = (
-            geometry.stride[a],
-            geometry.dilation[a],
-            geometry.pad_begin[a],
-        );
-        // `(out - 1) * stride - 2 * pad + dilation * (kernel - 1) + 1 + padding_out = in`.
-        *extra = (geometry.in_size[a] + 2 * pad)
-            .checked_sub(windows_span(geometry, a))
-            .filter(|&extra| extra < stride.max(dilation))
-            .ok_or_else(|| {
-                format!(
-                    "axis {a}: no padding_out gives {} inputs",
-                    geometry.in_size[a]
-                )
-            })?;
-    }
-    Ok(ConvTransposeOptions::new(
-        core::array::from_fn(|i| geometry.stride[axis(i)]),
-        core::array::from_fn(|i| geometry.pad_begin[axis(i)]),
-        padding_out,
-        core::array::from_fn(|i| geometry.dilation[axis(i)]),
-        geometry.groups,
-    ))
+    })
 }
 
 /// The weight gradient with Burn's kernels.

@@ -42,8 +42,9 @@ pub enum CubeKernels {
     Tuned,
     /// Our kernels only, as given.
     Ours(OurKernels),
-    /// Burn's own convolution kernels wherever they accept the geometry (an input gradient as
-    /// Burn's transposed conv where that takes it), ours elsewhere; pools as with `Tuned`.
+    /// Burn's own convolution kernels wherever they accept the geometry, called as Burn's own
+    /// autodiff calls them (`conv_data_backward` for an input gradient), ours elsewhere; pools
+    /// as with `Tuned`.
     Burn,
 }
 

@@ -18,7 +18,9 @@ use crate::spec::{AvgPoolNdOptions, MaxPoolOptions, WindowRule, spatial};
 
 use super::choice::{CubeKernels, OurKernels, cube_device, set_cube_kernels};
 use super::launches::{Launch, record};
-use super::tensor::{channels_last, contiguous, in_layout, with_unit_axes, without_unit_axes};
+use burn_cubecl::ops::permute;
+
+use super::tensor::{channels_last, contiguous, dims5, with_unit_axes, without_unit_axes};
 
 /// One conv: its input and weight dims (same rank), stride, padding and groups per spatial
 /// axis, and the kernels each pass launches: forward, input gradient, weight gradient, bias
@@ -114,6 +116,19 @@ fn on_device(data: TensorData, laid_last: bool) -> CubeTensor {
     without_unit_axes(in_layout(with_unit_axes(tensor), laid_last), rank - 2)
 }
 
+/// A rank-5 activation channels-last in memory or contiguous, as `laid_last` asks (copied only
+/// when it is not already).
+fn in_layout(tensor: CubeTensor, laid_last: bool) -> CubeTensor {
+    match (laid_last, channels_last(&tensor)) {
+        (true, true) => tensor,
+        (true, false) => {
+            let ndhwc = contiguous(permute(tensor, &[0, 2, 3, 4, 1]));
+            permute(ndhwc, &[0, 4, 1, 2, 3])
+        }
+        (false, _) => contiguous(tensor),
+    }
+}
+
 fn on_flex(data: TensorData) -> FlexTensor {
     FlexTensor::from_data(data)
 }
@@ -128,9 +143,17 @@ struct Pinned(#[allow(dead_code)] MutexGuard<'static, ()>);
 
 impl Pinned {
     fn ours() -> Self {
+        Self::to(CubeKernels::Ours(OurKernels::default()))
+    }
+
+    fn burn() -> Self {
+        Self::to(CubeKernels::Burn)
+    }
+
+    fn to(kernels: CubeKernels) -> Self {
         static PIN: Mutex<()> = Mutex::new(());
         let guard = PIN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        set_cube_kernels(&gpu(), CubeKernels::Ours(OurKernels::default()));
+        set_cube_kernels(&gpu(), kernels);
         Self(guard)
     }
 }
@@ -157,8 +180,9 @@ fn assert_close(what: &str, got: Vec<f32>, expected: FlexTensor) {
     let expected = expected.into_data().try_to_vec::<f32>().unwrap();
     assert_eq!(got.len(), expected.len(), "{what}: lengths");
     for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+        let same = g == e || (g.is_nan() && e.is_nan());
         assert!(
-            (g - e).abs() <= 1e-4 + 1e-4 * e.abs(),
+            same || (g - e).abs() <= 1e-4 + 1e-4 * e.abs(),
             "{what}: element {i} is {g}, Flex gives {e}"
         );
     }
@@ -267,6 +291,137 @@ fn check_layout(what: &str, tensor: &CubeTensor, rank: usize, laid_last: bool) {
     let strides = tensor.meta.strides();
     assert_eq!(is_channels_last(tensor), laid_last, "{what}: {strides:?}");
     assert!(laid_last || tensor.is_contiguous(), "{what}: {strides:?}");
+}
+
+/// Pinned to Burn's kernels, each pass of a padded 3x3 conv calls exactly Burn's kernel for it,
+/// as Burn's own autodiff does (`conv_data_backward` for the input gradient), takes its result
+/// as Burn returns it (no layout copy), and adds only the repair's test on the device: of the
+/// weight (forward and input gradient: a finite one skips the repair's work) or of each weight
+/// gradient element. A non-finite weight or output gradient still gives the definition's
+/// result, as Flex's: the padding contributes no product.
+#[test]
+fn burn_kernels_run_as_burn_calls_them_and_stay_exact() {
+    use Launch::{Burn, Kernel};
+    let _pinned = Pinned::burn();
+    let case = &cases()[1];
+    let gated = |burn| vec![Burn(burn), Kernel("nonfinite_flags"), Kernel("repair_gemm")];
+    let expected_launches = [
+        gated("conv_forward"),
+        gated("conv_data_backward"),
+        vec![Burn("conv_weight_backward"), Kernel("repair_weight")],
+    ];
+    let options = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1);
+    for non_finite in [false, true] {
+        let mut weight = data(&case.weight, 2);
+        if non_finite {
+            weight = with_infinity(weight, 0);
+        }
+        let x = || on_flex(data(&case.x, 1));
+        let flex_weight = || on_flex(weight.clone());
+        let forward = Flex::conv(x(), flex_weight(), options.clone());
+        let mut grad = data(forward.shape().as_slice(), 3);
+        if non_finite {
+            grad = with_infinity(grad, 0);
+        }
+        let out_grad = || on_flex(grad.clone());
+        let (x_size, kernel) = (spatial(&case.x), spatial(&case.weight));
+        let expected = [
+            forward,
+            Flex::conv_x_backward(flex_weight(), out_grad(), x_size, options.clone()),
+            Flex::conv_weight_backward(x(), out_grad(), kernel, options.clone()),
+        ];
+        for laid_last in [false, true] {
+            let what = |pass: &str| format!("{pass}, channels-last {laid_last}, inf {non_finite}");
+            let x = on_device(data(&case.x, 1), laid_last);
+            let weight = on_device(weight.clone(), false);
+            let out_grad = on_device(grad.clone(), laid_last);
+            let passes: [Box<dyn Fn() -> CubeTensor>; 3] = [
+                Box::new(|| CubeBackend::conv(x.clone(), weight.clone(), options.clone())),
+                Box::new(|| {
+                    let (weight, out_grad) = (weight.clone(), out_grad.clone());
+                    CubeBackend::conv_x_backward(weight, out_grad, x_size, options.clone())
+                }),
+                Box::new(|| {
+                    let (x, out_grad) = (x.clone(), out_grad.clone());
+                    CubeBackend::conv_weight_backward(x, out_grad, kernel, options.clone())
+                }),
+            ];
+            for (i, pass) in passes.iter().enumerate() {
+                let what = what(PASSES[i]);
+                let (result, launches) = record(pass);
+                assert_eq!(launches, expected_launches[i], "{what}");
+                assert_eq!(result.meta.num_dims(), case.x.len(), "{what}: rank");
+                assert_close(&what, read(result), expected[i].clone());
+            }
+        }
+    }
+}
+
+/// The repair a result of Burn's gets, gated on the device by the weight's finiteness test,
+/// makes exact what padding met: applied to our unrepaired forward and input gradient (whose
+/// tiles multiply the padding's zeros, so an infinite weight gives NaN there), it gives Flex's
+/// values.
+#[test]
+fn the_gated_repair_makes_a_padded_result_exact() {
+    use super::conv::{Computed, gemm, repair_gemm};
+    use burn_convpool_kernels::conv::GemmKind;
+    let _pinned = Pinned::ours();
+    let case = &cases()[1];
+    let options = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1);
+    let weight = with_infinity(data(&case.weight, 2), 0);
+    let x = data(&case.x, 1);
+    let forward = Flex::conv(on_flex(x.clone()), on_flex(weight.clone()), options.clone());
+    let out_grad = data(forward.shape().as_slice(), 3);
+    let data_grad = Flex::conv_x_backward(
+        on_flex(weight.clone()),
+        on_flex(out_grad.clone()),
+        spatial(&case.x),
+        options.clone(),
+    );
+    let lift = |data: TensorData| with_unit_axes(on_device(data, false));
+    let geometry = crate::spec::ConvGeometry::conv(
+        &dims5(&lift(x.clone())),
+        &dims5(&lift(weight.clone())),
+        &options,
+    );
+    for (kind, lhs, expected) in [
+        (GemmKind::Forward, x, forward),
+        (GemmKind::Data, out_grad, data_grad),
+    ] {
+        let what = format!("{kind:?}");
+        let (lhs, rhs) = (lift(lhs), lift(weight.clone()));
+        let ours = OurKernels::default();
+        let unrepaired = gemm(&geometry, kind, lhs.clone(), rhs.clone(), None, ours).unwrap();
+        let expected_values = expected.clone().into_data().try_to_vec::<f32>().unwrap();
+        let unrepaired_values = read(unrepaired.clone());
+        assert!(
+            unrepaired_values
+                .iter()
+                .zip(&expected_values)
+                .any(|(got, want)| !got.is_finite() && want.is_finite()),
+            "{what}: padding met the infinite weight nowhere, so the test checks nothing"
+        );
+        let (repaired, launches) = record(|| {
+            repair_gemm(
+                &geometry,
+                kind,
+                (lhs, rhs, None),
+                unrepaired,
+                Computed::ByBurn,
+            )
+            .unwrap()
+        });
+        assert_eq!(kernels(&what, launches), ["nonfinite_flags", "repair_gemm"]);
+        assert_close(&what, read(without_unit_axes(repaired, 2)), expected);
+    }
+}
+
+/// `data` with its element `at` set to infinity.
+fn with_infinity(data: TensorData, at: usize) -> TensorData {
+    let shape = data.shape().to_vec();
+    let mut values = data.try_to_vec::<f32>().unwrap();
+    values[at] = f32::INFINITY;
+    TensorData::new(values, shape)
 }
 
 /// Per-axis values of the last spatial axes, lifted to rank 3 with `fill`.

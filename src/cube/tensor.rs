@@ -182,19 +182,6 @@ pub fn without_unit_axes(tensor: CubeTensor, spatial: usize) -> CubeTensor {
     tensor
 }
 
-/// A rank-5 activation channels-last in memory or contiguous, as `channels_last` asks (copied
-/// only when it is not already).
-pub fn in_layout(tensor: CubeTensor, channels_last: bool) -> CubeTensor {
-    match (channels_last, self::channels_last(&tensor)) {
-        (true, true) => tensor,
-        (true, false) => {
-            let ndhwc = contiguous(permute(tensor, &[0, 2, 3, 4, 1]));
-            permute(ndhwc, &[0, 4, 1, 2, 3])
-        }
-        (false, _) => contiguous(tensor),
-    }
-}
-
 /// A new rank-5 `(N, C, D, H, W)` tensor on `like`'s device, channels-last in memory.
 pub fn empty_channels_last(like: &CubeTensor, dims: [usize; 5], dtype: DType) -> CubeTensor {
     let [n, c, d, h, w] = dims;
@@ -216,12 +203,40 @@ pub fn zeros(like: &CubeTensor, dims: &[usize], dtype: DType) -> CubeTensor {
 ///
 /// Tables depend on shapes alone, so each is uploaded once per device and contents and then
 /// shared: a training loop's calls reuse it instead of copying it from the host every time.
-/// The cache holds at most [`TABLE_CACHE_ENTRIES`] tables per device and is emptied when full;
-/// a hit is looked up by the borrowed values, with no copy.
+/// The cache holds at most [`TABLE_CACHE_ENTRIES`] tables per device and is emptied when full.
 pub fn table(like: &CubeTensor, values: &[u32]) -> CubeTensor {
-    type Tables = HashMap<CubeDevice, HashMap<Vec<u32>, CubeTensor>>;
+    cached_table(like, Recipe::Values, values, || Ok(values.to_vec()))
+        .unwrap_or_else(|_| unreachable!("a table of given values builds"))
+}
+
+/// The table `build` makes from `recipe` (a few values that determine it, such as a conv's
+/// channels and taps), cached as [`table`] caches, under the recipe: a call that finds it
+/// neither rebuilds nor hashes the whole table.
+pub fn table_from_recipe(
+    like: &CubeTensor,
+    recipe: &[u32],
+    build: impl FnOnce() -> Result<Vec<u32>, LaunchError>,
+) -> Result<CubeTensor, LaunchError> {
+    cached_table(like, Recipe::Built, recipe, build)
+}
+
+/// What a cached table's key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Recipe {
+    /// The table's values.
+    Values,
+    /// What its builder made it from.
+    Built,
+}
+
+fn cached_table(
+    like: &CubeTensor,
+    recipe: Recipe,
+    key: &[u32],
+    build: impl FnOnce() -> Result<Vec<u32>, LaunchError>,
+) -> Result<CubeTensor, LaunchError> {
+    type Tables = HashMap<CubeDevice, HashMap<(Recipe, Vec<u32>), CubeTensor>>;
     static TABLES: Mutex<Option<Tables>> = Mutex::new(None);
-    let values = if values.is_empty() { &[0][..] } else { values };
     let mut tables = TABLES
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -229,13 +244,18 @@ pub fn table(like: &CubeTensor, values: &[u32]) -> CubeTensor {
         .get_or_insert_with(HashMap::new)
         .entry(like.device.clone())
         .or_default();
-    if let Some(table) = tables.get(values) {
-        return table.clone();
+    let key = (recipe, key.to_vec());
+    if let Some(table) = tables.get(&key) {
+        return Ok(table.clone());
+    }
+    let mut values = build()?;
+    if values.is_empty() {
+        values.push(0);
     }
     if tables.len() >= TABLE_CACHE_ENTRIES {
         tables.clear();
     }
-    let handle = like.client.create_from_slice(bytemuck::cast_slice(values));
+    let handle = like.client.create_from_slice(bytemuck::cast_slice(&values));
     let table = CubeTensor::new_contiguous(
         like.client.clone(),
         like.device.clone(),
@@ -243,8 +263,8 @@ pub fn table(like: &CubeTensor, values: &[u32]) -> CubeTensor {
         handle,
         DType::U32,
     );
-    tables.insert(values.to_vec(), table.clone());
-    table
+    tables.insert(key, table.clone());
+    Ok(table)
 }
 
 /// Tables per device the cache of [`table`] holds (a network has a few per layer).

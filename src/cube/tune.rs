@@ -4,9 +4,10 @@
 //! `conv_routing`) has one CubeCL [`LocalTuner`] whose candidates are our kernels in three
 //! settings ([`OURS`]: the shape's schedule double-buffered, its direct schedule spread, and
 //! its tiled schedule single-buffered), each declined where it changes nothing, and Burn's
-//! (`builtin.rs`, itself autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1 and
-//! direct kernels; for an input gradient, the transposed conv Burn's own `conv_transpose2d`
-//! runs where it expresses the geometry). The key buckets batch, channels and spatial sizes
+//! (`builtin.rs`: the call Burn's own autodiff makes for the pass, itself autotuned over Burn's
+//! tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels, and for an input gradient its
+//! transposed conv too). Each candidate is timed with the repair that makes it exact where a
+//! non-finite operand meets the padding (`conv/repair.rs`). The key buckets batch, channels and spatial sizes
 //! with CubeCL's `anchor`, so `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart;
 //! the winner is cached per key and device and then fixed, so a process computes each shape
 //! with one kernel. Neither side accumulates with atomics, so every candidate is bitwise
@@ -14,10 +15,11 @@
 //!
 //! The set is kept small because a user pays for it in the first epoch: each candidate is
 //! compiled on first use, and the compiles, not the timings, are most of a tuning round (the
-//! first epoch of `examples/resnet`; its README has the measurements). Two former candidates
-//! won none of the example's keys and were dropped: the untiled schedule where the tiled one
-//! is the default, and Burn's `conv_data_backward` beside its transposed conv (they tied on
-//! every input gradient, so timing both paid Burn's own tuning twice).
+//! first epoch of `examples/resnet`; its README has the measurements). The untiled schedule
+//! where the tiled one is the default won none of the example's keys and was dropped. An input
+//! gradient's Burn candidate is `conv_data_backward`, whose own tuner already times Burn's
+//! transposed conv among its implicit GEMMs, so a second Burn candidate would pay Burn's tuning
+//! twice.
 //!
 //! Burn's candidate runs its own tuner, and a tuning round cannot run inside another one's
 //! measurement (both take the device exclusively). So before our first round for a key, Burn's
@@ -33,9 +35,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::ConvGeometry;
 
+use super::builtin;
 use super::choice::{Buffering, ConvSchedule, CubeKernels, OurKernels, Packing, kernels_of};
+use super::conv::{self, Computed};
 use super::tensor::{LaunchError, channels_last, float_type};
-use super::{builtin, conv};
 
 /// Which pass of a convolution.
 #[derive(Hash, Eq, PartialEq, Debug, Clone, Copy, Serialize, Deserialize)]
@@ -65,7 +68,7 @@ pub struct ConvPassKey {
     out_size: [usize; 3],
     has_bias: bool,
     /// Whether the activations arrive channels-last: each layout is timed on its own, since
-    /// a kernel's speed, and the copies a candidate makes to return our layout, depend on it.
+    /// a kernel's speed, and the copies Burn's kernels make to read NHWC, depend on it.
     channels_last: bool,
 }
 
@@ -129,8 +132,7 @@ const OURS: [OurKernels; 3] = {
 enum Candidate {
     /// Ours with these settings.
     Ours(OurKernels),
-    /// Burn's autotuned conv (for an input gradient, `builtin::data`: Burn's transposed conv
-    /// where it expresses the geometry, else its `conv_data_backward`).
+    /// Burn's autotuned conv, input gradient (`conv_data_backward`) or weight gradient.
     Burn,
 }
 
@@ -166,7 +168,9 @@ fn declines(pass: Pass, geometry: &ConvGeometry, ours: &OurKernels) -> Option<&'
     }
 }
 
-/// The pass on one candidate's kernels, or why the tuner skips it.
+/// The pass on one candidate's kernels, repaired where a non-finite operand met the padding
+/// (so every candidate computes the definition and is timed with its repair), or why the tuner
+/// skips it.
 fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, String> {
     let (geometry, a, b, bias) = inputs;
     match candidate {
@@ -174,11 +178,33 @@ fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, S
             Some(reason) => Err(reason.into()),
             None => run_ours(pass, (geometry, a, b, bias), ours).map_err(|err| err.to_string()),
         },
-        Candidate::Burn => match pass {
-            Pass::Forward => builtin::forward(&geometry, a, b, bias),
-            Pass::Data => builtin::data(&geometry, a, b, bias),
-            Pass::Weight => builtin::weight(&geometry, a, b),
-        },
+        Candidate::Burn => run_burn(pass, (geometry, a, b, bias)),
+    }
+}
+
+/// The pass on Burn's kernels, as Burn's own call returns it, then repaired.
+fn run_burn(pass: Pass, (geometry, a, b, bias): Inputs) -> Result<CubeTensor, String> {
+    let out = match pass {
+        Pass::Forward => builtin::forward(&geometry, a.clone(), b.clone(), bias.clone()),
+        Pass::Data => builtin::data(&geometry, a.clone(), b.clone(), bias.clone()),
+        Pass::Weight => builtin::weight(&geometry, a.clone(), b.clone()),
+    }?;
+    repair(pass, (geometry, a, b, bias), out, Computed::ByBurn).map_err(|err| err.to_string())
+}
+
+/// `out`, the pass's result on `inputs`, with the elements a non-finite operand met with the
+/// padding recomputed by the definition.
+fn repair(
+    pass: Pass,
+    (geometry, a, b, bias): Inputs,
+    out: CubeTensor,
+    computed: Computed,
+) -> Result<CubeTensor, LaunchError> {
+    match pass {
+        Pass::Forward => conv::repair_gemm(&geometry, kind(pass), (a, b, bias), out, computed),
+        // The operands come as (weight, output gradient).
+        Pass::Data => conv::repair_gemm(&geometry, kind(pass), (b, a, bias), out, computed),
+        Pass::Weight => conv::repair_weight(&geometry, a, b, out),
     }
 }
 
@@ -261,17 +287,15 @@ fn tuned(pass: Pass, inputs: Inputs) -> CubeTensor {
     tuner.execute(&id, &client, set, inputs)
 }
 
-/// The pass on our kernels, with their typed error, in the settings `ours`.
-fn run_ours(
-    pass: Pass,
-    (geometry, a, b, bias): Inputs,
-    ours: OurKernels,
-) -> Result<CubeTensor, LaunchError> {
+/// The pass on our kernels, with their typed error, in the settings `ours`, then repaired.
+fn run_ours(pass: Pass, inputs: Inputs, ours: OurKernels) -> Result<CubeTensor, LaunchError> {
     use kernels::GemmKind::{Data, Forward};
-    match pass {
+    let (geometry, a, b, bias) = inputs.clone();
+    let out = match pass {
         Pass::Forward => conv::gemm(&geometry, Forward, a, b, bias, ours),
         // The operands come as (weight, output gradient) and (x, output gradient).
         Pass::Data => conv::gemm(&geometry, Data, b, a, bias, ours),
         Pass::Weight => conv::weight_gemm(&geometry, b, a, ours),
-    }
+    }?;
+    repair(pass, inputs, out, Computed::ByOurs)
 }

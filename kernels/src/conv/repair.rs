@@ -5,11 +5,13 @@
 //! convolutions do, and Burn's CubeCL kernels). Every such element is non-finite, and any
 //! element with no non-finite product is exact as computed, so one pass per result recomputes
 //! by the definition exactly the elements that came out non-finite. A unit checks one element;
-//! one that is finite (as every one is where the operands are) costs one load.
+//! one that is finite (as every one is where the operands are) costs one load. Where the
+//! result comes from a kernel that is not ours, [`nonfinite_flags`] first tests the weight, so a
+//! finite one costs no pass over the result.
 
 use cubecl::prelude::*;
 
-use crate::axes::{offset, unflatten, volume};
+use crate::axes::{Layout, offset, unflatten, volume};
 
 use super::operands::{
     read_layout, store_position, tap_position, weight_index, written_layout, written_size,
@@ -28,26 +30,92 @@ fn is_finite<F: Float>(value: F) -> bool {
     !f32::is_nan(value) && !f32::is_inf(value)
 }
 
+/// Units per cube of [`nonfinite_flags`].
+pub const SCAN_UNITS: usize = 256;
+
+/// `flags[cube] = 1` where a value of `values` that cube scanned is not finite, else 0: the
+/// cheap test over a weight that decides, on the device, whether a GEMM's result needs
+/// [`repair_gemm`] (a finite weight meets the padding's zeros with zeros). Every cube writes
+/// its flag, so the flags need no clearing and no atomics; launch [`SCAN_UNITS`] units per cube.
+#[cube(launch, address_type = "dynamic")]
+pub fn nonfinite_flags<F: Float>(
+    values: &Tensor<F>,
+    flags: &mut Tensor<u32>,
+    #[define(F)] _dtype: ElemType,
+) {
+    let len = values.len();
+    let step = CUBE_COUNT * SCAN_UNITS;
+    let mut found = 0u32;
+    let mut e = ABSOLUTE_POS;
+    while e < len {
+        #[unroll]
+        for _ in 0..TERMS_PER_ITERATION {
+            if e < len && !is_finite::<F>(values[e]) {
+                found = 1;
+            }
+            e += step;
+        }
+    }
+    let mut found_by = Shared::<[u32]>::new_slice(SCAN_UNITS);
+    found_by[UNIT_POS as usize] = found;
+    sync_cube();
+    if UNIT_POS == 0 {
+        let mut any = 0u32;
+        for unit in 0..SCAN_UNITS {
+            any |= found_by[unit];
+        }
+        flags[CUBE_POS] = any;
+    }
+}
+
 /// Recompute every non-finite element of `out`, the result of a forward (`kind` `Forward`:
 /// `lhs` = x) or input-gradient (`Data`: `lhs` = output gradient) GEMM of `args` over `lhs`
 /// and the contiguous weight `rhs`, plus `bias` where it carries one (as `conv_transpose`'s
-/// forward pass, an input gradient, does), by the definition. A unit checks one element, in
-/// logical order (batch, channel, position) of the side it writes.
+/// forward pass, an input gradient, does), by the definition. With `flags` (the weight's
+/// [`nonfinite_flags`]), every unit exits at once when none is set. Units take elements in
+/// logical order (batch, channel, position) of the side written, the launch's whole grid apart.
 #[cube(launch, address_type = "dynamic")]
 pub fn repair_gemm<F: Float, A: Float>(
     lhs: &Tensor<F>,
     rhs: &Tensor<F>,
     bias: ComptimeOption<&Tensor<F>>,
     out: &mut Tensor<F>,
+    flags: ComptimeOption<&Tensor<u32>>,
     args: ConvArgs,
     elements: usize,
     #[comptime] kind: GemmKind,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
-    if ABSOLUTE_POS >= elements {
-        terminate!();
+    #[comptime]
+    if let ComptimeOption::Some(flags) = flags {
+        let mut any = 0u32;
+        for cube in 0..flags.len() {
+            any |= flags[cube];
+        }
+        if any == 0 {
+            terminate!();
+        }
     }
-    let side = written_size(&args, kind);
+    let step = CUBE_COUNT * CUBE_DIM as usize;
+    let mut element = ABSOLUTE_POS;
+    while element < elements {
+        repair_element::<F, A>(lhs, rhs, bias, out, &args, element, kind);
+        element += step;
+    }
+}
+
+/// [`repair_gemm`] of the element `element` (in logical order).
+#[cube]
+fn repair_element<F: Float, A: Float>(
+    lhs: &Tensor<F>,
+    rhs: &Tensor<F>,
+    bias: ComptimeOption<&Tensor<F>>,
+    out: &mut Tensor<F>,
+    args: &ConvArgs,
+    element: usize,
+    #[comptime] kind: GemmKind,
+) {
+    let side = written_size(args, kind);
     // The channels of a group on the written side, and those each of its sums runs over.
     let mut written = args.out_channels;
     let mut reduced = args.in_channels;
@@ -56,50 +124,50 @@ pub fn repair_gemm<F: Float, A: Float>(
         reduced = args.out_channels;
     }
     let positions = volume(&side);
-    let at = unflatten(ABSOLUTE_POS % positions, &side);
-    let channel = (ABSOLUTE_POS / positions) % (args.groups * written);
-    let batch = ABSOLUTE_POS / positions / (args.groups * written);
-    if is_finite::<F>(out[offset(&written_layout(&args, kind), batch, channel, &at)]) {
-        terminate!();
-    }
-    let (group, n) = (channel / written, channel % written);
-    let layout = read_layout(&args, kind);
-    let taps = volume(&args.kernel);
-    let terms = reduced * taps;
-    let mut acc = A::new(0.0);
-    for block in 0..terms.div_ceil(TERMS_PER_ITERATION) {
-        #[unroll]
-        for i in 0..TERMS_PER_ITERATION {
-            let term = block * TERMS_PER_ITERATION + i;
-            if term < terms {
-                let (c, tap) = (term / taps, term % taps);
-                let reduced_channel = group * reduced + c;
-                // The weight is `[out channel, in channel of the group, tap]` in either pass.
-                let mut w_at = weight_index(&args, channel, c, tap);
-                if comptime![kind == GemmKind::Data] {
-                    w_at = weight_index(&args, reduced_channel, n, tap);
-                }
-                let (read_at, inside) =
-                    tap_position(&args, &at, &unflatten(tap, &args.kernel), kind);
-                if inside {
-                    let value = lhs[offset(&layout, batch, reduced_channel, &read_at)];
-                    acc += A::cast_from(value) * A::cast_from(rhs[w_at]);
+    let at = unflatten(element % positions, &side);
+    let channel = (element / positions) % (args.groups * written);
+    let batch = element / positions / (args.groups * written);
+    if !is_finite::<F>(out[offset(&written_layout(args, kind), batch, channel, &at)]) {
+        let (group, n) = (channel / written, channel % written);
+        let layout = read_layout(args, kind);
+        let taps = volume(&args.kernel);
+        let terms = reduced * taps;
+        let mut acc = A::new(0.0);
+        for block in 0..terms.div_ceil(TERMS_PER_ITERATION) {
+            #[unroll]
+            for i in 0..TERMS_PER_ITERATION {
+                let term = block * TERMS_PER_ITERATION + i;
+                if term < terms {
+                    let (c, tap) = (term / taps, term % taps);
+                    let reduced_channel = group * reduced + c;
+                    // The weight is `[out channel, in channel of the group, tap]` in either pass.
+                    let mut w_at = weight_index(args, channel, c, tap);
+                    if comptime![kind == GemmKind::Data] {
+                        w_at = weight_index(args, reduced_channel, n, tap);
+                    }
+                    let (read_at, inside) =
+                        tap_position(args, &at, &unflatten(tap, &args.kernel), kind);
+                    if inside {
+                        let value = lhs[offset(&layout, batch, reduced_channel, &read_at)];
+                        acc += A::cast_from(value) * A::cast_from(rhs[w_at]);
+                    }
                 }
             }
         }
+        store_position::<F, A>(out, bias, args, group, 0, batch, &at, n, acc, kind);
     }
-    store_position::<F, A>(out, bias, &args, group, 0, batch, &at, n, acc, kind);
 }
 
-/// Recompute every non-finite element of the contiguous `weight_grad` (the weight gradient of
-/// `args` over `x` and `out_grad`, `batch` images) by the definition. A unit checks one
-/// weight.
+/// Recompute every non-finite element of `weight_grad` (the weight gradient of `args` over `x`
+/// and `out_grad`, `batch` images, laid out as `weight_layout`: output channel, input channel
+/// of the group, tap) by the definition. A unit checks one weight, in logical order.
 #[cube(launch, address_type = "dynamic")]
 pub fn repair_weight<F: Float, A: Float>(
     x: &Tensor<F>,
     out_grad: &Tensor<F>,
     weight_grad: &mut Tensor<F>,
     args: ConvArgs,
+    weight_layout: Layout,
     batch: usize,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
@@ -107,12 +175,13 @@ pub fn repair_weight<F: Float, A: Float>(
     if ABSOLUTE_POS >= args.groups * args.out_channels * args.in_channels * taps {
         terminate!();
     }
-    if is_finite::<F>(weight_grad[ABSOLUTE_POS]) {
-        terminate!();
-    }
     let tap = unflatten(ABSOLUTE_POS % taps, &args.kernel);
     let c = (ABSOLUTE_POS / taps) % args.in_channels;
     let channel = ABSOLUTE_POS / taps / args.in_channels;
+    let at = offset(&weight_layout, channel, c, &tap);
+    if is_finite::<F>(weight_grad[at]) {
+        terminate!();
+    }
     let in_channel = channel / args.out_channels * args.in_channels + c;
     let positions = volume(&args.out_size);
     let terms = batch * positions;
@@ -135,5 +204,5 @@ pub fn repair_weight<F: Float, A: Float>(
             }
         }
     }
-    weight_grad[ABSOLUTE_POS] = F::cast_from(acc);
+    weight_grad[at] = F::cast_from(acc);
 }

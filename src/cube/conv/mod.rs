@@ -35,7 +35,7 @@ use super::tensor::{
     empty, empty_channels_last, float_type, strided, strides5, zeros,
 };
 
-pub use repair::{repair_gemm, repair_weight};
+pub use repair::{Computed, repair_gemm, repair_weight};
 pub use weight::bias_backward;
 
 /// Below this `n` or `k`, the direct schedule beats a mostly empty tile.

@@ -12,7 +12,7 @@ use crate::cube::choice::{Buffering, ConvSchedule, OurKernels};
 use crate::cube::launches::{Launch, note};
 use crate::cube::tensor::{
     LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, axes, entry, float_type, grid,
-    table,
+    table, table_from_recipe,
 };
 
 /// Cubes a split-k launch aims for: 2048 cubes of the tiled kernel's 64 units fill a large
@@ -48,7 +48,7 @@ pub(super) fn gemm(
         GemmKind::Data => data_parts(geometry, lhs)?,
         _ => {
             let taps: Vec<Vec<usize>> = points(geometry.kernel).map(Vec::from).collect();
-            let k_table = table(lhs, &k_digits(geometry.in_per_group(), &taps)?);
+            let k_table = k_table(lhs, geometry.in_per_group(), &taps)?;
             vec![Part::whole(m, k, k_table, geometry.out_size)]
         }
     };
@@ -122,6 +122,23 @@ impl Part {
     }
 }
 
+/// The `k` table of [`k_digits`] on `like`'s device, cached under its channels and taps, so a
+/// call of a shape seen before neither rebuilds it nor hashes it whole.
+fn k_table(
+    like: &CubeTensor,
+    channels: usize,
+    taps: &[Vec<usize>],
+) -> Result<CubeTensor, LaunchError> {
+    let mut recipe = vec![entry(channels)?];
+    for tap in taps {
+        recipe.push(entry(tap.len())?);
+        for &value in tap {
+            recipe.push(entry(value)?);
+        }
+    }
+    table_from_recipe(like, &recipe, || k_digits(channels, taps))
+}
+
 /// The `k` table of a forward or input-gradient GEMM: for each `k` (a group's `channels`
 /// times `taps`), the channel then the tap's digits (`[kd, kh, kw]`, and an input gradient's
 /// reaches), so the tiled kernel's loads need no divisions.
@@ -151,7 +168,7 @@ fn data_parts(geometry: &ConvGeometry, lhs: &CubeTensor) -> Result<Vec<Part>, La
         let taps: Vec<Vec<usize>> = points(geometry.kernel)
             .map(|[d, h, w]| vec![d, h, w, 0, 0, 0, 0])
             .collect();
-        let k_table = table(lhs, &k_digits(channels, &taps)?);
+        let k_table = k_table(lhs, channels, &taps)?;
         let m = geometry.batch * geometry.in_volume();
         return Ok(vec![Part::whole(
             m,
@@ -189,7 +206,7 @@ fn data_parts(geometry: &ConvGeometry, lhs: &CubeTensor) -> Result<Vec<Part>, La
         parts.push(Part {
             m: geometry.batch * count.iter().product::<usize>(),
             k: channels * taps.len(),
-            k_table: table(lhs, &k_digits(channels, &taps)?),
+            k_table: k_table(lhs, channels, &taps)?,
             first,
             step: geometry.stride,
             count,
