@@ -8,13 +8,15 @@
 #   target/gpu/<runtime>/tests/suite                the integration tests
 #   target/gpu/<runtime>/benches/{conv,pool,network,report} the benches and the report writer
 #   target/gpu/<runtime>/example/resnet             the ResNet example
+#   target/gpu/<runtime>/quick/{suite,conv,report,resnet} what `run.sh <runtime> quick` runs, in
+#                                                   one folder a single call carries
 #
 # Each folder also holds `manifest_dir`, the checkout's path here: the binaries read
 # fixtures, data and the report's files below it, and run.sh links it to the checkout there.
 #
 #   bash scripts/gpu/build.sh               # vulkan, every step (~20 minutes a step cold on 2 cores)
 #   bash scripts/gpu/build.sh cuda          # cuda, every step
-#   bash scripts/gpu/build.sh cuda tests    # one step: tests, benches or example
+#   bash scripts/gpu/build.sh cuda tests    # one step: tests, benches, example or quick
 #
 # `cuda` builds against cubecl-cuda patched to drop its LLVM compiler (scripts/gpu/cuda/: the
 # unpatched crate downloads LLVM at build time), with CUDA 13.0's bindings, the driver and
@@ -28,7 +30,7 @@ what=${2:-all}
 case "$runtime" in
 vulkan | cuda) ;;
 *)
-    echo "usage: build.sh [vulkan|cuda] [all|tests|benches|example]" >&2
+    echo "usage: build.sh [vulkan|cuda] [all|tests|benches|example|quick]" >&2
     exit 2
     ;;
 esac
@@ -52,11 +54,12 @@ for line in sys.stdin:
         print(message["target"]["name"], message["executable"])'
 }
 
-# Build into target/gpu/$runtime/$1 with the cargo command that follows.
+# Build into target/gpu/$runtime/$1 (emptied first unless $KEEP is set) with the cargo command
+# that follows.
 build() {
     local out=target/gpu/$runtime/$1
     shift
-    rm -rf "$out"
+    if [ -z "${KEEP:-}" ]; then rm -rf "$out"; fi
     mkdir -p "$out"
     cargo "$@" "${config[@]}" --features "$runtime" --message-format=json-render-diagnostics |
         executables |
@@ -78,5 +81,11 @@ fi
 if [ "$what" = all ] || [ "$what" = example ]; then
     # The bench profile, as the benches: the two steps share every dependency.
     build example bench --no-run --example resnet
+fi
+if [ "$what" = quick ]; then
+    # The suite, the conv bench and its report writer, and the example: one call's carry.
+    build quick test --release --no-run --test suite
+    KEEP=1 build quick bench --no-run --bench conv --bench report
+    KEEP=1 build quick bench --no-run --example resnet
 fi
 du -sh target/gpu/"$runtime"/*

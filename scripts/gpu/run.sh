@@ -19,6 +19,11 @@
 #                                         # ours tuned, ours pinned to our default kernels, and the
 #                                         # built-ins, each with its tuner log and one line per
 #                                         # compiled kernel
+#   bash scripts/gpu/run.sh cuda quick    # a lent machine's first call, under 8 minutes from
+#                                         # `build.sh <runtime> quick`: golden cases and cube_cross,
+#                                         # memcheck on a subset (cuda), the dense conv rows, the
+#                                         # example's two epochs (ours, built-ins, PyTorch); writes
+#                                         # REPORT-gpu-<runtime>.md to $OUT even when cut short
 #
 # The tuner's choices go to $OUT/autotune.log; on cuda each kernel's PTX goes to $OUT/ptx/ (check
 # registers and spills with `ptxas -arch=sm_90a -v`). PYTHON names a Python with torch (default
@@ -36,8 +41,9 @@ case "$step_name" in
 tests | sanitize) bin=target/gpu/$runtime/tests ;;
 bench | network) bin=target/gpu/$runtime/benches ;;
 resnet | first-use) bin=target/gpu/$runtime/example ;;
+quick) bin=target/gpu/$runtime/quick ;;
 *)
-    echo "usage: run.sh vulkan|cuda tests|sanitize|bench|network|resnet|first-use" >&2
+    echo "usage: run.sh vulkan|cuda tests|sanitize|bench|network|resnet|first-use|quick" >&2
     exit 2
     ;;
 esac
@@ -138,6 +144,62 @@ resnet)
     step "PyTorch twin"
     PYTHONUNBUFFERED=1 "$python" examples/resnet/pytorch_twin.py --dataset mnist10k --epochs 2 \
         --device cuda 2>&1 | tee "$out/resnet-pytorch.log" | tail -4
+    ;;
+quick)
+    # Every step gets at most its share of what is left of QUICK_SECONDS (default 450: a
+    # 10-minute call, less unpacking and the machine's start) and is cut off at it; the report
+    # is written from whatever finished.
+    deadline=$((SECONDS + ${QUICK_SECONDS:-450}))
+    within() {
+        local share=$1
+        shift
+        local left=$((deadline - SECONDS - 20))
+        if [ "$left" -le 5 ]; then
+            echo "skipped: no time left" >&2
+            return 124
+        fi
+        timeout --kill-after=5 "$((share < left ? share : left))" "$@"
+    }
+    export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}
+    since=$(date +%s)
+    step "golden cases and cube_cross"
+    within 110 "$bin/suite" golden:: cube_cross:: 2>&1 | tee "$out/tests-$runtime.log" | tail -3
+    if [ "$runtime" = cuda ]; then
+        step "memcheck: conv golden cases and cube_cross::conv"
+        sanitizer=$(command -v compute-sanitizer || echo "$CUDA_PATH/bin/compute-sanitizer")
+        within 70 "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/suite" \
+            golden::conv2d::cube cube_cross::conv::tiled 2>&1 |
+            tee "$out/sanitize-$runtime.log" | tail -3
+    fi
+    step "dense conv rows and dispatch rows"
+    export BENCH_PROFILE=full CARGO_TARGET_DIR=$PWD/target
+    within 130 "$bin/conv" --bench --warm-up-time 0.3 --measurement-time 0.7 \
+        "conv/$runtime/(resnet_3x3|resnet50_1x1|example_resnet|dispatch)" 2>&1 |
+        tee "$out/bench-conv-$runtime.log" | grep -c 'time:'
+    for ops in ours builtin; do
+        step "resnet --ops $ops, 2 epochs"
+        within 55 "$bin/resnet" --device "$runtime" --dataset mnist10k --epochs 2 --ops "$ops" \
+            2>&1 | tee "$out/resnet-$ops-$runtime.log" | tail -3
+    done
+    step "PyTorch twin, 2 epochs"
+    PYTHONUNBUFFERED=1 within 40 "$python" examples/resnet/pytorch_twin.py --dataset mnist10k \
+        --epochs 2 --device cuda 2>&1 | tee "$out/resnet-pytorch.log" | tail -3
+    step report
+    REPORT_NAME=REPORT-gpu-$runtime REPORT_SINCE=$since timeout 30 "$bin/report" 2>&1 | tail -2
+    report=benches/REPORT-gpu-$runtime.md
+    [ -e "$report" ] || printf '# GPU quick run (%s)\n\nNo bench row finished.\n' "$runtime" >"$report"
+    {
+        printf '\n## Quick run: tests and the example\n\n'
+        printf 'Device: %s\n\n```\n' "$(head -1 "$out/gpu.txt")"
+        for log in tests-$runtime sanitize-$runtime resnet-ours-$runtime resnet-builtin-$runtime \
+            resnet-pytorch; do
+            [ -e "$out/$log.log" ] || continue
+            echo "== $log"
+            grep -E 'test result|ERROR SUMMARY|epoch|images/s|panicked' "$out/$log.log" | tail -8
+        done
+        printf '```\n'
+    } >>"$report"
+    cp "$report" "$out/"
     ;;
 first-use)
     # Each run gets its own logs: the tuner's (every candidate's compile-and-bench time) and

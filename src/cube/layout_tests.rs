@@ -35,11 +35,10 @@ struct Case {
     launches: [&'static [&'static str]; 4],
 }
 
-// Each pass's repair of what a non-finite operand met in the padding follows its GEMM.
-const TILED: &[&str] = &["conv_gemm_tiled", "repair_gemm"];
-const TILED_WEIGHT: &[&str] = &["conv_gemm_tiled", "repair_weight"];
-const DIRECT: &[&str] = &["conv_gemm_direct", "repair_gemm"];
-const DIRECT_WEIGHT: &[&str] = &["conv_weight_direct", "repair_weight"];
+// Each pass is one launch: its kernel repairs what a non-finite operand met in the padding.
+const TILED: &[&str] = &["conv_gemm_tiled"];
+const DIRECT: &[&str] = &["conv_gemm_direct"];
+const DIRECT_WEIGHT: &[&str] = &["conv_weight_direct"];
 const BIAS: &[&str] = &["conv_weight_split"];
 
 fn cases() -> Vec<Case> {
@@ -51,7 +50,7 @@ fn cases() -> Vec<Case> {
             stride: 1,
             padding: 1,
             groups: 1,
-            launches: [TILED, TILED, TILED_WEIGHT, BIAS],
+            launches: [TILED, TILED, TILED, BIAS],
         },
         Case {
             // The input gradient runs one launch per stride phase.
@@ -68,9 +67,8 @@ fn cases() -> Vec<Case> {
                     "conv_gemm_tiled",
                     "conv_gemm_tiled",
                     "conv_gemm_tiled",
-                    "repair_gemm",
                 ],
-                TILED_WEIGHT,
+                TILED,
                 BIAS,
             ],
         },
@@ -84,15 +82,13 @@ fn cases() -> Vec<Case> {
             launches: [DIRECT, DIRECT, DIRECT_WEIGHT, BIAS],
         },
         Case {
-            // No window meets padding, so only the input gradient (whose edge inputs meet
-            // taps without an output) is repaired.
             name: "3D, 4 to 6 channels (direct)",
             x: vec![1, 4, 3, 4, 5],
             weight: vec![6, 4, 2, 2, 2],
             stride: 1,
             padding: 0,
             groups: 1,
-            launches: [&["conv_gemm_direct"], DIRECT, &["conv_weight_direct"], BIAS],
+            launches: [DIRECT, DIRECT, DIRECT_WEIGHT, BIAS],
         },
     ]
 }
@@ -357,71 +353,80 @@ fn burn_kernels_run_as_burn_calls_them_and_stay_exact() {
     }
 }
 
-/// The repair a result of Burn's gets, gated on the device by the weight's finiteness test,
-/// makes exact what padding met: applied to our unrepaired forward and input gradient (whose
-/// tiles multiply the padding's zeros, so an infinite weight gives NaN there), it gives Flex's
-/// values.
+/// The repair a result of Burn's gets is gated on the device by the weight's finiteness test:
+/// given a result with NaN where padding met an infinite weight (as a kernel that multiplies
+/// the padding's zeros leaves it), it restores Flex's values; given the same NaN beside a
+/// finite weight, it leaves the result alone (no test passes, no unit recomputes).
 #[test]
-fn the_gated_repair_makes_a_padded_result_exact() {
-    use super::conv::{Computed, gemm, repair_gemm};
+fn the_gated_repair_runs_only_for_a_non_finite_weight() {
+    use super::conv::repair_gemm;
     use burn_convpool_kernels::conv::GemmKind;
     let _pinned = Pinned::ours();
     let case = &cases()[1];
     let options = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1);
-    let weight = with_infinity(data(&case.weight, 2), 0);
     let x = data(&case.x, 1);
-    let forward = Flex::conv(on_flex(x.clone()), on_flex(weight.clone()), options.clone());
-    let out_grad = data(forward.shape().as_slice(), 3);
-    let data_grad = Flex::conv_x_backward(
-        on_flex(weight.clone()),
-        on_flex(out_grad.clone()),
-        spatial(&case.x),
-        options.clone(),
-    );
     let lift = |data: TensorData| with_unit_axes(on_device(data, false));
-    let geometry = crate::spec::ConvGeometry::conv(
-        &dims5(&lift(x.clone())),
-        &dims5(&lift(weight.clone())),
-        &options,
-    );
-    for (kind, lhs, expected) in [
-        (GemmKind::Forward, x, forward),
-        (GemmKind::Data, out_grad, data_grad),
-    ] {
-        let what = format!("{kind:?}");
-        let (lhs, rhs) = (lift(lhs), lift(weight.clone()));
-        let ours = OurKernels::default();
-        let unrepaired = gemm(&geometry, kind, lhs.clone(), rhs.clone(), None, ours).unwrap();
-        let expected_values = expected.clone().into_data().try_to_vec::<f32>().unwrap();
-        let unrepaired_values = read(unrepaired.clone());
-        assert!(
-            unrepaired_values
-                .iter()
-                .zip(&expected_values)
-                .any(|(got, want)| !got.is_finite() && want.is_finite()),
-            "{what}: padding met the infinite weight nowhere, so the test checks nothing"
+    for infinite in [true, false] {
+        let mut weight = data(&case.weight, 2);
+        if infinite {
+            weight = with_infinity(weight, 0);
+        }
+        let forward = Flex::conv(on_flex(x.clone()), on_flex(weight.clone()), options.clone());
+        let out_grad = data(forward.shape().as_slice(), 3);
+        let data_grad = Flex::conv_x_backward(
+            on_flex(weight.clone()),
+            on_flex(out_grad.clone()),
+            spatial(&case.x),
+            options.clone(),
         );
-        let (repaired, launches) = record(|| {
-            repair_gemm(
-                &geometry,
-                kind,
-                (lhs, rhs, None),
-                unrepaired,
-                Computed::ByBurn,
-            )
-            .unwrap()
-        });
-        assert_eq!(kernels(&what, launches), ["nonfinite_flags", "repair_gemm"]);
-        assert_close(&what, read(without_unit_axes(repaired, 2)), expected);
+        let geometry = crate::spec::ConvGeometry::conv(
+            &dims5(&lift(x.clone())),
+            &dims5(&lift(weight.clone())),
+            &options,
+        );
+        for (kind, lhs, expected) in [
+            (GemmKind::Forward, x.clone(), forward),
+            (GemmKind::Data, out_grad, data_grad),
+        ] {
+            let what = format!("{kind:?}, infinite weight {infinite}");
+            // Element 0 is at the first position, whose windows (and taps) meet the padding.
+            let poisoned = with_value(expected.clone().into_data(), 0, f32::NAN);
+            let (lhs, rhs) = (lift(lhs), lift(weight.clone()));
+            let (repaired, launches) =
+                record(|| repair_gemm(&geometry, kind, (lhs, rhs, None), lift(poisoned)).unwrap());
+            assert_eq!(kernels(&what, launches), ["nonfinite_flags", "repair_gemm"]);
+            let repaired = read(repaired);
+            if infinite {
+                assert_close(&what, repaired, expected);
+            } else {
+                assert!(
+                    repaired[0].is_nan(),
+                    "{what}: repaired with a finite weight"
+                );
+                assert_close(&what, repaired[1..].to_vec(), on_flex(tail(expected)));
+            }
+        }
     }
+}
+
+/// `data` flattened, without its first element.
+fn tail(tensor: FlexTensor) -> TensorData {
+    let values = tensor.into_data().try_to_vec::<f32>().unwrap();
+    let len = values.len() - 1;
+    TensorData::new(values[1..].to_vec(), [len])
+}
+
+/// `data` with its element `at` set to `value`.
+fn with_value(data: TensorData, at: usize, value: f32) -> TensorData {
+    let shape = data.shape().to_vec();
+    let mut values = data.try_to_vec::<f32>().unwrap();
+    values[at] = value;
+    TensorData::new(values, shape)
 }
 
 /// `data` with its element `at` set to infinity.
 fn with_infinity(data: TensorData, at: usize) -> TensorData {
-    let shape = data.shape().to_vec();
-    let mut values = data.try_to_vec::<f32>().unwrap();
-    values[at] = f32::INFINITY;
-    TensorData::new(values, shape)
+    with_value(data, at, f32::INFINITY)
 }
 
 /// Per-axis values of the last spatial axes, lifted to rank 3 with `fill`.

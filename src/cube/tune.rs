@@ -37,7 +37,7 @@ use crate::spec::ConvGeometry;
 
 use super::builtin;
 use super::choice::{Buffering, ConvSchedule, CubeKernels, OurKernels, Packing, kernels_of};
-use super::conv::{self, Computed};
+use super::conv;
 use super::tensor::{LaunchError, channels_last, float_type};
 
 /// Which pass of a convolution.
@@ -168,8 +168,8 @@ fn declines(pass: Pass, geometry: &ConvGeometry, ours: &OurKernels) -> Option<&'
     }
 }
 
-/// The pass on one candidate's kernels, repaired where a non-finite operand met the padding
-/// (so every candidate computes the definition and is timed with its repair), or why the tuner
+/// The pass on one candidate's kernels, exact where a non-finite operand met the padding (so
+/// every candidate computes the definition and is timed with its repair), or why the tuner
 /// skips it.
 fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, String> {
     let (geometry, a, b, bias) = inputs;
@@ -189,23 +189,13 @@ fn run_burn(pass: Pass, (geometry, a, b, bias): Inputs) -> Result<CubeTensor, St
         Pass::Data => builtin::data(&geometry, a.clone(), b.clone(), bias.clone()),
         Pass::Weight => builtin::weight(&geometry, a.clone(), b.clone()),
     }?;
-    repair(pass, (geometry, a, b, bias), out, Computed::ByBurn).map_err(|err| err.to_string())
-}
-
-/// `out`, the pass's result on `inputs`, with the elements a non-finite operand met with the
-/// padding recomputed by the definition.
-fn repair(
-    pass: Pass,
-    (geometry, a, b, bias): Inputs,
-    out: CubeTensor,
-    computed: Computed,
-) -> Result<CubeTensor, LaunchError> {
-    match pass {
-        Pass::Forward => conv::repair_gemm(&geometry, kind(pass), (a, b, bias), out, computed),
+    let repaired = match pass {
+        Pass::Forward => conv::repair_gemm(&geometry, kind(pass), (a, b, bias), out),
         // The operands come as (weight, output gradient).
-        Pass::Data => conv::repair_gemm(&geometry, kind(pass), (b, a, bias), out, computed),
+        Pass::Data => conv::repair_gemm(&geometry, kind(pass), (b, a, bias), out),
         Pass::Weight => conv::repair_weight(&geometry, a, b, out),
-    }
+    };
+    repaired.map_err(|err| err.to_string())
 }
 
 /// The GEMM a pass computes.
@@ -287,15 +277,18 @@ fn tuned(pass: Pass, inputs: Inputs) -> CubeTensor {
     tuner.execute(&id, &client, set, inputs)
 }
 
-/// The pass on our kernels, with their typed error, in the settings `ours`, then repaired.
-fn run_ours(pass: Pass, inputs: Inputs, ours: OurKernels) -> Result<CubeTensor, LaunchError> {
+/// The pass on our kernels, with their typed error, in the settings `ours` (which repair what
+/// they store).
+fn run_ours(
+    pass: Pass,
+    (geometry, a, b, bias): Inputs,
+    ours: OurKernels,
+) -> Result<CubeTensor, LaunchError> {
     use kernels::GemmKind::{Data, Forward};
-    let (geometry, a, b, bias) = inputs.clone();
-    let out = match pass {
+    match pass {
         Pass::Forward => conv::gemm(&geometry, Forward, a, b, bias, ours),
         // The operands come as (weight, output gradient) and (x, output gradient).
         Pass::Data => conv::gemm(&geometry, Data, b, a, bias, ours),
         Pass::Weight => conv::weight_gemm(&geometry, b, a, ours),
-    }?;
-    repair(pass, inputs, out, Computed::ByOurs)
+    }
 }

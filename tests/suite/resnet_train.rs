@@ -173,3 +173,63 @@ fn burn_train_learns_data_parallel_on_two_devices() {
         vec![Device::flex(), Device::flex()],
     );
 }
+
+/// One training step of the example's network as the example runs it (width 16, one block per
+/// stage, a batch of 64 images of 28x28) on the CubeCL device with our kernels pinned: what
+/// our launchers start, per kernel, as the table says. The 9 convs' passes are most of it.
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+#[test]
+fn a_training_step_on_the_gpu_launches_what_the_table_says() {
+    use burn::tensor::{Distribution, Int, Tensor, TensorData};
+    use burn_convpool::cube_kernels::{CubeKernels, OurKernels};
+    use burn_convpool::cube_launches::{Launch, record};
+    use std::collections::BTreeMap;
+
+    /// Launches per kernel of one step: the convs' 50 (9 forward passes, 8 input gradients and
+    /// 9 weight gradients; each repairs what padding met in its own launch, a split GEMM in its
+    /// sum), then the pools' 4.
+    const EXPECTED: &[(&str, usize)] = &[
+        ("conv_gemm_direct", 1),
+        ("conv_gemm_tiled", 35),
+        ("conv_weight_direct", 2),
+        ("sum_splits", 1),
+        ("sum_splits_exact", 11),
+        ("pool_backward", 2),
+        ("pool_sliding", 1),
+        ("pool_whole_plane", 1),
+    ];
+
+    let device = crate::common::gpu().autodiff();
+    let config = ResNetConfig {
+        in_channels: 1,
+        width: 16,
+        blocks: 1,
+        classes: 10,
+    };
+    let model = ResNet::new(config, &device);
+    let images = Tensor::<4>::random([64, 1, 28, 28], Distribution::Default, &device);
+    let labels: Vec<i64> = (0..64).map(|i| i % 10).collect();
+    let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [64]), &device);
+    let loss_fn = CrossEntropyLossConfig::new().init(&device);
+    let _pinned = crate::common::pin(CubeKernels::Ours(OurKernels::default()));
+    let (_, launches) = record(|| {
+        let loss = loss_fn.forward(model.forward(images), labels);
+        let grads = loss.backward();
+        device.sync().expect("device sync");
+        drop(grads);
+    });
+    let mut got: BTreeMap<String, usize> = BTreeMap::new();
+    for launch in launches {
+        let name = match launch {
+            Launch::Kernel(name) => name.to_string(),
+            other => format!("{other:?}"),
+        };
+        *got.entry(name).or_default() += 1;
+    }
+    let expected: BTreeMap<String, usize> = EXPECTED
+        .iter()
+        .map(|&(name, count)| (name.to_string(), count))
+        .collect();
+    let total: usize = got.values().sum();
+    assert_eq!(got, expected, "{total} launches");
+}

@@ -8,6 +8,7 @@ use crate::axes::{Index3, offset, volume};
 use super::operands::{
     read_layout, read_size, store_position, tap_along, weight_index, written_size,
 };
+use super::repair::{is_finite, repair_at};
 use super::{ConvArgs, GemmArgs, GemmKind};
 
 /// Which of a direct unit's loaded row values (see [`conv_gemm_direct`]'s `row_taps`) tap
@@ -73,6 +74,7 @@ fn load_block_weights<F: Float, A: Float>(
 /// comptime stride `row_stride` along W (neighbours sharing values where the row is wider);
 /// a strided input gradient computes the positions of one stride phase, every stride-th,
 /// which all meet the same taps (`row_stride` 1).
+#[allow(clippy::collapsible_if)]
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_gemm_direct<F: Float, A: Float>(
     lhs: &Tensor<F>,
@@ -87,6 +89,7 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     #[comptime] unit_stride: bool,
     #[comptime] row_taps: usize,
     #[comptime] row_stride: usize,
+    #[comptime] repair: bool,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     // The unit's side (written) and the read side of the GEMM's rows.
@@ -270,24 +273,40 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
             }
         }
     }
+    // Whether a stored sum is not finite: where the padding met a non-finite operand, it is
+    // recomputed below by the definition.
+    let mut suspect = false;
     #[unroll]
     for i in 0..block_n {
         #[unroll]
         for j in 0..block_w {
             let w = phase + phases * (q0 + j);
             if n0 + i < gemm.n_len && w < side.w {
-                store_position::<F, A>(
-                    out,
-                    bias,
-                    &args,
-                    group,
-                    0,
-                    batch,
-                    &Index3 { d, h, w },
-                    n0 + i,
-                    acc[i * block_w + j],
-                    kind,
-                );
+                let value = acc[i * block_w + j];
+                if comptime![repair] {
+                    suspect = suspect || !is_finite::<A>(value);
+                }
+                let at = Index3 { d, h, w };
+                store_position::<F, A>(out, bias, &args, group, 0, batch, &at, n0 + i, value, kind);
+            }
+        }
+    }
+    if comptime![repair] {
+        if suspect {
+            // Rarely taken, so one copy of the definition's loop, not one per element.
+            let mut channels = args.out_channels;
+            if comptime![kind == GemmKind::Data] {
+                channels = args.in_channels;
+            }
+            for i in 0..block_n {
+                for j in 0..block_w {
+                    let w = phase + phases * (q0 + j);
+                    if n0 + i < gemm.n_len && w < side.w {
+                        let channel = group * channels + n0 + i;
+                        let at = Index3 { d, h, w };
+                        repair_at::<F, A>(lhs, rhs, bias, out, &args, batch, channel, &at, kind);
+                    }
+                }
             }
         }
     }

@@ -31,7 +31,10 @@ pub use direct::conv_gemm_direct;
 pub use operands::{
     Reduced, Row, lhs_value, reduced_of, rhs_value, row_of, store, store_position, store_weight,
 };
-pub use repair::{SCAN_UNITS, nonfinite_flags, repair_gemm, repair_weight};
+pub use repair::{
+    SCAN_UNITS, TERMS_PER_ITERATION, nonfinite_flags, repair_at, repair_gemm, repair_weight,
+    repair_weight_flat, sum_splits_exact,
+};
 pub use tiled::{NARROW_TILE, TILE_K, TILE_M, TILE_N, TILE_UNITS, conv_gemm_tiled, tile_shape};
 pub use weight::{conv_weight_direct, conv_weight_split};
 

@@ -2,7 +2,10 @@
 
 use cubecl::prelude::*;
 
+use crate::axes::volume;
+
 use super::operands::{Reduced, Row, lhs_value, reduced_of, rhs_value, row_of, store};
+use super::repair::{is_finite, repair_at, repair_weight_flat};
 use super::{ConvArgs, GemmArgs, GemmKind, Phase};
 
 /// Rows of a tile of `C`.
@@ -72,6 +75,7 @@ pub fn tile_shape(kind: GemmKind, narrow: bool) -> (usize, usize) {
 /// (`block_offset`), so a k step's 16 operands take 4 shared-memory reads instead of 16, and
 /// a unit stages and stores whole vectors (4 rows of one `k`, whose `k` table entry it reads
 /// once).
+#[allow(clippy::collapsible_if)]
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_gemm_tiled<F: Float, A: Float>(
     lhs: &Tensor<F>,
@@ -86,6 +90,7 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     #[comptime] exact: bool,
     #[comptime] prefetch: bool,
     #[comptime] narrow: bool,
+    #[comptime] repair: bool,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let block_m = comptime![tile_shape(kind, narrow).0 / UNITS];
@@ -225,6 +230,9 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
         k0 += TILE_K;
     }
 
+    // Whether a stored sum is not finite: where the padding met a non-finite operand, it is
+    // recomputed below (a split's partial sum is, after the sum, by `sum_splits_exact`).
+    let mut suspect = false;
     #[unroll]
     for i in 0..block_m {
         let m = m0 + block_offset(tx, i);
@@ -233,19 +241,65 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
         for j in 0..block_n {
             let n = n0 + block_offset(ty, j);
             if m < gemm.m_len && n < gemm.n_len {
-                store::<F, A>(
-                    out,
-                    bias,
-                    &args,
-                    group,
-                    split_base,
-                    &row,
-                    n,
-                    acc[i * block_n + j],
-                    kind,
-                );
+                let value = acc[i * block_n + j];
+                if comptime![repair] {
+                    suspect = suspect || !is_finite::<A>(value);
+                }
+                store::<F, A>(out, bias, &args, group, split_base, &row, n, value, kind);
             }
         }
+    }
+    if comptime![repair] {
+        if suspect && splits == 1 {
+            // Rarely taken, so one copy of the definition's loop, not one per element.
+            for i in 0..block_m {
+                let m = m0 + block_offset(tx, i);
+                for j in 0..block_n {
+                    let n = n0 + block_offset(ty, j);
+                    if m < gemm.m_len && n < gemm.n_len {
+                        repair_stored::<F, A>(
+                            lhs, rhs, bias, out, &args, &gemm, &phase, group, m, n, kind,
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Recompute by the definition the element `C[m, n]` of group `group` that a launch stored in
+/// `out`, if it is not finite.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn repair_stored<F: Float, A: Float>(
+    lhs: &Tensor<F>,
+    rhs: &Tensor<F>,
+    bias: ComptimeOption<&Tensor<F>>,
+    out: &mut Tensor<F>,
+    args: &ConvArgs,
+    gemm: &GemmArgs,
+    phase: &Phase,
+    group: usize,
+    m: usize,
+    n: usize,
+    #[comptime] kind: GemmKind,
+) {
+    if comptime![kind == GemmKind::Weight] {
+        // `lhs` is the output gradient, `rhs` the input; `k` runs over images and positions.
+        let row_len = args.in_channels * volume(&args.kernel);
+        let index = (group * args.out_channels + m) * row_len + n;
+        let batch = gemm.k_len / volume(&args.out_size);
+        repair_weight_flat::<F, A>(rhs, lhs, out, args, index, batch);
+    } else {
+        let row = row_of(args, phase, m, kind);
+        let mut channels = args.out_channels;
+        if comptime![kind == GemmKind::Data] {
+            channels = args.in_channels;
+        }
+        let channel = group * channels + n;
+        repair_at::<F, A>(
+            lhs, rhs, bias, out, args, row.batch, channel, &row.pos, kind,
+        );
     }
 }
 

@@ -9,6 +9,7 @@ use crate::pairwise::{pairwise_add, pairwise_sum, pairwise_value};
 
 use super::direct::{row_value, row_values};
 use super::operands::{input_tap, store_weight, tap_along};
+use super::repair::{is_finite, repair_weight_flat};
 use super::{ConvArgs, GemmArgs, GemmKind};
 
 /// The split schedule of the weight gradient: one unit per (element of `C`, range of output
@@ -17,6 +18,7 @@ use super::{ConvArgs, GemmArgs, GemmKind};
 /// (deterministic, and no barriers). For long reductions with few outputs: the weight gradient of depthwise and grouped convs, and
 /// (with `ones_rhs`, `B = 1`) the bias gradient. `gemm.k_per_split` is a whole number of
 /// output rows (`out_w` positions each).
+#[allow(clippy::collapsible_if)]
 #[cube(launch, address_type = "dynamic")]
 pub fn conv_weight_split<F: Float, A: Float>(
     out_grad: &Tensor<F>,
@@ -25,6 +27,7 @@ pub fn conv_weight_split<F: Float, A: Float>(
     args: ConvArgs,
     gemm: GemmArgs,
     #[comptime] ones_rhs: bool,
+    #[comptime] repair: bool,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let outputs = args.groups * gemm.m_len * gemm.n_len;
@@ -68,6 +71,15 @@ pub fn conv_weight_split<F: Float, A: Float>(
     }
     let acc = pairwise_value::<A>(&acc);
     store_weight::<F, A>(out, &args, group, split * outputs, m, n, acc);
+    // Where the padding met a non-finite output gradient, by the definition (a split's partial
+    // sum is repaired after the sum, by `sum_splits_exact`).
+    if comptime![repair] {
+        if splits == 1 && !is_finite::<A>(acc) {
+            let batch = gemm.k_len / volume(&args.out_size);
+            let index = (group * gemm.m_len + m) * gemm.n_len + n;
+            repair_weight_flat::<F, A>(x, out_grad, out, &args, index, batch);
+        }
+    }
 }
 
 /// The direct schedule of the weight gradient: a unit owns `block_c` input channels, one
@@ -85,6 +97,7 @@ pub fn conv_weight_split<F: Float, A: Float>(
 /// past the row's end are skipped. Partial sums are laid out as the split schedule's, for
 /// [`sum_splits()`](crate::conv::sum_splits()); `gemm.k_per_split` is a whole number of
 /// output rows.
+#[allow(clippy::collapsible_if)]
 #[cube(launch, address_type = "dynamic")]
 #[allow(clippy::too_many_arguments)]
 pub fn conv_weight_direct<F: Float, A: Float>(
@@ -98,6 +111,7 @@ pub fn conv_weight_direct<F: Float, A: Float>(
     #[comptime] kernel_w: usize,
     #[comptime] block_w: usize,
     #[comptime] stride_w: usize,
+    #[comptime] repair: bool,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let m_blocks = gemm.m_len.div_ceil(block_m);
@@ -231,6 +245,9 @@ pub fn conv_weight_direct<F: Float, A: Float>(
     }
     let outputs = args.groups * gemm.m_len * gemm.n_len;
     let kernel_volume = volume(&args.kernel);
+    // Whether a stored sum is not finite: where the padding met a non-finite output gradient,
+    // it is recomputed below (a split's partial sum is, after the sum, by `sum_splits_exact`).
+    let mut suspect = false;
     #[unroll]
     for i in 0..block_m {
         #[unroll]
@@ -239,6 +256,10 @@ pub fn conv_weight_direct<F: Float, A: Float>(
             for kw in 0..kernel_w {
                 if m0 + i < gemm.m_len && c0 + c < args.in_channels {
                     let tap = kernel_row * args.kernel.w + kw;
+                    let value = acc[comptime![(i * block_c + c) * kernel_w + kw]];
+                    if comptime![repair] {
+                        suspect = suspect || !is_finite::<A>(value);
+                    }
                     store_weight::<F, A>(
                         out,
                         &args,
@@ -246,8 +267,26 @@ pub fn conv_weight_direct<F: Float, A: Float>(
                         split * outputs,
                         m0 + i,
                         (c0 + c) * kernel_volume + tap,
-                        acc[comptime![(i * block_c + c) * kernel_w + kw]],
+                        value,
                     );
+                }
+            }
+        }
+    }
+    if comptime![repair] {
+        if suspect && splits == 1 {
+            // Rarely taken, so one copy of the definition's loop, not one per element.
+            let batch = gemm.k_len / volume(&args.out_size);
+            for i in 0..block_m {
+                for c in 0..block_c {
+                    for kw in 0..kernel_w {
+                        if m0 + i < gemm.m_len && c0 + c < args.in_channels {
+                            let tap = kernel_row * args.kernel.w + kw;
+                            let n = (c0 + c) * kernel_volume + tap;
+                            let index = (group * gemm.m_len + m0 + i) * gemm.n_len + n;
+                            repair_weight_flat::<F, A>(x, out_grad, out, &args, index, batch);
+                        }
+                    }
                 }
             }
         }

@@ -5,7 +5,10 @@ use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::ConvGeometry;
 
-use super::{Sides, conv_args, gemm_sizes, neighbours_share, written_w};
+use super::{
+    Sides, conv_args, direct_walk, gemm_sizes, meets_padding, neighbours_share, repairs_within,
+    written_w,
+};
 use crate::cube::choice::Packing;
 use crate::cube::launches::{Launch, note};
 use crate::cube::tensor::{LaunchError, accumulator_type, address_type, elementwise, float_type};
@@ -31,7 +34,7 @@ const DIRECT_KERNEL_W: usize = 7;
 
 /// The direct schedule of a forward or input gradient into `out`: a unit computes a block of
 /// channels at a run of positions along the last axis of the side it writes (or, spread, at
-/// one position).
+/// one position). Returns whether the kernel repaired its result ([`repairs_within`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gemm(
     geometry: &ConvGeometry,
@@ -42,7 +45,7 @@ pub(super) fn gemm(
     out: &CubeTensor,
     sides: &Sides,
     packing: Packing,
-) -> Result<(), LaunchError> {
+) -> Result<bool, LaunchError> {
     let dtype = float_type(out)?;
     let (m, n, k) = gemm_sizes(geometry, kind);
     // A unit computes up to 8 channels (16 on short rows) at up to 32 positions (of one
@@ -71,6 +74,9 @@ pub(super) fn gemm(
     let row_units = phases * phase_w.div_ceil(block_w);
     let units = geometry.groups * n.div_ceil(block_n) * (m / side_w) * row_units;
     let (cube_count, cube_dim) = elementwise(out, units);
+    let own = direct_walk(geometry, kind);
+    let repair =
+        meets_padding(geometry, kind) && repairs_within(geometry, kind, own, block_n * block_w);
     note(Launch::Kernel("conv_gemm_direct"));
     conv::conv_gemm_direct::launch(
         &out.client,
@@ -89,9 +95,10 @@ pub(super) fn gemm(
         geometry.stride == [1; 3],
         row_taps,
         row_stride(geometry, kind, row_taps),
+        repair,
         [dtype, accumulator_type(dtype)],
     );
-    Ok(())
+    Ok(repair)
 }
 
 /// The direct schedule's comptime kernel row, for kernels up to [`DIRECT_KERNEL_W`] wide at

@@ -11,7 +11,9 @@
 //! - the weight gradient's direct and split schedules (`weight.rs`) for weight gradients with
 //!   few outputs, such as depthwise and grouped convs, and for the bias gradient.
 //!
-//! Split results are summed afterwards in split order, so every result is deterministic. The
+//! Split results are summed afterwards in split order, so every result is deterministic. Where
+//! the geometry meets padding ([`meets_padding`]), each kernel (or the sum of a split GEMM)
+//! recomputes by the definition the elements it stores non-finite, in the same launch. The
 //! register blocks were sized on CI's CPU Vulkan driver and are provisional: the GPU report's
 //! rows named in each constant's comment decide them (`benches/REPORT-*.md`), and the tuner
 //! times Burn's kernels and the spread launch beside them on every device.
@@ -35,7 +37,7 @@ use super::tensor::{
     empty, empty_channels_last, float_type, strided, strides5, zeros,
 };
 
-pub use repair::{Computed, repair_gemm, repair_weight};
+pub use repair::{repair_gemm, repair_weight};
 pub use weight::bias_backward;
 
 /// Below this `n` or `k`, the direct schedule beats a mostly empty tile.
@@ -142,6 +144,11 @@ fn is_direct(geometry: &ConvGeometry, kind: GemmKind) -> bool {
 /// then taps along a row that is not comptime) stays within [`MAX_LOOP_ITERATIONS`]; a longer
 /// one (a few outputs over tens of thousands of channels) runs tiled, in 16-deep k steps.
 fn direct_walk_fits(geometry: &ConvGeometry, kind: GemmKind) -> bool {
+    direct_walk(geometry, kind) <= MAX_LOOP_ITERATIONS
+}
+
+/// The loop iterations of a direct unit's walk over its reduction ([`direct_walk_fits`]).
+pub(super) fn direct_walk(geometry: &ConvGeometry, kind: GemmKind) -> usize {
     let reduced = match kind {
         GemmKind::Data => geometry.out_per_group(),
         _ => geometry.in_per_group(),
@@ -153,7 +160,7 @@ fn direct_walk_fits(geometry: &ConvGeometry, kind: GemmKind) -> bool {
         width
     };
     let per_channel = 1 + depth * (1 + height * (1 + row));
-    reduced.saturating_mul(per_channel) <= MAX_LOOP_ITERATIONS
+    reduced.saturating_mul(per_channel)
 }
 
 /// The last axis of the side a forward (output) or input-gradient (input) GEMM writes.
@@ -213,12 +220,16 @@ pub fn gemm(
     }
     let sides = Sides::of_gemm(kind, &lhs, &out);
     let direct = ours.conv == ConvSchedule::Untiled || is_direct(geometry, kind);
-    if direct && direct_walk_fits(geometry, kind) {
-        direct::gemm(geometry, kind, lhs, rhs, bias, &out, &sides, ours.packing)?;
+    let operands = (lhs.clone(), rhs.clone(), bias.clone());
+    let repaired = if direct && direct_walk_fits(geometry, kind) {
+        direct::gemm(geometry, kind, lhs, rhs, bias, &out, &sides, ours.packing)?
     } else {
-        tiled::gemm(geometry, kind, &lhs, &rhs, bias, &out, &sides, ours)?;
+        tiled::gemm(geometry, kind, &lhs, &rhs, bias, &out, &sides, ours)?
+    };
+    match repaired || !meets_padding(geometry, kind) {
+        true => Ok(out),
+        false => repair_after(geometry, kind, operands, out),
     }
-    Ok(out)
 }
 
 /// Our weight gradient: `weight_grad = out_grad (*) x`.
@@ -237,16 +248,20 @@ pub fn weight_gemm(
     }
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
     let sides = Sides::new(&x, &out_grad);
-    if ours.conv == ConvSchedule::Untiled || !weight_is_tiled(geometry) {
+    let operands = (out_grad.clone(), x.clone(), None);
+    let repaired = if ours.conv == ConvSchedule::Untiled || !weight_is_tiled(geometry) {
         if geometry.kernel[2] <= DIRECT_WEIGHT_KERNEL_W {
-            weight::direct(geometry, out_grad, x, &out, &sides)?;
+            weight::direct(geometry, out_grad, x, &out, &sides)?
         } else {
-            weight::split(geometry, out_grad, x, &out, &sides, false)?;
+            weight::split(geometry, out_grad, x, &out, &sides, false)?
         }
     } else {
-        tiled::weight(geometry, &out_grad, &x, &out, &sides, ours)?;
+        tiled::weight(geometry, &out_grad, &x, &out, &sides, ours)?
+    };
+    match repaired || !meets_padding(geometry, GemmKind::Weight) {
+        true => Ok(out),
+        false => repair_after(geometry, GemmKind::Weight, operands, out),
     }
-    Ok(out)
 }
 
 /// Whether the weight gradient runs the tiled schedule (more outputs per group than the
@@ -256,35 +271,129 @@ fn weight_is_tiled(geometry: &ConvGeometry) -> bool {
     m * n > SPLIT_MAX_OUTPUTS
 }
 
+/// Whether the GEMM of `kind` meets the padding where a non-finite operand would make NaN of a
+/// finite element (`burn_convpool_kernels::conv::repair`): some window does (forward, weight
+/// gradient), or some input meets a tap with no output (input gradient). Its kernels then
+/// recompute by the definition what they store non-finite.
+pub(super) fn meets_padding(geometry: &ConvGeometry, kind: GemmKind) -> bool {
+    match kind {
+        GemmKind::Data => geometry.inputs_meet_padding(),
+        _ => geometry.windows_meet_padding(),
+    }
+}
+
+/// Whether a unit that runs `own` loop iterations can also recompute `elements` of its results
+/// by the definition of the GEMM of `kind` within half of [`MAX_LOOP_ITERATIONS`]. Lavapipe
+/// counts a unit's iterations over all its loops, and more than this model where a kernel holds
+/// the repair's loop: an 8192-channel direct forward with a 41K-iteration walk and 14K of
+/// repair cut its own sum short (`cube_cross::conv::long_repairs_sum_every_term`). Where the
+/// budget does not allow it, the pass's result is repaired by a launch of its own
+/// ([`repair_after`]).
+pub(super) fn repairs_within(
+    geometry: &ConvGeometry,
+    kind: GemmKind,
+    own: usize,
+    elements: usize,
+) -> bool {
+    let taps: usize = geometry.kernel.iter().product();
+    let terms = match kind {
+        GemmKind::Forward => geometry.in_per_group() * taps,
+        GemmKind::Data => geometry.out_per_group() * taps,
+        GemmKind::Weight => geometry.batch * geometry.out_volume(),
+    };
+    let repair = terms.div_ceil(conv::TERMS_PER_ITERATION) + 1;
+    own.saturating_add(elements.saturating_mul(repair)) <= MAX_LOOP_ITERATIONS / 2
+}
+
+/// The repair of a result whose kernels could not repair it within a unit's loop budget
+/// ([`repairs_within`]): the weight's finiteness test and the gated repair for a forward or
+/// input gradient over `lhs` and the weight `rhs`, the weight gradient's own pass for a weight
+/// gradient over the output gradient `lhs` and the input `rhs`.
+fn repair_after(
+    geometry: &ConvGeometry,
+    kind: GemmKind,
+    (lhs, rhs, bias): (CubeTensor, CubeTensor, Option<CubeTensor>),
+    out: CubeTensor,
+) -> Result<CubeTensor, LaunchError> {
+    match kind {
+        GemmKind::Weight => repair_weight(geometry, rhs, lhs, out),
+        _ => repair_gemm(geometry, kind, (lhs, rhs, bias), out),
+    }
+}
+
+/// The operands a split GEMM's sum reads to repair its result ([`meets_padding`]): `lhs` and
+/// `rhs` as the GEMM's kernel reads them (a weight gradient's: the output gradient, then the
+/// input), and the bias a forward or input gradient adds.
+pub(super) struct SplitRepair<'a> {
+    pub geometry: &'a ConvGeometry,
+    pub sides: &'a Sides,
+    pub kind: GemmKind,
+    pub lhs: &'a CubeTensor,
+    pub rhs: &'a CubeTensor,
+    pub bias: Option<&'a CubeTensor>,
+}
+
 /// Run `launch` into `out` directly, or into `splits` stacked partial results that are then
-/// summed into `out` in split order (deterministic). `out` is dense (contiguous or
-/// channels-last), so each partial result is laid out as `out` and the sum runs element by
-/// element over the buffer.
+/// summed into `out` in split order (deterministic), and repaired where `repair` is given and
+/// the sum's units have the loop budget for it. `out` is dense (contiguous or channels-last), so
+/// each partial result is laid out as `out` and the sum runs element by element over the
+/// buffer. Returns whether the sum repaired the result.
 pub(super) fn with_splits(
     out: &CubeTensor,
     splits: usize,
+    repair: Option<SplitRepair<'_>>,
     launch: impl FnOnce(&CubeTensor) -> Result<(), LaunchError>,
-) -> Result<(), LaunchError> {
+) -> Result<bool, LaunchError> {
     if splits == 1 {
-        return launch(out);
+        launch(out)?;
+        return Ok(false);
     }
+    let repair = repair.filter(|repair| repairs_within(repair.geometry, repair.kind, splits, 1));
+    let repaired = repair.is_some();
     let dtype = float_type(out)?;
     let len = out.meta.num_elements();
     let partials = empty(out, &[splits * len], out.dtype);
     launch(&partials)?;
     let (cube_count, cube_dim) = elementwise(out, len);
-    note(Launch::Kernel("sum_splits"));
-    conv::sum_splits::launch(
-        &out.client,
-        cube_count,
-        cube_dim,
-        address_type(&[&partials, out]),
-        partials.clone().into_tensor_arg(),
-        out.clone().into_tensor_arg(),
-        splits,
-        [dtype, accumulator_type(dtype)],
-    );
-    Ok(())
+    let dtypes = [dtype, accumulator_type(dtype)];
+    match repair {
+        None => {
+            note(Launch::Kernel("sum_splits"));
+            conv::sum_splits::launch(
+                &out.client,
+                cube_count,
+                cube_dim,
+                address_type(&[&partials, out]),
+                partials.clone().into_tensor_arg(),
+                out.clone().into_tensor_arg(),
+                splits,
+                dtypes,
+            );
+        }
+        Some(repair) => {
+            note(Launch::Kernel("sum_splits_exact"));
+            conv::sum_splits_exact::launch(
+                &out.client,
+                cube_count,
+                cube_dim,
+                address_type(&[&partials, out, repair.lhs, repair.rhs]),
+                partials.clone().into_tensor_arg(),
+                out.clone().into_tensor_arg(),
+                splits,
+                repair.lhs.clone().into_tensor_arg(),
+                repair.rhs.clone().into_tensor_arg(),
+                repair
+                    .bias
+                    .map(|bias| bias.clone().into_tensor_arg())
+                    .into(),
+                conv_args(repair.geometry, repair.sides),
+                repair.geometry.batch,
+                repair.kind,
+                dtypes,
+            );
+        }
+    }
+    Ok(repaired)
 }
 
 /// Whether neighbouring positions along W read some of the same input values, at a stride

@@ -1,9 +1,12 @@
-//! The repair launchers: after any kernel (ours or Burn's) has computed a pass, recompute by the
-//! definition the elements a non-finite operand met with the padding (see
-//! `burn_convpool_kernels::conv::repair`), so every kernel the tuner may pick gives the
-//! definition's result, as the CPU does. Only a non-finite weight (forward, input gradient) or
+//! The repair launchers for results of Burn's kernels: recompute by the definition the elements
+//! a non-finite operand met with the padding (see `burn_convpool_kernels::conv::repair`), so
+//! every kernel the tuner may pick gives the definition's result, as the CPU does (ours repair
+//! their results as they store them). Only a non-finite weight (forward, input gradient) or
 //! output gradient (weight gradient) meets the padding's zeros with a non-zero product, and
-//! only where some window or input meets the padding; elsewhere nothing launches.
+//! only where some window or input meets the padding ([`meets_padding`]); elsewhere nothing
+//! launches. A forward or input gradient first tests the weight on the device
+//! ([`conv::nonfinite_flags`]), so a finite one costs no pass over the result, and the call no
+//! more than Burn's own but two small launches.
 
 use burn::tensor::DType;
 use burn_convpool_kernels::conv::{self, GemmKind};
@@ -12,22 +15,12 @@ use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::ConvGeometry;
 
-use super::{Sides, conv_args, layout};
+use super::{Sides, conv_args, layout, meets_padding};
 use crate::cube::launches::{Launch, note};
 use crate::cube::tensor::{
     LaunchError, accumulator_type, address_type, contiguous, elementwise, empty, float_type,
     strided, strides5,
 };
-
-/// Which kernels computed the result a repair checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Computed {
-    /// Ours: the repair tests each element of the result, in the pass's own launch.
-    ByOurs,
-    /// Burn's: the repair first tests the weight on the device ([`conv::nonfinite_flags`]), so
-    /// a finite weight costs no pass over the result, and the call no more than Burn's own.
-    ByBurn,
-}
 
 /// Most cubes of the weight's finiteness test: enough to read a large weight at full speed,
 /// few enough that each repair unit reads every cube's flag.
@@ -39,39 +32,26 @@ const GATED_REPAIR_CUBES: usize = 1024;
 
 /// `out`, the result of the forward (`kind` `Forward`: `lhs` = x) or input-gradient (`Data`:
 /// `lhs` = output gradient) GEMM of `geometry` over `lhs` and the weight `rhs`, plus `bias`,
-/// with every non-finite element recomputed in place where some window (forward) or input
-/// (input gradient) meets the padding.
+/// with every non-finite element recomputed in place where the GEMM meets the padding and the
+/// weight is not finite.
 pub fn repair_gemm(
     geometry: &ConvGeometry,
     kind: GemmKind,
     (lhs, rhs, bias): (CubeTensor, CubeTensor, Option<CubeTensor>),
     out: CubeTensor,
-    computed: Computed,
 ) -> Result<CubeTensor, LaunchError> {
-    let meets = match kind {
-        GemmKind::Data => geometry.inputs_meet_padding(),
-        _ => geometry.windows_meet_padding(),
-    };
     let dtype = float_type(&out)?;
     let elements = out.meta.num_elements();
-    if !meets || elements == 0 {
+    if !meets_padding(geometry, kind) || elements == 0 {
         return Ok(out);
     }
     let out = strided(out);
     let (lhs, rhs, bias) = (strided(lhs), contiguous(rhs), bias.map(contiguous));
     let sides = Sides::of_gemm(kind, &lhs, &out);
-    let (flags, cube_count, cube_dim) = match computed {
-        Computed::ByOurs => {
-            let (cube_count, cube_dim) = elementwise(&out, elements);
-            (None, cube_count, cube_dim)
-        }
-        Computed::ByBurn => {
-            let flags = nonfinite_flags(&rhs)?;
-            let cube_dim = CubeDim::new_1d(conv::SCAN_UNITS as u32);
-            let cubes = elements.div_ceil(conv::SCAN_UNITS).min(GATED_REPAIR_CUBES);
-            (Some(flags), CubeCount::Static(cubes as u32, 1, 1), cube_dim)
-        }
-    };
+    let flags = nonfinite_flags(&rhs)?;
+    let cubes = elements.div_ceil(conv::SCAN_UNITS).min(GATED_REPAIR_CUBES);
+    let cube_count = CubeCount::Static(cubes as u32, 1, 1);
+    let cube_dim = CubeDim::new_1d(conv::SCAN_UNITS as u32);
     note(Launch::Kernel("repair_gemm"));
     conv::repair_gemm::launch(
         &out.client,
@@ -82,7 +62,7 @@ pub fn repair_gemm(
         rhs.into_tensor_arg(),
         bias.map(|bias| bias.into_tensor_arg()).into(),
         out.clone().into_tensor_arg(),
-        flags.map(|flags| flags.into_tensor_arg()).into(),
+        flags.into_tensor_arg(),
         conv_args(geometry, &sides),
         elements,
         kind,
@@ -125,7 +105,7 @@ pub fn repair_weight(
 ) -> Result<CubeTensor, LaunchError> {
     let dtype = float_type(&weight_grad)?;
     // An empty batch sums nothing: its gradient is zeros.
-    if !geometry.windows_meet_padding()
+    if !meets_padding(geometry, GemmKind::Weight)
         || geometry.batch == 0
         || weight_grad.meta.num_elements() == 0
     {

@@ -7,7 +7,10 @@ use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::{ConvGeometry, points};
 
-use super::{Sides, channel_side, conv_args, gemm_sizes, with_splits};
+use super::{
+    Sides, SplitRepair, channel_side, conv_args, gemm_sizes, meets_padding, repairs_within,
+    with_splits,
+};
 use crate::cube::choice::{Buffering, ConvSchedule, OurKernels};
 use crate::cube::launches::{Launch, note};
 use crate::cube::tensor::{
@@ -31,7 +34,7 @@ const MIN_K_PER_SPLIT_TILED: usize = 128;
 const MAX_PHASES: usize = 64;
 
 /// The tiled schedule of a forward or input gradient into `out` (an input gradient one part
-/// per stride phase).
+/// per stride phase). Returns whether its kernels repaired the result ([`repairs_within`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gemm(
     geometry: &ConvGeometry,
@@ -42,7 +45,7 @@ pub(super) fn gemm(
     out: &CubeTensor,
     sides: &Sides,
     ours: OurKernels,
-) -> Result<(), LaunchError> {
+) -> Result<bool, LaunchError> {
     let (m, _, k) = gemm_sizes(geometry, kind);
     let parts = match kind {
         GemmKind::Data => data_parts(geometry, lhs)?,
@@ -74,7 +77,7 @@ pub(super) fn weight(
     out: &CubeTensor,
     sides: &Sides,
     ours: OurKernels,
-) -> Result<(), LaunchError> {
+) -> Result<bool, LaunchError> {
     let (m, _, k) = gemm_sizes(geometry, GemmKind::Weight);
     let part = Part::whole(m, k, table(x, &[]), geometry.out_size);
     tiled(
@@ -237,7 +240,7 @@ fn tiled(
     sides: &Sides,
     min_k_per_split: usize,
     ours: OurKernels,
-) -> Result<(), LaunchError> {
+) -> Result<bool, LaunchError> {
     let prefetch = ours.conv != ConvSchedule::Tiled(Buffering::Single);
     let dtype = float_type(out)?;
     let (_, n, _) = gemm_sizes(geometry, kind);
@@ -247,11 +250,25 @@ fn tiled(
     // The longest reduction sets the splits. Every part writes all of them (a shorter part's
     // last splits hold zeros), so each partial result is whole.
     let Some(longest) = parts.iter().max_by_key(|part| part.k) else {
-        return Ok(());
+        return Ok(false);
     };
     let tiles = longest.m.div_ceil(tile_m) * n_tiles * geometry.groups;
     let splits = split_k(longest.k, tiles, TARGET_CUBES, min_k_per_split);
-    with_splits(out, splits, |target| {
+    // Where the padding may meet a non-finite operand, a unit repairs what it stores (or the
+    // sum of the splits does), if its loop budget allows.
+    let meets = meets_padding(geometry, kind);
+    let own = longest.k.div_ceil(conv::TILE_K) + 1;
+    let elements = tile_m * tile_n / (conv::TILE_UNITS as usize).pow(2);
+    let repair = meets && splits == 1 && repairs_within(geometry, kind, own, elements);
+    let split_repair = meets.then_some(SplitRepair {
+        geometry,
+        sides,
+        kind,
+        lhs,
+        rhs,
+        bias: bias.as_ref(),
+    });
+    let summed = with_splits(out, splits, split_repair, |target| {
         for part in parts {
             let k_per_split = split_len(part.k, splits);
             // Long `m` (batch x positions) runs as several launches over consecutive tile
@@ -287,12 +304,14 @@ fn tiled(
                     part.exact,
                     prefetch,
                     narrow,
+                    repair,
                     [dtype, accumulator_type(dtype)],
                 );
             }
         }
         Ok(())
-    })
+    })?;
+    Ok(repair || summed)
 }
 
 /// Splits of a `k`-long reduction: enough that `parallel` independent outputs times the

@@ -6,7 +6,10 @@ use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::ConvGeometry;
 
-use super::{Sides, conv_args, gemm_sizes, neighbours_share, with_splits};
+use super::{
+    Sides, SplitRepair, conv_args, gemm_sizes, meets_padding, neighbours_share, repairs_within,
+    with_splits,
+};
 use crate::cube::launches::{Launch, note};
 use crate::cube::tensor::{
     LaunchError, accumulator_type, address_type, dims5, elementwise, empty, float_type, strided,
@@ -56,12 +59,24 @@ pub(super) fn split(
     out: &CubeTensor,
     sides: &Sides,
     ones_rhs: bool,
-) -> Result<(), LaunchError> {
+) -> Result<bool, LaunchError> {
     let dtype = float_type(out)?;
     let (m, n, k) = gemm_sizes(geometry, GemmKind::Weight);
     let outputs = geometry.groups * m * n;
     let (splits, k_per_split) = row_splits(geometry, k, outputs);
-    with_splits(out, splits, |target| {
+    // The bias gradient (`ones_rhs`) meets no padding.
+    let meets = !ones_rhs && meets_padding(geometry, GemmKind::Weight);
+    let own = k_per_split + k_per_split / geometry.out_size[2].max(1) + 1;
+    let repair = meets && splits == 1 && repairs_within(geometry, GemmKind::Weight, own, 1);
+    let split_repair = meets.then_some(SplitRepair {
+        geometry,
+        sides,
+        kind: GemmKind::Weight,
+        lhs: &out_grad,
+        rhs: &x,
+        bias: None,
+    });
+    let summed = with_splits(out, splits, split_repair, |target| {
         let (cube_count, cube_dim) = elementwise(target, outputs * splits);
         note(Launch::Kernel("conv_weight_split"));
         conv::conv_weight_split::launch(
@@ -69,16 +84,18 @@ pub(super) fn split(
             cube_count,
             cube_dim,
             address_type(&[&out_grad, &x, target]),
-            out_grad.into_tensor_arg(),
-            x.into_tensor_arg(),
+            out_grad.clone().into_tensor_arg(),
+            x.clone().into_tensor_arg(),
             target.clone().into_tensor_arg(),
             conv_args(geometry, sides),
             GemmArgsLaunch::new(m, n, k, k_per_split, 0),
             ones_rhs,
+            repair,
             [dtype, accumulator_type(dtype)],
         );
         Ok(())
-    })
+    })?;
+    Ok(repair || summed)
 }
 
 /// The direct weight-gradient schedule into `out`: a unit per block of input channels,
@@ -90,7 +107,7 @@ pub(super) fn direct(
     x: CubeTensor,
     out: &CubeTensor,
     sides: &Sides,
-) -> Result<(), LaunchError> {
+) -> Result<bool, LaunchError> {
     let dtype = float_type(out)?;
     let (m, n, k) = gemm_sizes(geometry, GemmKind::Weight);
     let blocks = weight_blocks(geometry);
@@ -100,7 +117,19 @@ pub(super) fn direct(
         * geometry.kernel[1]
         * m.div_ceil(blocks.m);
     let (splits, k_per_split) = row_splits(geometry, k, units);
-    with_splits(out, splits, |target| {
+    let meets = meets_padding(geometry, GemmKind::Weight);
+    let own = k_per_split + k_per_split / geometry.out_size[2].max(1) + 1;
+    let elements = blocks.m * blocks.c * geometry.kernel[2];
+    let repair = meets && splits == 1 && repairs_within(geometry, GemmKind::Weight, own, elements);
+    let split_repair = meets.then_some(SplitRepair {
+        geometry,
+        sides,
+        kind: GemmKind::Weight,
+        lhs: &out_grad,
+        rhs: &x,
+        bias: None,
+    });
+    let summed = with_splits(out, splits, split_repair, |target| {
         let (cube_count, cube_dim) = elementwise(target, units * splits);
         note(Launch::Kernel("conv_weight_direct"));
         conv::conv_weight_direct::launch(
@@ -108,8 +137,8 @@ pub(super) fn direct(
             cube_count,
             cube_dim,
             address_type(&[&out_grad, &x, target]),
-            out_grad.into_tensor_arg(),
-            x.into_tensor_arg(),
+            out_grad.clone().into_tensor_arg(),
+            x.clone().into_tensor_arg(),
             target.clone().into_tensor_arg(),
             conv_args(geometry, sides),
             GemmArgsLaunch::new(m, n, k, k_per_split, 0),
@@ -118,10 +147,12 @@ pub(super) fn direct(
             geometry.kernel[2],
             blocks.w,
             blocks.stride_w,
+            repair,
             [dtype, accumulator_type(dtype)],
         );
         Ok(())
-    })
+    })?;
+    Ok(repair || summed)
 }
 
 /// The register block of one unit of the direct weight-gradient schedule.

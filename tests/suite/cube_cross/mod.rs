@@ -11,6 +11,7 @@
 #![cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 
 mod conv;
+mod launch_counts;
 mod layouts;
 mod limits;
 mod pool;

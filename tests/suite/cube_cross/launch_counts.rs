@@ -1,0 +1,304 @@
+//! What each conv pass launches on the CubeCL device with our kernels pinned, for every conv
+//! case of the bench catalogue (`benches/catalogue.json`) at batch 1: launches cost a GPU a few
+//! microseconds each, which a profile of a whole network hides. A change to the launch graph
+//! shows here as a changed table; the table is the one place the counts are written down.
+//! Batch 1 keeps the suite's time on lavapipe to seconds (the full batches take two minutes);
+//! a batch changes only how a GEMM is split, and `resnet_train` pins the example's step at its
+//! own batch.
+
+use std::collections::BTreeMap;
+
+use burn::backend::ops::FloatTensorOps;
+use burn::backend::{Dispatch, TensorMetadata};
+use burn::tensor::ops::ConvOptions;
+use burn::tensor::{Distribution, Shape, Tensor};
+use burn_convpool::ConvPoolBackend;
+use burn_convpool::cube_kernels::{CubeKernels, OurKernels};
+use burn_convpool::cube_launches::{Launch, record};
+use serde::Deserialize;
+
+use super::wgpu;
+use crate::common;
+
+/// A conv case of the catalogue: the fields that set its launches.
+#[derive(Deserialize)]
+struct Case {
+    name: String,
+    x: Vec<usize>,
+    out_channels: usize,
+    kernel: Vec<usize>,
+    stride: Vec<usize>,
+    padding: Vec<usize>,
+    groups: usize,
+}
+
+/// Per case and pass (forward, input gradient, weight gradient), our kernels' launches in
+/// order, each name with its count.
+const EXPECTED: &[(&str, [&str; 3])] = &[
+    (
+        "audio_conv1d_k9",
+        [
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+        ],
+    ),
+    (
+        "dispatch_conv3x3",
+        [
+            "conv_gemm_direct x1",
+            "conv_gemm_direct x1",
+            "conv_weight_direct x1",
+        ],
+    ),
+    (
+        "example_resnet_1x1s2_14",
+        [
+            "conv_gemm_tiled x1",
+            "conv_gemm_tiled x4",
+            "conv_weight_direct x1",
+        ],
+    ),
+    (
+        "example_resnet_3x3_14",
+        [
+            "conv_gemm_tiled x1",
+            "conv_gemm_tiled x1",
+            "conv_gemm_tiled x1",
+        ],
+    ),
+    (
+        "example_resnet_3x3_4",
+        [
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1",
+        ],
+    ),
+    (
+        "example_resnet_3x3_7",
+        [
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1",
+        ],
+    ),
+    (
+        "example_resnet_3x3s2_14",
+        [
+            "conv_gemm_tiled x1",
+            "conv_gemm_tiled x4",
+            "conv_gemm_tiled x1",
+        ],
+    ),
+    (
+        "example_resnet_3x3s2_7",
+        [
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x4, sum_splits_exact x1",
+            "conv_gemm_tiled x1",
+        ],
+    ),
+    (
+        "example_resnet_stem_28",
+        [
+            "conv_gemm_direct x1",
+            "conv_gemm_direct x1",
+            "conv_weight_direct x1, sum_splits_exact x1",
+        ],
+    ),
+    (
+        "mobilenet_depthwise_3x3",
+        [
+            "conv_gemm_direct x1",
+            "conv_gemm_direct x1",
+            "conv_weight_direct x1, sum_splits_exact x1",
+        ],
+    ),
+    (
+        "resnet50_1x1_proj_s2",
+        [
+            "conv_gemm_tiled x1, sum_splits x1",
+            "conv_gemm_tiled x4, sum_splits_exact x1",
+            "conv_gemm_tiled x1",
+        ],
+    ),
+    (
+        "resnet50_1x1_reduce",
+        [
+            "conv_gemm_tiled x1, sum_splits x1",
+            "conv_gemm_tiled x1, sum_splits x1",
+            "conv_gemm_tiled x1",
+        ],
+    ),
+    (
+        "resnet_3x3_14",
+        [
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1",
+        ],
+    ),
+    (
+        "resnet_3x3_28",
+        [
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1",
+        ],
+    ),
+    (
+        "resnet_3x3_56",
+        [
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+        ],
+    ),
+    (
+        "resnet_3x3_7",
+        [
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1",
+        ],
+    ),
+    (
+        "resnet_stem_7x7s2",
+        [
+            "conv_gemm_tiled x1",
+            "conv_gemm_direct x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+        ],
+    ),
+    (
+        "resnext50_grouped32_3x3_7",
+        [
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1",
+        ],
+    ),
+    (
+        "resnext_grouped32_3x3",
+        [
+            "conv_gemm_direct x1",
+            "conv_gemm_direct x1",
+            "conv_weight_direct x1, sum_splits_exact x1",
+        ],
+    ),
+    (
+        "video_conv3d_16x112x112",
+        [
+            "conv_gemm_tiled x1",
+            "conv_gemm_direct x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+        ],
+    ),
+    (
+        "video_conv3d_8x28x28",
+        [
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
+        ],
+    ),
+];
+
+/// `values` per spatial axis lifted to rank 3 with `fill`.
+fn lifted(values: &[usize], fill: usize) -> [usize; 3] {
+    let mut out = [fill; 3];
+    out[3 - values.len()..].copy_from_slice(values);
+    out
+}
+
+/// Launches as `name xcount` runs, in order.
+fn runs(launches: &[Launch]) -> String {
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for launch in launches {
+        let name = match launch {
+            Launch::Kernel(name) => name.to_string(),
+            other => format!("{other:?}"),
+        };
+        match runs.last_mut() {
+            Some((last, count)) if *last == name => *count += 1,
+            _ => runs.push((name, 1)),
+        }
+    }
+    runs.iter()
+        .map(|(name, count)| format!("{name} x{count}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[test]
+fn catalogue_conv_passes_launch_what_the_table_says() {
+    type B = Dispatch;
+    let catalogue: serde_json::Value =
+        serde_json::from_str(include_str!("../../../benches/catalogue.json")).unwrap();
+    let cases: Vec<Case> = serde_json::from_value(catalogue["conv"].clone()).unwrap();
+    let _pinned = common::pin(CubeKernels::Ours(OurKernels::default()));
+    let device = wgpu();
+    let mut got = BTreeMap::new();
+    for case in &cases {
+        let spatial = case.x.len() - 2;
+        let options = ConvOptions::new(
+            lifted(&case.stride, 1),
+            lifted(&case.padding, 0),
+            [1; 3],
+            case.groups,
+        );
+        let lift = |dims: &[usize]| -> Vec<usize> {
+            let mut lifted = dims[..2].to_vec();
+            lifted.extend(std::iter::repeat_n(1, 3 - spatial));
+            lifted.extend(&dims[2..]);
+            lifted
+        };
+        let tensor = |dims: Vec<usize>| {
+            let numel: usize = dims.iter().product();
+            let flat = Tensor::<1>::random([numel], Distribution::Default, &device);
+            B::float_reshape(flat.into_dispatch(), Shape::from(dims))
+        };
+        let mut weight_dims = vec![case.out_channels, case.x[1] / case.groups];
+        weight_dims.extend(&case.kernel);
+        let mut x_dims = lift(&case.x);
+        x_dims[0] = 1;
+        let x = tensor(x_dims);
+        let weight = tensor(lift(&weight_dims));
+        let out = B::conv(x.clone(), weight.clone(), options.clone());
+        let out_dims = out.shape().to_vec();
+        let out_grad = tensor(out_dims);
+        let x_size = lifted(&case.x[2..], 1);
+        let kernel = lifted(&case.kernel, 1);
+        let sync = || device.sync().expect("device sync");
+        // Run the shape's forward now, so no record below holds it.
+        sync();
+        let passes = [
+            record(|| {
+                B::conv(x.clone(), weight.clone(), options.clone());
+                sync()
+            })
+            .1,
+            record(|| {
+                B::conv_x_backward(weight.clone(), out_grad.clone(), x_size, options.clone());
+                sync()
+            })
+            .1,
+            record(|| {
+                B::conv_weight_backward(x.clone(), out_grad.clone(), kernel, options.clone());
+                sync()
+            })
+            .1,
+        ];
+        got.insert(case.name.clone(), passes.map(|launches| runs(&launches)));
+    }
+    let expected: BTreeMap<String, [String; 3]> = EXPECTED
+        .iter()
+        .map(|(name, passes)| (name.to_string(), passes.map(String::from)))
+        .collect();
+    let table: String = got
+        .iter()
+        .map(|(name, [f, d, w])| format!("    (\"{name}\", [\"{f}\", \"{d}\", \"{w}\"]),\n"))
+        .collect();
+    assert_eq!(got, expected, "the catalogue's launches:\n{table}");
+}
