@@ -116,13 +116,23 @@ pub fn sum_splits<F: Float, A: Float>(
     splits: usize,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
-    let len = out.len();
-    if ABSOLUTE_POS >= len {
+    if ABSOLUTE_POS >= out.len() {
         terminate!();
     }
+    out[ABSOLUTE_POS] = split_sum::<F, A>(partials, splits, out.len(), ABSOLUTE_POS);
+}
+
+/// `sum_s partials[s * len + i]`, summed pairwise in split order.
+#[cube]
+pub(crate) fn split_sum<F: Float, A: Float>(
+    partials: &Tensor<F>,
+    splits: usize,
+    len: usize,
+    i: usize,
+) -> F {
     let mut acc = pairwise_sum::<A>();
     for s in 0..splits {
-        pairwise_add::<A>(&mut acc, A::cast_from(partials[s * len + ABSOLUTE_POS]));
+        pairwise_add::<A>(&mut acc, A::cast_from(partials[s * len + i]));
     }
-    out[ABSOLUTE_POS] = F::cast_from(pairwise_value::<A>(&acc));
+    F::cast_from(pairwise_value::<A>(&acc))
 }

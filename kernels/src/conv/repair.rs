@@ -12,12 +12,11 @@
 use cubecl::prelude::*;
 
 use crate::axes::{Index3, Layout, offset, unflatten, volume};
-use crate::pairwise::{pairwise_add, pairwise_sum, pairwise_value};
 
 use super::operands::{
     read_layout, store_position, tap_position, weight_index, written_layout, written_size,
 };
-use super::{ConvArgs, GemmKind};
+use super::{ConvArgs, GemmKind, split_sum};
 
 /// Terms a unit sums per loop iteration, unrolled: Mesa's lavapipe (CI's device) ends a loop
 /// after 65535 iterations, so a sum of more terms than that would silently stop short; this
@@ -302,15 +301,10 @@ pub fn sum_splits_exact<F: Float, A: Float>(
     #[comptime] kind: GemmKind,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
-    let len = out.len();
-    if ABSOLUTE_POS >= len {
+    if ABSOLUTE_POS >= out.len() {
         terminate!();
     }
-    let mut acc = pairwise_sum::<A>();
-    for s in 0..splits {
-        pairwise_add::<A>(&mut acc, A::cast_from(partials[s * len + ABSOLUTE_POS]));
-    }
-    out[ABSOLUTE_POS] = F::cast_from(pairwise_value::<A>(&acc));
+    out[ABSOLUTE_POS] = split_sum::<F, A>(partials, splits, out.len(), ABSOLUTE_POS);
     if comptime![kind == GemmKind::Weight] {
         repair_weight_flat::<F, A>(rhs, lhs, out, &args, ABSOLUTE_POS, batch);
     } else {
