@@ -50,6 +50,29 @@ fn row_splits(geometry: &ConvGeometry, k: usize, units: usize) -> (usize, usize)
     )
 }
 
+/// Loop iterations of a weight-gradient unit over one split of `k_per_split` (whole output
+/// rows): the positions, and one more per row.
+fn row_walk(geometry: &ConvGeometry, k_per_split: usize) -> usize {
+    k_per_split + k_per_split / geometry.out_size[2].max(1) + 1
+}
+
+/// What a split weight gradient's sum reads to repair it: the output gradient and the input.
+fn weight_repair<'a>(
+    geometry: &'a ConvGeometry,
+    sides: &'a Sides,
+    out_grad: &'a CubeTensor,
+    x: &'a CubeTensor,
+) -> SplitRepair<'a> {
+    SplitRepair {
+        geometry,
+        sides,
+        kind: GemmKind::Weight,
+        lhs: out_grad,
+        rhs: x,
+        bias: None,
+    }
+}
+
 /// The split schedule into `out`: whole output rows per split, enough splits to fill the
 /// device. With `ones_rhs`, `x` is unused and this is the bias gradient.
 pub(super) fn split(
@@ -66,16 +89,9 @@ pub(super) fn split(
     let (splits, k_per_split) = row_splits(geometry, k, outputs);
     // The bias gradient (`ones_rhs`) meets no padding.
     let meets = !ones_rhs && meets_padding(geometry, GemmKind::Weight);
-    let own = k_per_split + k_per_split / geometry.out_size[2].max(1) + 1;
+    let own = row_walk(geometry, k_per_split);
     let repair = meets && splits == 1 && repairs_within(geometry, GemmKind::Weight, own, 1);
-    let split_repair = meets.then_some(SplitRepair {
-        geometry,
-        sides,
-        kind: GemmKind::Weight,
-        lhs: &out_grad,
-        rhs: &x,
-        bias: None,
-    });
+    let split_repair = meets.then(|| weight_repair(geometry, sides, &out_grad, &x));
     let summed = with_splits(out, splits, split_repair, |target| {
         let (cube_count, cube_dim) = elementwise(target, outputs * splits);
         note(Launch::Kernel("conv_weight_split"));
@@ -118,17 +134,10 @@ pub(super) fn direct(
         * m.div_ceil(blocks.m);
     let (splits, k_per_split) = row_splits(geometry, k, units);
     let meets = meets_padding(geometry, GemmKind::Weight);
-    let own = k_per_split + k_per_split / geometry.out_size[2].max(1) + 1;
+    let own = row_walk(geometry, k_per_split);
     let elements = blocks.m * blocks.c * geometry.kernel[2];
     let repair = meets && splits == 1 && repairs_within(geometry, GemmKind::Weight, own, elements);
-    let split_repair = meets.then_some(SplitRepair {
-        geometry,
-        sides,
-        kind: GemmKind::Weight,
-        lhs: &out_grad,
-        rhs: &x,
-        bias: None,
-    });
+    let split_repair = meets.then(|| weight_repair(geometry, sides, &out_grad, &x));
     let summed = with_splits(out, splits, split_repair, |target| {
         let (cube_count, cube_dim) = elementwise(target, units * splits);
         note(Launch::Kernel("conv_weight_direct"));
