@@ -67,9 +67,10 @@ pub struct OurKernels {
     pub conv: ConvSchedule,
     /// How pool kernels and the direct convolution schedule share work among units.
     pub packing: Packing,
-    /// Most row tiles one launch of the tiled convolution covers; more run as several launches.
-    /// The default is what a launch grid holds ([`Self::MAX_TILES_PER_LAUNCH`]); lower it to run
-    /// the chunked launches on small tensors.
+    /// Most cubes one launch of the tiled convolution puts along a grid dimension: its row
+    /// tiles, and an input gradient's stride phases times groups times splits (at least one
+    /// phase's); more run as several launches. The default is what a launch grid holds
+    /// ([`Self::MAX_TILES_PER_LAUNCH`]); lower it to run the chunked launches on small tensors.
     pub max_tiles_per_launch: usize,
 }
 

@@ -74,8 +74,10 @@ pub struct ConvArgs {
 /// Sizes of the GEMM of one group, the `k` range of one split (split-k runs one cube layer
 /// per split and sums the partial results afterwards, in a fixed order), and the first `m`
 /// tile of a tiled launch (a grid dimension holds at most 65,535 cubes, so a long `m` takes
-/// several launches).
-#[derive(CubeLaunch, CubeType)]
+/// several launches). A tiled input gradient's stride phases each hold part of `m` and `k`
+/// ([`PHASE_ENTRIES`]).
+#[derive(CubeLaunch, CubeType, Clone)]
+#[expand(derive(Clone))]
 pub struct GemmArgs {
     pub m_len: usize,
     pub n_len: usize,
@@ -84,22 +86,31 @@ pub struct GemmArgs {
     pub m_tile_offset: usize,
 }
 
-/// The input positions the rows of a tiled input-gradient launch run over: `first + step * j`
-/// per axis, `j < count`. A strided conv's input gradient runs one launch per stride phase
-/// (positions alike modulo the stride, `step` = stride), each summing only the taps that
-/// reach its positions: one launch over every position would multiply zeros for the other
-/// taps (3 in 4 of the products at 3x3 stride 2). Unit stride: one phase of every position.
+/// The input positions the rows of a tiled input-gradient cube run over: `first + step * j`
+/// per axis, `j < count`. A strided conv's input gradient computes each stride phase
+/// (positions alike modulo the stride, `step` = stride) in cubes of its own, each summing only
+/// the taps that reach its positions: one GEMM over every position would multiply zeros for
+/// the other taps (3 in 4 of the products at 3x3 stride 2). Unit stride: one phase of every
+/// position.
 ///
 /// In a phase every tap meets the output grid, at output `j + reach - back` per axis (the
 /// tap's `reach` from the `k` table, `back` making every reach non-negative), so an exact
-/// launch loads with no division. Read by `Data` only.
-#[derive(CubeLaunch, CubeType)]
+/// input gradient loads with no division. Read by `Data` only.
+#[derive(CubeType, Clone)]
+#[expand(derive(Clone))]
 pub struct Phase {
     pub first: Index3,
     pub step: Index3,
     pub count: Index3,
     pub back: Index3,
 }
+
+/// Entries per stride phase of an exact input gradient's phase table, which the tiled kernel
+/// reads so that one launch computes every phase: `[k_len, k_per_split, k_base, first d, h, w,
+/// count d, h, w, back d, h, w]`, where `k_base` is the phase's first `k` in the `k` table
+/// (the phases' tables follow one another) and the phase's `m` is the batch times its
+/// positions.
+pub const PHASE_ENTRIES: usize = 12;
 
 /// Entries per `k` of a forward's `k` table: `[channel, kd, kh, kw]`.
 pub const FORWARD_DIGITS: usize = 4;

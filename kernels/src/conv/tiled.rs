@@ -2,11 +2,11 @@
 
 use cubecl::prelude::*;
 
-use crate::axes::volume;
+use crate::axes::{Index3, volume};
 
 use super::operands::{Reduced, Row, lhs_value, reduced_of, rhs_value, row_of, store};
 use super::repair::{is_finite, repair_at, repair_weight_flat};
-use super::{ConvArgs, GemmArgs, GemmKind, Phase};
+use super::{ConvArgs, GemmArgs, GemmKind, PHASE_ENTRIES, Phase};
 
 /// Rows of a tile of `C`.
 pub const TILE_M: usize = 64;
@@ -61,12 +61,14 @@ pub fn tile_shape(kind: GemmKind, narrow: bool) -> (usize, usize) {
 }
 
 /// The tiled schedule: a cube computes a 64x64 tile of `C` for one group (`CUBE_POS_Z =
-/// split * groups + group`), stepping along `k` through 16-deep shared-memory tiles of `A` and
-/// `B`; each unit accumulates an 8x8 register block in `A` (f32 for f32 and half types, f64
-/// for f64). With `narrow`, the tile is 32 wide along its channel side ([`tile_shape`]) and
-/// the blocks 4 wide there.
-/// An input gradient's rows are the positions of `phase`; a split-k launch writes `out` as
-/// `splits` stacked partial results. With `prefetch`, a unit loads the next k step into
+/// (phase * splits + split) * groups + group`), stepping along `k` through 16-deep
+/// shared-memory tiles of `A` and `B`; each unit accumulates an 8x8 register block in `A`
+/// (f32 for f32 and half types, f64 for f64). With `narrow`, the tile is 32 wide along its
+/// channel side ([`tile_shape`]) and the blocks 4 wide there.
+/// An exact input gradient's `phases` table ([`PHASE_ENTRIES`] per stride phase) gives each
+/// phase's positions, taps and share of `k`, so one launch computes every phase; without it
+/// the rows are every position (an input gradient's divided by the stride at each load). A
+/// split-k launch writes `out` as `splits` stacked partial results. With `prefetch`, a unit loads the next k step into
 /// registers before the current step's products (double buffering: the loads are in flight
 /// while it computes), at the cost of `2 x LOAD_VECTORS x LANES`
 /// registers.
@@ -81,13 +83,12 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     lhs: &Tensor<F>,
     rhs: &Tensor<F>,
     k_table: &Tensor<u32>,
+    phases: ComptimeOption<&Tensor<u32>>,
     bias: ComptimeOption<&Tensor<F>>,
     out: &mut Tensor<F>,
     args: ConvArgs,
     gemm: GemmArgs,
-    phase: Phase,
     #[comptime] kind: GemmKind,
-    #[comptime] exact: bool,
     #[comptime] prefetch: bool,
     #[comptime] narrow: bool,
     #[comptime] repair: bool,
@@ -98,15 +99,24 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     let tx = UNIT_POS_X as usize;
     let ty = UNIT_POS_Y as usize;
     let unit = ty * UNITS + tx;
+    let exact = comptime![phases.is_some()];
     let group = CUBE_POS_Z as usize % args.groups;
-    let split = CUBE_POS_Z as usize / args.groups;
+    let layer = CUBE_POS_Z as usize / args.groups;
+    let splits = CUBE_COUNT_Z as usize / (args.groups * phase_count(phases));
+    let split = layer % splits;
+    let phase = phase_of(phases, &args, layer / splits);
+    let gemm = gemm_of(phases, &args, &gemm, &phase, layer / splits);
     let m0 = (CUBE_POS_X as usize + gemm.m_tile_offset) * comptime![block_m * UNITS];
     let n0 = CUBE_POS_Y as usize * comptime![block_n * UNITS];
-    let k_begin = split * gemm.k_per_split;
-    let k_end = min(k_begin + gemm.k_per_split, gemm.k_len);
+    if m0 >= gemm.m_len {
+        // Past this phase's rows (the launch covers the longest phase); uniform per cube.
+        terminate!();
+    }
+    let k_base = k_base_of(phases, layer / splits);
+    let k_begin = k_base + split * gemm.k_per_split;
+    let k_end = k_base + min(split * gemm.k_per_split + gemm.k_per_split, gemm.k_len);
     // An input gradient's phases each cover part of `m`, so a partial result's length is
-    // `out`'s over the splits, not this launch's `m x n`.
-    let splits = CUBE_COUNT_Z as usize / args.groups;
+    // `out`'s over the splits, not this phase's `m x n`.
     let split_base = split * (out.len() / splits);
 
     // Both tiles are stored k-major (`[k][m]`, `[k][n]`, rows of `TILE_ROW_VECTORS`), so the
@@ -265,6 +275,99 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
             }
         }
     }
+}
+
+/// Stride phases a launch computes: the rows of its phase table, or one.
+#[cube]
+// `#[comptime]` marks a statement, so the match is bound before it is returned.
+#[allow(clippy::let_and_return)]
+fn phase_count(phases: ComptimeOption<&Tensor<u32>>) -> usize {
+    #[comptime]
+    let count = match phases {
+        ComptimeOption::Some(table) => table.len() / PHASE_ENTRIES,
+        ComptimeOption::None => 1usize.runtime(),
+    };
+    count
+}
+
+/// The rows of stride phase `part` from the phase table; without one, every position.
+#[cube]
+// `#[comptime]` marks a statement, so the match is bound before it is returned.
+#[allow(clippy::let_and_return)]
+fn phase_of(phases: ComptimeOption<&Tensor<u32>>, args: &ConvArgs, part: usize) -> Phase {
+    #[comptime]
+    let phase = match phases {
+        ComptimeOption::Some(table) => {
+            let at = part * PHASE_ENTRIES;
+            Phase {
+                first: table_axes(table, at + 3),
+                step: args.stride.clone(),
+                count: table_axes(table, at + 6),
+                back: table_axes(table, at + 9),
+            }
+        }
+        ComptimeOption::None => Phase {
+            first: Index3 { d: 0, h: 0, w: 0 },
+            step: Index3 { d: 1, h: 1, w: 1 },
+            count: args.in_size.clone(),
+            back: Index3 { d: 0, h: 0, w: 0 },
+        },
+    };
+    phase
+}
+
+/// Three consecutive entries of `table` from `at`, as D, H, W.
+#[cube]
+fn table_axes(table: &Tensor<u32>, at: usize) -> Index3 {
+    Index3 {
+        d: table[at] as usize,
+        h: table[at + 1] as usize,
+        w: table[at + 2] as usize,
+    }
+}
+
+/// The GEMM of stride phase `part`: its rows (the batch, `gemm`'s `m` over every input
+/// position, times the phase's positions) and its share of `k`; without a phase table,
+/// `gemm`.
+#[cube]
+// `#[comptime]` marks a statement, so the match is bound before it is returned.
+#[allow(clippy::let_and_return)]
+fn gemm_of(
+    phases: ComptimeOption<&Tensor<u32>>,
+    args: &ConvArgs,
+    gemm: &GemmArgs,
+    phase: &Phase,
+    part: usize,
+) -> GemmArgs {
+    #[comptime]
+    let part_gemm = match phases {
+        ComptimeOption::Some(table) => {
+            let at = part * PHASE_ENTRIES;
+            GemmArgs {
+                m_len: gemm.m_len / volume(&args.in_size) * volume(&phase.count),
+                n_len: gemm.n_len,
+                k_len: table[at] as usize,
+                k_per_split: table[at + 1] as usize,
+                m_tile_offset: gemm.m_tile_offset,
+            }
+        }
+        ComptimeOption::None => gemm.clone(),
+    };
+    part_gemm
+}
+
+/// Where stride phase `part`'s `k` table starts, in `k`s: the phases' tables follow one
+/// another in one `k` table.
+#[cube]
+// `#[comptime]` marks a statement, so the match is bound before it is returned.
+#[allow(clippy::let_and_return)]
+fn k_base_of(phases: ComptimeOption<&Tensor<u32>>, part: usize) -> usize {
+    #[comptime]
+    let base = match phases {
+        ComptimeOption::Some(table) => table[part * PHASE_ENTRIES + 2] as usize,
+        ComptimeOption::None => 0usize.runtime(),
+    };
+    base
 }
 
 /// Recompute by the definition the element `C[m, n]` of group `group` that a launch stored in

@@ -4,7 +4,7 @@
 //! - tiled (`tiled.rs`: 64x64 tiles, 16-deep k steps) for the bulk of the work, `k` split over
 //!   more cubes when there are few tiles (late layers, small batches), each k step loaded
 //!   while the previous one computes (or, single-buffered, after it: fewer registers), a
-//!   strided input gradient one launch per stride phase over the taps that reach it;
+//!   strided input gradient's stride phases in one launch, each over the taps that reach it;
 //! - direct (`direct.rs`: a unit per block of outputs) when `n` or `k` is under a tile's depth,
 //!   as in depthwise convs, where a tile would be mostly padding (pinned with
 //!   `ConvSchedule::Untiled`, it runs every shape whose walk fits lavapipe's loop limit);

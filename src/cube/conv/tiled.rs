@@ -1,7 +1,8 @@
-//! The tiled schedule's launcher: one launch per part (an input gradient's stride phases), each
-//! split along `m` into launches a grid holds and along `k` over more cubes when tiles are few.
+//! The tiled schedule's launcher: one launch for the GEMM (an input gradient's stride phases
+//! together), split along `m` into launches a grid holds and along `k` over more cubes when
+//! tiles are few.
 
-use burn_convpool_kernels::conv::{self, GemmArgsLaunch, GemmKind, PhaseLaunch};
+use burn_convpool_kernels::conv::{self, GemmArgsLaunch, GemmKind, PHASE_ENTRIES};
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
@@ -14,8 +15,8 @@ use super::{
 use crate::cube::choice::{Buffering, ConvSchedule, OurKernels};
 use crate::cube::launches::{Launch, note};
 use crate::cube::tensor::{
-    LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, axes, entry, float_type, grid,
-    table, table_from_recipe,
+    LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, entry, float_type, grid, table,
+    table_from_recipe,
 };
 
 /// Cubes a split-k launch aims for: 2048 cubes of the tiled kernel's 64 units fill a large
@@ -28,13 +29,14 @@ const MIN_K_PER_SPLIT: usize = 1024;
 /// The same for forward and input-gradient GEMMs (`k` = channels x taps): 8 tile steps.
 const MIN_K_PER_SPLIT_TILED: usize = 128;
 
-/// Most stride phases a tiled input gradient runs as launches of their own; more (large
-/// strides, each phase a launch) run as one launch over every position, which divides by the
-/// stride at each load.
+/// Most stride phases a tiled input gradient computes one by one; more (large strides, most
+/// phases a few positions) run as one GEMM over every position, which divides by the stride at
+/// each load.
 const MAX_PHASES: usize = 64;
 
 /// The tiled schedule of a forward or input gradient into `out` (an input gradient one part
-/// per stride phase). Returns whether its kernels repaired the result ([`repairs_within`]).
+/// per stride phase, all in one launch). Returns whether its kernels repaired the result
+/// ([`repairs_within`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gemm(
     geometry: &ConvGeometry,
@@ -51,8 +53,8 @@ pub(super) fn gemm(
         GemmKind::Data => data_parts(geometry, lhs)?,
         _ => {
             let taps: Vec<Vec<usize>> = points(geometry.kernel).map(Vec::from).collect();
-            let k_table = k_table(lhs, geometry.in_per_group(), &taps)?;
-            vec![Part::whole(m, k, k_table, geometry.out_size)]
+            let k_table = k_table(lhs, geometry.in_per_group(), &[taps])?;
+            Parts::whole(m, k, k_table)
         }
     };
     tiled(
@@ -60,7 +62,7 @@ pub(super) fn gemm(
         kind,
         lhs,
         rhs,
-        &parts,
+        parts,
         bias,
         out,
         sides,
@@ -79,13 +81,12 @@ pub(super) fn weight(
     ours: OurKernels,
 ) -> Result<bool, LaunchError> {
     let (m, _, k) = gemm_sizes(geometry, GemmKind::Weight);
-    let part = Part::whole(m, k, table(x, &[]), geometry.out_size);
     tiled(
         geometry,
         GemmKind::Weight,
         out_grad,
         x,
-        &[part],
+        Parts::whole(m, k, table(x, &[])),
         None,
         out,
         sides,
@@ -94,52 +95,99 @@ pub(super) fn weight(
     )
 }
 
-/// One tiled launch's share of a GEMM: its rows (`m`), its reduction (`k`, and for the
-/// forward and input-gradient GEMMs the digits of each `k` in `k_table`), and the positions
-/// an input gradient's rows run over (`first + step * j`, `j < count`; `exact`: one stride
-/// phase, its taps' reaches offset by `back`).
+/// A tiled GEMM's rows and reductions: the whole GEMM, or an exact input gradient's stride
+/// phases, which one launch computes together (a phase table tells each cube its phase).
+struct Parts {
+    /// Rows of the whole GEMM (every input position of an input gradient).
+    m: usize,
+    /// The whole GEMM's `k`, or each phase's.
+    parts: Vec<Part>,
+    /// The digits of each `k` (the forward and input-gradient GEMMs), the phases' tables one
+    /// after another.
+    k_table: CubeTensor,
+    /// Whether `parts` are stride phases, each its own positions and taps.
+    phased: bool,
+}
+
+/// One stride phase of an input gradient (or the whole GEMM): its rows (`m`: the batch times
+/// the positions `first + stride * j`, `j < count`, per axis), its reduction (`k`, from
+/// `k_base` in the `k` table) and the offset `back` that makes its taps' reaches non-negative.
 struct Part {
     m: usize,
     k: usize,
-    k_table: CubeTensor,
+    k_base: usize,
     first: [usize; 3],
-    step: [usize; 3],
     count: [usize; 3],
     back: [usize; 3],
-    exact: bool,
 }
 
-impl Part {
-    /// The whole GEMM in one part, its rows every position of a side of size `size`.
-    fn whole(m: usize, k: usize, k_table: CubeTensor, size: [usize; 3]) -> Self {
-        Self {
+impl Parts {
+    /// The whole GEMM in one part.
+    fn whole(m: usize, k: usize, k_table: CubeTensor) -> Self {
+        let part = Part {
             m,
             k,
-            k_table,
+            k_base: 0,
             first: [0; 3],
-            step: [1; 3],
-            count: size,
+            count: [0; 3],
             back: [0; 3],
-            exact: false,
+        };
+        Self {
+            m,
+            parts: vec![part],
+            k_table,
+            phased: false,
         }
+    }
+
+    /// The phase table of `parts` (each [`PHASE_ENTRIES`] wide) for a launch of `splits`
+    /// splits of `k`.
+    fn phase_table(
+        like: &CubeTensor,
+        parts: &[Part],
+        splits: usize,
+    ) -> Result<CubeTensor, LaunchError> {
+        let mut values = Vec::with_capacity(parts.len() * PHASE_ENTRIES);
+        for part in parts {
+            values.push(entry(part.k)?);
+            values.push(entry(split_len(part.k, splits))?);
+            values.push(entry(part.k_base)?);
+            for axis in [part.first, part.count, part.back] {
+                for value in axis {
+                    values.push(entry(value)?);
+                }
+            }
+        }
+        debug_assert_eq!(values.len(), parts.len() * PHASE_ENTRIES);
+        Ok(table(like, &values))
     }
 }
 
-/// The `k` table of [`k_digits`] on `like`'s device, cached under its channels and taps, so a
-/// call of a shape seen before neither rebuilds it nor hashes it whole.
+/// The `k` table of [`k_digits`] for phases of `taps` each, one after another, on `like`'s
+/// device, cached under its channels and taps, so a call of a shape seen before neither
+/// rebuilds it nor hashes it whole.
 fn k_table(
     like: &CubeTensor,
     channels: usize,
-    taps: &[Vec<usize>],
+    phases: &[Vec<Vec<usize>>],
 ) -> Result<CubeTensor, LaunchError> {
-    let mut recipe = vec![entry(channels)?];
-    for tap in taps {
-        recipe.push(entry(tap.len())?);
-        for &value in tap {
-            recipe.push(entry(value)?);
+    let mut recipe = vec![entry(channels)?, entry(phases.len())?];
+    for taps in phases {
+        recipe.push(entry(taps.len())?);
+        for tap in taps {
+            recipe.push(entry(tap.len())?);
+            for &value in tap {
+                recipe.push(entry(value)?);
+            }
         }
     }
-    table_from_recipe(like, &recipe, || k_digits(channels, taps))
+    table_from_recipe(like, &recipe, || {
+        let mut digits = Vec::new();
+        for taps in phases {
+            digits.extend(k_digits(channels, taps)?);
+        }
+        Ok(digits)
+    })
 }
 
 /// The `k` table of a forward or input-gradient GEMM: for each `k` (a group's `channels`
@@ -164,23 +212,21 @@ fn k_digits(channels: usize, taps: &[Vec<usize>]) -> Result<Vec<u32>, LaunchErro
 /// no `k`, which writes zeros or the bias), each loading with no division. More than
 /// [`MAX_PHASES`] phases are one part over every position and tap. Each `k`'s digits are
 /// `[kd, kh, kw, reach d, reach h, reach w, 0]` after its channel.
-fn data_parts(geometry: &ConvGeometry, lhs: &CubeTensor) -> Result<Vec<Part>, LaunchError> {
+fn data_parts(geometry: &ConvGeometry, lhs: &CubeTensor) -> Result<Parts, LaunchError> {
     let channels = geometry.out_per_group();
     let phases: usize = geometry.stride.iter().product();
+    let m = geometry.batch * geometry.in_volume();
     if phases > MAX_PHASES {
         let taps: Vec<Vec<usize>> = points(geometry.kernel)
             .map(|[d, h, w]| vec![d, h, w, 0, 0, 0, 0])
             .collect();
-        let k_table = k_table(lhs, channels, &taps)?;
-        let m = geometry.batch * geometry.in_volume();
-        return Ok(vec![Part::whole(
-            m,
-            channels * taps.len(),
-            k_table,
-            geometry.in_size,
-        )]);
+        let k = channels * taps.len();
+        let k_table = k_table(lhs, channels, &[taps])?;
+        return Ok(Parts::whole(m, k, k_table));
     }
     let mut parts = Vec::new();
+    let mut phase_taps = Vec::new();
+    let mut k_base = 0;
     for first in points(geometry.stride) {
         let axes: [_; 3] = core::array::from_fn(|axis| geometry.data_phase(axis, first[axis]));
         let count = axes.each_ref().map(|axis| axis.count);
@@ -203,38 +249,41 @@ fn data_parts(geometry: &ConvGeometry, lhs: &CubeTensor) -> Result<Vec<Part>, La
                 }
             }
         }
-        for value in back {
-            entry(value)?;
-        }
+        let k = channels * taps.len();
         parts.push(Part {
             m: geometry.batch * count.iter().product::<usize>(),
-            k: channels * taps.len(),
-            k_table: k_table(lhs, channels, &taps)?,
+            k,
+            k_base,
             first,
-            step: geometry.stride,
             count,
             back,
-            exact: true,
         });
+        k_base += k;
+        phase_taps.push(taps);
     }
-    Ok(parts)
+    Ok(Parts {
+        m,
+        parts,
+        k_table: k_table(lhs, channels, &phase_taps)?,
+        phased: true,
+    })
 }
 
 fn tile_cube_dim() -> CubeDim {
     CubeDim::new_2d(conv::TILE_UNITS, conv::TILE_UNITS)
 }
 
-/// The tiled schedule of the GEMM of `kind` into `out`, one part after another (an input
-/// gradient's stride phases), `k` split over more cubes when there are few tiles (late, small
-/// layers; weight gradients' long reductions), the splits summed in order; `ours` sets the
-/// buffering and the launch size.
+/// The tiled schedule of the GEMM of `kind` into `out` (an input gradient's stride phases in
+/// one launch), `k` split over more cubes when there are few tiles (late, small layers; weight
+/// gradients' long reductions), the splits summed in order; `ours` sets the buffering and the
+/// launch size.
 #[allow(clippy::too_many_arguments)]
 fn tiled(
     geometry: &ConvGeometry,
     kind: GemmKind,
     lhs: &CubeTensor,
     rhs: &CubeTensor,
-    parts: &[Part],
+    parts: Parts,
     bias: Option<CubeTensor>,
     out: &CubeTensor,
     sides: &Sides,
@@ -247,17 +296,21 @@ fn tiled(
     let narrow = channel_side(geometry, kind) <= conv::NARROW_TILE;
     let (tile_m, tile_n) = conv::tile_shape(kind, narrow);
     let n_tiles = n.div_ceil(tile_n);
-    // The longest reduction sets the splits. Every part writes all of them (a shorter part's
-    // last splits hold zeros), so each partial result is whole.
-    let Some(longest) = parts.iter().max_by_key(|part| part.k) else {
+    // The longest reduction sets the splits and the longest phase the `m` tiles. Every part
+    // writes all the splits (a shorter part's last splits hold zeros), so each partial result
+    // is whole.
+    let (Some(longest), Some(m_tiles)) = (
+        parts.parts.iter().map(|part| part.k).max(),
+        parts.parts.iter().map(|part| part.m.div_ceil(tile_m)).max(),
+    ) else {
         return Ok(false);
     };
-    let tiles = longest.m.div_ceil(tile_m) * n_tiles * geometry.groups;
-    let splits = split_k(longest.k, tiles, TARGET_CUBES, min_k_per_split);
+    let tiles = m_tiles * n_tiles * geometry.groups;
+    let splits = split_k(longest, tiles, TARGET_CUBES, min_k_per_split);
     // Where the padding may meet a non-finite operand, a unit repairs what it stores (or the
     // sum of the splits does), if its loop budget allows.
     let meets = meets_padding(geometry, kind);
-    let own = longest.k.div_ceil(conv::TILE_K) + 1;
+    let own = longest.div_ceil(conv::TILE_K) + 1;
     let elements = tile_m * tile_n / (conv::TILE_UNITS as usize).pow(2);
     let repair = meets && splits == 1 && repairs_within(geometry, kind, own, elements);
     let split_repair = meets.then_some(SplitRepair {
@@ -268,18 +321,28 @@ fn tiled(
         rhs,
         bias: bias.as_ref(),
     });
+    // Phases per launch: each is a layer of `groups x splits` cubes along a grid dimension,
+    // which holds at most `per_launch` (`MAX_CUBES_PER_DIM`).
+    let per_launch = ours.max_tiles_per_launch.clamp(1, MAX_CUBES_PER_DIM);
+    let layer = geometry.groups * splits;
+    let phases_per_launch = (per_launch / layer.max(1)).max(1);
     let summed = with_splits(out, splits, split_repair, |target| {
-        for part in parts {
-            let k_per_split = split_len(part.k, splits);
+        for chunk in parts.parts.chunks(phases_per_launch) {
+            let (gemm_m, k_len, phase_table) = if parts.phased {
+                (parts.m, 0, Some(Parts::phase_table(lhs, chunk, splits)?))
+            } else {
+                (chunk[0].m, chunk[0].k, None)
+            };
+            let k_per_split = split_len(k_len, splits);
             // Long `m` (batch x positions) runs as several launches over consecutive tile
             // ranges: a grid dimension holds at most `MAX_CUBES_PER_DIM` cubes.
-            let m_tiles = part.m.div_ceil(tile_m);
-            let per_launch = ours.max_tiles_per_launch.clamp(1, MAX_CUBES_PER_DIM);
+            let m_tiles = chunk.iter().map(|part| part.m.div_ceil(tile_m)).max();
+            let m_tiles = m_tiles.unwrap_or(0);
             for first in (0..m_tiles).step_by(per_launch) {
                 let cube_count = CubeCount::Static(
                     grid("m tiles", (m_tiles - first).min(per_launch))?,
                     grid("n tiles", n_tiles)?,
-                    grid("groups x splits", geometry.groups * splits)?,
+                    grid("phases x groups x splits", chunk.len() * layer)?,
                 );
                 note(Launch::Kernel("conv_gemm_tiled"));
                 conv::conv_gemm_tiled::launch(
@@ -289,19 +352,16 @@ fn tiled(
                     address_type(&[lhs, rhs, target]),
                     lhs.clone().into_tensor_arg(),
                     rhs.clone().into_tensor_arg(),
-                    part.k_table.clone().into_tensor_arg(),
+                    parts.k_table.clone().into_tensor_arg(),
+                    phase_table
+                        .clone()
+                        .map(|table| table.into_tensor_arg())
+                        .into(),
                     bias.clone().map(|bias| bias.into_tensor_arg()).into(),
                     target.clone().into_tensor_arg(),
                     conv_args(geometry, sides),
-                    GemmArgsLaunch::new(part.m, n, part.k, k_per_split, first),
-                    PhaseLaunch::new(
-                        axes(part.first),
-                        axes(part.step),
-                        axes(part.count),
-                        axes(part.back),
-                    ),
+                    GemmArgsLaunch::new(gemm_m, n, k_len, k_per_split, first),
                     kind,
-                    part.exact,
                     prefetch,
                     narrow,
                     repair,

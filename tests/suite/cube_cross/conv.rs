@@ -528,42 +528,60 @@ fn conv_over_65535_tiles_matches_cpu() {
 }
 
 /// A forward and input gradient whose `m` takes several tiled launches (3 tiles each, where a
-/// grid would hold 65,535) match Flex, with a bias, every position of the last, partial launch
+/// grid would hold 65,535), and a strided input gradient whose 4 stride phases take two (3
+/// phases' cubes, then 1), match Flex, with a bias, every position of the last, partial launch
 /// included, single- and double-buffered.
 #[test]
 fn long_m_runs_as_several_launches() {
+    use burn_convpool::cube_launches::{Launch, record};
     let values = |n: usize, scale: f32| -> Vec<f32> {
         (0..n)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) * scale)
             .collect()
     };
     // m = 2 x 17 x 19 = 646 positions: 11 tiles of 64, so 4 launches; 16 and 24 channels.
+    // At stride 2, m = 2 x 9 x 10 = 180: 3 tiles, one launch; each stride phase at most 180
+    // positions, one launch per 3 phases.
     let (x_dims, w_dims) = ([2, 16, 17, 19], [24, 16, 3, 3]);
     let x = values(x_dims.iter().product(), 0.01);
     let weight = values(w_dims.iter().product(), 0.02);
     let bias = values(24, 0.1);
-    let run = |device: &Device| {
-        let x = Tensor::<4>::from_data(TensorData::new(x.clone(), x_dims), device).require_grad();
-        let weight = Tensor::<4>::from_data(TensorData::new(weight.clone(), w_dims), device);
-        let bias = Tensor::<1>::from_data(TensorData::new(bias.clone(), [24]), device);
-        let options = ConvNdOptions::default().with_padding([1, 1]);
-        let out = conv2d(x.clone(), weight, Some(bias), options);
-        let grads = (out.clone() * out.clone()).sum().backward();
-        let x_grad = x.grad(&grads).unwrap();
-        [out.into_data(), x_grad.into_data()].map(|d| d.try_to_vec::<f32>().unwrap())
-    };
-    let expected = run(&Device::flex().autodiff());
-    for buffering in [Buffering::Double, Buffering::Single] {
-        let ours = OurKernels::default()
-            .with_conv(ConvSchedule::Tiled(buffering))
-            .with_max_tiles_per_launch(3);
-        let _pinned = common::pin(CubeKernels::Ours(ours));
-        let actual = run(&wgpu().autodiff());
-        for (what, (actual, expected)) in ["forward", "x grad"]
-            .iter()
-            .zip(actual.iter().zip(&expected))
-        {
-            assert_close(&format!("{what}, {buffering:?}"), actual, expected);
+    for (stride, tiled_launches) in [(1, 4 + 4), (2, 1 + 2)] {
+        let run = |device: &Device| {
+            let x =
+                Tensor::<4>::from_data(TensorData::new(x.clone(), x_dims), device).require_grad();
+            let weight = Tensor::<4>::from_data(TensorData::new(weight.clone(), w_dims), device);
+            let bias = Tensor::<1>::from_data(TensorData::new(bias.clone(), [24]), device);
+            let options = ConvNdOptions::default()
+                .with_padding([1, 1])
+                .with_stride([stride, stride]);
+            let out = conv2d(x.clone(), weight, Some(bias), options);
+            let grads = (out.clone() * out.clone()).sum().backward();
+            let x_grad = x.grad(&grads).unwrap();
+            [out.into_data(), x_grad.into_data()].map(|d| d.try_to_vec::<f32>().unwrap())
+        };
+        let expected = run(&Device::flex().autodiff());
+        for buffering in [Buffering::Double, Buffering::Single] {
+            let ours = OurKernels::default()
+                .with_conv(ConvSchedule::Tiled(buffering))
+                .with_max_tiles_per_launch(3);
+            let _pinned = common::pin(CubeKernels::Ours(ours));
+            let (actual, launches) = record(|| run(&wgpu().autodiff()));
+            let tiled = launches
+                .iter()
+                .filter(|launch| **launch == Launch::Kernel("conv_gemm_tiled"))
+                .count();
+            assert_eq!(tiled, tiled_launches, "stride {stride}: {launches:?}");
+            for (what, (actual, expected)) in ["forward", "x grad"]
+                .iter()
+                .zip(actual.iter().zip(&expected))
+            {
+                assert_close(
+                    &format!("{what}, stride {stride}, {buffering:?}"),
+                    actual,
+                    expected,
+                );
+            }
         }
     }
 }

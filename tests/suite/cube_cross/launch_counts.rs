@@ -55,7 +55,7 @@ const EXPECTED: &[(&str, [&str; 3])] = &[
         "example_resnet_1x1s2_14",
         [
             "conv_gemm_tiled x1",
-            "conv_gemm_tiled x4",
+            "conv_gemm_tiled x1",
             "conv_weight_direct x1",
         ],
     ),
@@ -87,7 +87,7 @@ const EXPECTED: &[(&str, [&str; 3])] = &[
         "example_resnet_3x3s2_14",
         [
             "conv_gemm_tiled x1",
-            "conv_gemm_tiled x4",
+            "conv_gemm_tiled x1",
             "conv_gemm_tiled x1",
         ],
     ),
@@ -95,7 +95,7 @@ const EXPECTED: &[(&str, [&str; 3])] = &[
         "example_resnet_3x3s2_7",
         [
             "conv_gemm_tiled x1, sum_splits_exact x1",
-            "conv_gemm_tiled x4, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
             "conv_gemm_tiled x1",
         ],
     ),
@@ -119,7 +119,7 @@ const EXPECTED: &[(&str, [&str; 3])] = &[
         "resnet50_1x1_proj_s2",
         [
             "conv_gemm_tiled x1, sum_splits x1",
-            "conv_gemm_tiled x4, sum_splits_exact x1",
+            "conv_gemm_tiled x1, sum_splits_exact x1",
             "conv_gemm_tiled x1",
         ],
     ),
