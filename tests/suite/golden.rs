@@ -149,6 +149,56 @@ golden!(
     max_unpool3d,
 );
 
+/// The convolution case files once more on the CubeCL device, with Burn's kernels pinned:
+/// every pass then runs as Burn's own autodiff calls it (its tuners choosing among its
+/// candidates), and our repair makes padding contribute no product.
+/// `golden::burn_kernels::conv2d` runs one file.
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+mod burn_kernels {
+    macro_rules! golden_burn {
+        ($($file:ident),* $(,)?) => {
+            /// The stems of the case files a test here runs.
+            pub(super) const FILES: &[&str] = &[$(stringify!($file)),*];
+            $(
+                #[test]
+                fn $file() {
+                    super::run_file(stringify!($file), "cube_burn");
+                }
+            )*
+        };
+    }
+
+    golden_burn!(
+        conv1d,
+        conv2d,
+        conv3d,
+        conv_padding_mode,
+        conv_transpose1d,
+        conv_transpose2d,
+        conv_transpose3d,
+        fuse_conv_bn,
+    );
+}
+
+/// A new convolution case file fails here until it has its line in `golden_burn!`.
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+#[test]
+fn every_conv_case_file_runs_on_burns_kernels() {
+    let conv_stems: Vec<String> = case_file_stems()
+        .into_iter()
+        .filter(|stem| {
+            let op = case_file(stem).op;
+            op.starts_with("conv") || op == "fuse_conv_bn"
+        })
+        .collect();
+    let mut listed: Vec<&str> = burn_kernels::FILES.to_vec();
+    listed.sort_unstable();
+    assert_eq!(
+        conv_stems, listed,
+        "conv case files against golden_burn!'s list"
+    );
+}
+
 /// A new case file fails here until it has its line in `golden!`.
 #[test]
 fn every_case_file_has_a_test() {
@@ -161,8 +211,9 @@ fn every_case_file_has_a_test() {
     );
 }
 
-/// Every case of `tests/fixtures/<stem>.json` on each device whose name starts with `family`;
-/// fails listing every case that failed.
+/// Every case of `tests/fixtures/<stem>.json` on each device whose name starts with `family`
+/// (`cube_burn`: the CubeCL device with Burn's kernels pinned); fails listing every case that
+/// failed.
 fn run_file(stem: &str, family: &str) {
     let file = case_file(stem);
     assert!(
@@ -170,24 +221,34 @@ fn run_file(stem: &str, family: &str) {
         "{stem}.json ({}) has no cases",
         file.op
     );
+    // Burn's kernels run on the CubeCL device without checkpointing alone: checkpointing
+    // changes what autodiff recomputes, not which kernels run, and the `cube` family covers
+    // it; each case's shapes cost a round of Burn's own tuners.
+    let on_family = |name: &str| match family {
+        "cube_burn" => name == "cube+autodiff",
+        _ => name.starts_with(family),
+    };
     let devices: Vec<_> = autodiff_devices()
         .into_iter()
-        .filter(|(name, _)| name.starts_with(family))
+        .filter(|(name, _)| on_family(name))
         .collect();
     assert!(!devices.is_empty(), "no {family} device in this build");
     let mut failures = Vec::new();
     let mut ran = 0;
     for case in &file.cases {
         for (device_name, device) in &devices {
-            // On the CubeCL device our kernels run pinned: a tuning round per case would
-            // compile Burn's GEMM candidates for nearly every shape, most of the suite's time
-            // on lavapipe. `cube_cross::conv::builtin_and_tuned_kernels_match_cpu` checks
-            // Burn's kernels and the tuner against Flex instead.
+            // On the CubeCL device our kernels run pinned, or Burn's: a tuning round per case
+            // would time both for nearly every shape, most of the suite's time on lavapipe.
+            // `cube_cross::conv::builtin_and_tuned_kernels_match_cpu` checks the tuner.
             #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
-            let _pinned = (family == "cube").then(|| {
+            let _pinned = {
                 use burn_convpool::cube_kernels::{CubeKernels, OurKernels};
-                crate::common::pin(CubeKernels::Ours(OurKernels::DEFAULT))
-            });
+                match family {
+                    "cube" => Some(crate::common::pin(CubeKernels::Ours(OurKernels::DEFAULT))),
+                    "cube_burn" => Some(crate::common::pin(CubeKernels::Burn)),
+                    _ => None,
+                }
+            };
             let outcome = std::panic::catch_unwind(|| run_case(case, device))
                 .unwrap_or_else(|panic| Err(format!("panicked: {}", panic_message(&panic))));
             if let Err(message) = outcome {
