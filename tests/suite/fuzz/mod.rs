@@ -268,7 +268,9 @@ fn ndarray_matches_the_reference() {
 }
 
 /// The CubeCL kernels (wgpu: lavapipe in CI; Vulkan on a GPU), with fewer cases: each new
-/// shape compiles kernels. Each of our kernels' settings runs the cases pinned in turn.
+/// shape compiles kernels. Each of our kernels' settings runs the cases pinned in turn, then
+/// Burn's kernels run a quarter of the conv cases (each new shape is a round of Burn's own
+/// tuners).
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 #[test]
 fn cubecl_kernels_match_the_reference() {
@@ -293,4 +295,10 @@ fn cubecl_kernels_match_the_reference() {
             cases,
         );
     });
+    let _pinned = crate::common::pin(burn_convpool::cube_kernels::CubeKernels::Burn);
+    fuzz_conv(
+        "conv on cubecl, Burn's kernels",
+        device.clone().autodiff(),
+        cases.div_ceil(4),
+    );
 }
