@@ -411,11 +411,10 @@ fn conv1d_3d_and_transpose_match_cpu() {
     });
 }
 
-/// Burn's own kernels (pinned: every pass through `builtin.rs`, an input gradient as Burn's
-/// transposed conv where that takes it) and the tuner's choice between them and ours, on each
-/// kind of layer: grouped, strided and dilated 2D on channels-last input, depthwise, 1D, 3D
-/// and transposed. The golden cases run our kernels pinned, so this is where Burn's are
-/// checked against Flex, and where a tuning round runs end to end.
+/// Burn's own kernels (pinned: every pass through `builtin.rs`, as Burn's own autodiff calls
+/// them) and the tuner's choice between them and ours, on each kind of layer: grouped, strided
+/// and dilated 2D on channels-last input, depthwise, 1D, 3D and transposed. The golden cases
+/// run our kernels and Burn's pinned, so this is where a tuning round runs end to end.
 #[test]
 fn builtin_and_tuned_kernels_match_cpu() {
     let mut rng = rng("builtin");
