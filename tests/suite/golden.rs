@@ -191,24 +191,28 @@ fn every_conv_case_file_runs_on_burns_kernels() {
             op.starts_with("conv") || op == "fuse_conv_bn"
         })
         .collect();
-    let mut listed: Vec<&str> = burn_kernels::FILES.to_vec();
-    listed.sort_unstable();
-    assert_eq!(
-        conv_stems, listed,
-        "conv case files against golden_burn!'s list"
+    assert_lists(
+        &conv_stems,
+        burn_kernels::FILES,
+        "conv case files against golden_burn!'s",
     );
 }
 
 /// A new case file fails here until it has its line in `golden!`.
 #[test]
 fn every_case_file_has_a_test() {
-    let stems = case_file_stems();
-    let mut listed: Vec<&str> = FILES.to_vec();
-    listed.sort_unstable();
-    assert_eq!(
-        stems, listed,
-        "tests/fixtures/*.json against golden!'s list"
+    assert_lists(
+        &case_file_stems(),
+        FILES,
+        "tests/fixtures/*.json against golden!'s",
     );
+}
+
+/// Assert that the sorted `stems` are the stems a macro's list holds, in any order.
+fn assert_lists(stems: &[String], listed: &[&str], what: &str) {
+    let mut listed = listed.to_vec();
+    listed.sort_unstable();
+    assert_eq!(stems, listed, "{what} list");
 }
 
 /// Every case of `tests/fixtures/<stem>.json` on each device whose name starts with `family`

@@ -68,10 +68,10 @@ pub fn tile_shape(kind: GemmKind, narrow: bool) -> (usize, usize) {
 /// An exact input gradient's `phases` table ([`PHASE_ENTRIES`] per stride phase) gives each
 /// phase's positions, taps and share of `k`, so one launch computes every phase; without it
 /// the rows are every position (an input gradient's divided by the stride at each load). A
-/// split-k launch writes `out` as `splits` stacked partial results. With `prefetch`, a unit loads the next k step into
-/// registers before the current step's products (double buffering: the loads are in flight
-/// while it computes), at the cost of `2 x LOAD_VECTORS x LANES`
-/// registers.
+/// split-k launch writes `out` as `splits` stacked partial results. With `prefetch`, a unit
+/// loads the next k step into registers before the current step's products (double
+/// buffering: the loads are in flight while it computes), at the cost of
+/// `2 x LOAD_VECTORS x LANES` registers.
 ///
 /// The tiles hold 4-wide vectors along `m` and `n`: a unit's 8 rows are two runs of 4
 /// (`block_offset`), so a k step's 16 operands take 4 shared-memory reads instead of 16, and
@@ -104,15 +104,16 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     let layer = CUBE_POS_Z as usize / args.groups;
     let splits = CUBE_COUNT_Z as usize / (args.groups * phase_count(phases));
     let split = layer % splits;
-    let phase = phase_of(phases, &args, layer / splits);
-    let gemm = gemm_of(phases, &args, &gemm, &phase, layer / splits);
+    let part = layer / splits;
+    let phase = phase_of(phases, &args, part);
+    let gemm = gemm_of(phases, &args, &gemm, &phase, part);
     let m0 = (CUBE_POS_X as usize + gemm.m_tile_offset) * comptime![block_m * UNITS];
     let n0 = CUBE_POS_Y as usize * comptime![block_n * UNITS];
     if m0 >= gemm.m_len {
         // Past this phase's rows (the launch covers the longest phase); uniform per cube.
         terminate!();
     }
-    let k_base = k_base_of(phases, layer / splits);
+    let k_base = k_base_of(phases, part);
     let k_begin = k_base + split * gemm.k_per_split;
     let k_end = k_base + min(split * gemm.k_per_split + gemm.k_per_split, gemm.k_len);
     // An input gradient's phases each cover part of `m`, so a partial result's length is

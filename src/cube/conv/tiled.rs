@@ -29,9 +29,9 @@ const MIN_K_PER_SPLIT: usize = 1024;
 /// The same for forward and input-gradient GEMMs (`k` = channels x taps): 8 tile steps.
 const MIN_K_PER_SPLIT_TILED: usize = 128;
 
-/// Most stride phases a tiled input gradient computes one by one; more (large strides, most
-/// phases a few positions) run as one GEMM over every position, which divides by the stride at
-/// each load.
+/// Most stride phases a tiled input gradient computes as phases of their own, each over the
+/// taps that reach it; more (large strides, most phases a few positions) run as one GEMM over
+/// every position, which divides by the stride at each load.
 const MAX_PHASES: usize = 64;
 
 /// The tiled schedule of a forward or input gradient into `out` (an input gradient one part
