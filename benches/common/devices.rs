@@ -1,10 +1,10 @@
 //! The devices every bench compares on: Flex, and each CubeCL runtime compiled in running the
-//! kernels `BENCH_KERNELS` names.
+//! kernels `BENCH_KERNELS` names at the precision `BENCH_PRECISION` names.
 
 use burn::tensor::Device;
 
 /// Flex always; the default device of every CubeCL runtime compiled in, running the kernels
-/// `BENCH_KERNELS` names.
+/// `BENCH_KERNELS` names at the precision `BENCH_PRECISION` names.
 pub fn devices() -> Vec<(&'static str, Device)> {
     #[allow(unused_mut)]
     let mut devices = vec![("flex", Device::flex())];
@@ -17,6 +17,7 @@ pub fn devices() -> Vec<(&'static str, Device)> {
     #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
     for (_, device) in &devices[1..] {
         burn_convpool::cube_kernels::set_cube_kernels(device, cube_kernels());
+        burn_convpool::cube_kernels::set_conv_precision(device, conv_precision());
     }
     devices
 }
@@ -32,5 +33,18 @@ fn cube_kernels() -> burn_convpool::cube_kernels::CubeKernels {
         Ok("spread") => CubeKernels::Ours(OurKernels::default().with_packing(Packing::Spread)),
         Ok("burn") => CubeKernels::Burn,
         Ok(other) => panic!("BENCH_KERNELS={other}: expected tuned, ours, spread or burn"),
+    }
+}
+
+/// `BENCH_PRECISION` = `exact` (or unset: the default, as users get it) | `tf32` (Burn's
+/// tensor-core kernels allowed where they would round f32 to TF32, the precision of Burn's own
+/// rows there): what the CubeCL devices compute with.
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+fn conv_precision() -> burn_convpool::cube_kernels::ConvPrecision {
+    use burn_convpool::cube_kernels::ConvPrecision;
+    match std::env::var("BENCH_PRECISION").as_deref() {
+        Err(_) | Ok("exact") => ConvPrecision::Exact,
+        Ok("tf32") => ConvPrecision::Tf32,
+        Ok(other) => panic!("BENCH_PRECISION={other}: expected exact or tf32"),
     }
 }

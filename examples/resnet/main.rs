@@ -55,6 +55,9 @@ struct Args {
     device: String,
     /// On a CubeCL device: our kernels tuned per shape against Burn's (`tuned`), or ours only.
     kernels: String,
+    /// On a CubeCL device: f32 convolutions exactly (`exact`), or on TF32 tensor cores where
+    /// the device has them (`tf32`, PyTorch's cuDNN default).
+    precision: String,
     epochs: usize,
     batch_size: usize,
     lr: f64,
@@ -65,7 +68,7 @@ struct Args {
 }
 
 const USAGE: &str = "usage: resnet [--dataset digits|mnist10k] [--ops ours|builtin] \
-[--trainer loop|learner] [--device flex|wgpu|vulkan|cuda] [--kernels tuned|ours] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
+[--trainer loop|learner] [--device flex|wgpu|vulkan|cuda] [--kernels tuned|ours] [--precision exact|tf32] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
 [--seed N] [--out DIR]";
 
 fn parse_args() -> Result<Args, String> {
@@ -75,6 +78,7 @@ fn parse_args() -> Result<Args, String> {
         trainer: Trainer::Loop,
         device: "flex".into(),
         kernels: "tuned".into(),
+        precision: "exact".into(),
         epochs: 0,
         batch_size: 64,
         lr: 3e-3,
@@ -110,6 +114,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--device" => args.device = value,
             "--kernels" => args.kernels = value,
+            "--precision" => args.precision = value,
             "--epochs" => args.epochs = number(&value)?,
             "--batch-size" => args.batch_size = number(&value)?,
             "--width" => args.width = number(&value)?,
@@ -151,6 +156,25 @@ fn pin_kernels(device: &Device, kernels: &str) -> Result<(), String> {
                 "--kernels {other}: only a CubeCL device (--features wgpu|vulkan|cuda) has a choice"
             )),
         }
+    }
+}
+
+/// Let a CubeCL device's convolutions compute at the precision `--precision` names (`exact`
+/// leaves the default; a CPU device always computes exactly).
+fn set_precision(device: &Device, precision: &str) -> Result<(), String> {
+    let is_cube = !matches!(device.as_dispatch(), burn::backend::DispatchDevice::Flex(_));
+    match precision {
+        "exact" => Ok(()),
+        "tf32" if is_cube => {
+            #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+            burn_convpool::cube_kernels::set_conv_precision(
+                device,
+                burn_convpool::cube_kernels::ConvPrecision::Tf32,
+            );
+            Ok(())
+        }
+        "tf32" => Err("--precision tf32: only a CubeCL device rounds to TF32".into()),
+        other => Err(format!("--precision {other}: expected exact or tf32")),
     }
 }
 
@@ -211,10 +235,12 @@ fn main() {
         eprintln!("{e}");
         std::process::exit(2);
     });
-    pin_kernels(&base, &args.kernels).unwrap_or_else(|e| {
-        eprintln!("{e}");
-        std::process::exit(2);
-    });
+    pin_kernels(&base, &args.kernels)
+        .and_then(|()| set_precision(&base, &args.precision))
+        .unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(2);
+        });
     base.seed(args.seed);
     let device = base.clone().autodiff();
     let ops_name = match args.ops {

@@ -172,14 +172,16 @@ quick)
             tee "$out/sanitize-$runtime.log" | tail -3
     fi
     step "dense conv rows and dispatch rows"
-    export BENCH_PROFILE=full CARGO_TARGET_DIR=$PWD/target
+    # At Burn's precision (TF32 where the GPU has it), so each row compares like with like and
+    # the tuner may pick Burn's kernels; the example below runs ours at PyTorch's cuDNN default.
+    export BENCH_PROFILE=full CARGO_TARGET_DIR=$PWD/target BENCH_PRECISION=tf32
     within 130 "$bin/conv" --bench --warm-up-time 0.3 --measurement-time 0.7 \
         "conv/$runtime/(resnet_3x3|resnet50_1x1|example_resnet|dispatch)" 2>&1 |
         tee "$out/bench-conv-$runtime.log" | grep -c 'time:'
     for ops in ours builtin; do
         step "resnet --ops $ops, 2 epochs"
         within 55 "$bin/resnet" --device "$runtime" --dataset mnist10k --epochs 2 --ops "$ops" \
-            2>&1 | tee "$out/resnet-$ops-$runtime.log" | tail -3
+            --precision tf32 2>&1 | tee "$out/resnet-$ops-$runtime.log" | tail -3
     done
     step "PyTorch twin, 2 epochs"
     PYTHONUNBUFFERED=1 within 40 "$python" examples/resnet/pytorch_twin.py --dataset mnist10k \

@@ -24,14 +24,17 @@
 //! The choice is read when an operation executes. Burn queues operations lazily, so set it
 //! before queuing the work it should apply to, and read that work's results (or sync the
 //! device) before changing it again.
+//!
+//! Whichever kernel wins, a tuned pass computes f32 at the device's [`ConvPrecision`]: exactly
+//! unless [`set_conv_precision`] allows TF32, so a timing never changes precision.
 
-use std::sync::RwLock;
-
-use burn::backend::DispatchDevice;
 use burn::tensor::Device;
 use burn_cubecl::CubeDevice;
 
+use super::per_device::{PerDevice, cube_device};
 use super::tensor::MAX_CUBES_PER_DIM;
+
+pub use super::precision::{ConvPrecision, conv_precision, set_conv_precision};
 
 /// The kernels a CubeCL device runs for convolutions and pools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +47,8 @@ pub enum CubeKernels {
     Ours(OurKernels),
     /// Burn's own convolution kernels wherever they accept the geometry, called as Burn's own
     /// autodiff calls them (`conv_data_backward` for an input gradient), ours elsewhere; pools
-    /// as with `Tuned`.
+    /// as with `Tuned`. They compute at Burn's precision whatever [`ConvPrecision`] says:
+    /// on a device with TF32 tensor cores, f32 rounded to TF32.
     Burn,
 }
 
@@ -155,7 +159,7 @@ impl core::fmt::Display for Packing {
 }
 
 /// The devices whose kernels were set, and to what; every other device runs the default.
-static CHOICES: RwLock<Vec<(CubeDevice, CubeKernels)>> = RwLock::new(Vec::new());
+static CHOICES: PerDevice<CubeKernels> = PerDevice::new();
 
 /// Run `kernels` on `device` from now on (see the module docs for when it takes effect).
 ///
@@ -165,13 +169,7 @@ pub fn set_cube_kernels(device: &Device, kernels: CubeKernels) {
     let device = cube_device(device).unwrap_or_else(|| {
         panic!("set_cube_kernels: {device:?} is not a CubeCL device");
     });
-    let mut choices = CHOICES
-        .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    choices.retain(|(held, _)| *held != device);
-    if kernels != CubeKernels::default() {
-        choices.push((device, kernels));
-    }
+    CHOICES.set(device, kernels);
 }
 
 /// The kernels `device` runs: what [`set_cube_kernels`] set, else the default. A device that is
@@ -182,19 +180,5 @@ pub fn cube_kernels(device: &Device) -> CubeKernels {
 
 /// The kernels a CubeCL device runs.
 pub(crate) fn kernels_of(device: &CubeDevice) -> CubeKernels {
-    let choices = CHOICES
-        .read()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    choices
-        .iter()
-        .find(|(held, _)| held == device)
-        .map_or_else(CubeKernels::default, |&(_, kernels)| kernels)
-}
-
-/// The CubeCL device behind a Burn device, autodiff or not; `None` for a CPU device.
-pub(crate) fn cube_device(device: &Device) -> Option<CubeDevice> {
-    match device.clone().without_autodiff().as_dispatch() {
-        DispatchDevice::Cube(device) => Some(device.clone()),
-        _ => None,
-    }
+    CHOICES.get(device)
 }

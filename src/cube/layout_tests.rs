@@ -16,8 +16,9 @@ use std::sync::{Mutex, MutexGuard};
 use crate::backend::ConvPoolBackend;
 use crate::spec::{AvgPoolNdOptions, MaxPoolOptions, WindowRule, spatial};
 
-use super::choice::{CubeKernels, OurKernels, cube_device, set_cube_kernels};
+use super::choice::{CubeKernels, OurKernels, set_cube_kernels};
 use super::launches::{Launch, record};
+use super::per_device::cube_device;
 use burn_cubecl::ops::permute;
 
 use super::tensor::{channels_last, contiguous, dims5, with_unit_axes, without_unit_axes};

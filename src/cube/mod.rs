@@ -15,9 +15,11 @@ mod layout_tests;
 mod limits;
 mod packing;
 mod passes;
+mod per_device;
 mod pool;
 mod pool_backward;
 mod pool_ops;
+mod precision;
 mod tensor;
 mod tune;
 mod whole_plane;
@@ -30,8 +32,8 @@ use crate::backend::ConvPoolBackend;
 use crate::conv_routing as routing;
 use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule};
 
-pub(crate) use choice::cube_device;
 use passes::CubeConv;
+pub(crate) use per_device::cube_device;
 use tensor::expect;
 
 impl ConvPoolBackend for CubeBackend {

@@ -6,11 +6,12 @@
 //! its tiled schedule single-buffered), each declined where it changes nothing, and Burn's
 //! (`builtin.rs`: the call Burn's own autodiff makes for the pass, itself autotuned over Burn's
 //! tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels, and for an input gradient its
-//! transposed conv too). Each candidate is timed with the repair that makes it exact where a
-//! non-finite operand meets the padding (`conv/repair.rs`). The key buckets batch, channels and spatial sizes
-//! with CubeCL's `anchor`, so `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart;
-//! the winner is cached per key and device and then fixed, so a process computes each shape
-//! with one kernel. Neither side accumulates with atomics, so every candidate is bitwise
+//! transposed conv too), unless the device's [`ConvPrecision`] is `Exact` and Burn's would round
+//! f32 to TF32 there (`precision.rs`). Each candidate is timed with the repair that makes it
+//! exact where a non-finite operand meets the padding (`conv/repair.rs`). The key buckets
+//! batch, channels and spatial sizes with CubeCL's `anchor`, so `CUBECL_AUTOTUNE_LEVEL` sets how
+//! finely shapes are told apart; the winner is cached per key (the precision included) and
+//! device and then fixed, so a process computes each shape with one kernel. Neither side accumulates with atomics, so every candidate is bitwise
 //! reproducible. A device whose kernels are pinned ([`super::choice`]) skips the tuner.
 //!
 //! The set is kept small because a user pays for it in the first epoch: each candidate is
@@ -38,6 +39,7 @@ use crate::spec::ConvGeometry;
 use super::builtin;
 use super::choice::{Buffering, ConvSchedule, CubeKernels, OurKernels, Packing, kernels_of};
 use super::conv;
+use super::precision::{ConvPrecision, excludes_burn, precision_of};
 use super::tensor::{LaunchError, channels_last, float_type};
 
 /// Which pass of a convolution.
@@ -67,6 +69,8 @@ pub struct ConvPassKey {
     in_size: [usize; 3],
     out_size: [usize; 3],
     has_bias: bool,
+    /// What the candidates may round to: it decides whether Burn's are among them.
+    precision: ConvPrecision,
     /// Whether the activations arrive channels-last: each layout is timed on its own, since
     /// a kernel's speed, and the copies Burn's kernels make to read NHWC, depend on it.
     channels_last: bool,
@@ -96,6 +100,7 @@ impl ConvPassKey {
             in_size: geometry.in_size.map(bucket),
             out_size: geometry.out_size.map(bucket),
             has_bias,
+            precision: precision_of(&a.device),
             channels_last: channels_last(activation(pass, a, b)),
         }
     }
@@ -182,6 +187,15 @@ fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, S
     }
 }
 
+/// Why the device's [`ConvPrecision`] keeps `candidate` out of the tuner for a pass whose first
+/// operand is `a`: ours compute f32 exactly, Burn's may round it to TF32.
+fn excluded(candidate: Candidate, a: &CubeTensor) -> Option<String> {
+    match candidate {
+        Candidate::Ours(_) => None,
+        Candidate::Burn => excludes_burn(precision_of(&a.device), a.client.properties(), a.dtype),
+    }
+}
+
 /// The pass on Burn's kernels, as Burn's own call returns it, then repaired.
 fn run_burn(pass: Pass, (geometry, a, b, bias): Inputs) -> Result<CubeTensor, String> {
     let out = match pass {
@@ -229,9 +243,13 @@ fn candidates(pass: Pass) -> Set {
         .into_iter()
         .chain([Candidate::Burn])
         .fold(TunableSet::new_cloning_inputs(key), |set, candidate| {
-            set.with(Tunable::identified(candidate, move |inputs: Inputs| {
-                run(pass, candidate, inputs)
-            }))
+            set.with(Tunable::identified(
+                candidate,
+                move |inputs: Inputs| match excluded(candidate, &inputs.1) {
+                    Some(reason) => Err(reason),
+                    None => run(pass, candidate, inputs),
+                },
+            ))
         })
 }
 
@@ -269,7 +287,7 @@ fn tuned(pass: Pass, inputs: Inputs) -> CubeTensor {
     let id = CubeTuneId::new(&a.client, &a.device);
     let set = tuner.init(&id, move || candidates(pass));
     let key = set.generate_key(&inputs);
-    if tuner.fastest_identity(&id, &set, &key).is_none() {
+    if tuner.fastest_identity(&id, &set, &key).is_none() && excluded(Candidate::Burn, a).is_none() {
         // Let Burn's tuner settle its own choice outside ours (see the module docs); a
         // geometry Burn declines leaves nothing to settle.
         let _ = run(pass, Candidate::Burn, inputs.clone());

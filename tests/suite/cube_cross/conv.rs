@@ -411,6 +411,34 @@ fn conv1d_3d_and_transpose_match_cpu() {
     });
 }
 
+/// The convolution precision is held per CubeCL device, whichever way the device is named
+/// (autodiff or not), and reads back as set; a CPU device always computes exactly and refuses
+/// the setting by name.
+#[test]
+fn conv_precision_is_held_per_device() {
+    use burn_convpool::cube_kernels::{ConvPrecision, conv_precision, set_conv_precision};
+    // Tuned runs key their rounds by the precision: take the pins' turn so none sees it change.
+    let _turn = common::pin(CubeKernels::default());
+    assert_eq!(conv_precision(&wgpu()), ConvPrecision::Exact);
+    set_conv_precision(&wgpu().autodiff(), ConvPrecision::Tf32);
+    assert_eq!(conv_precision(&wgpu()), ConvPrecision::Tf32);
+    set_conv_precision(&wgpu(), ConvPrecision::Exact);
+    assert_eq!(conv_precision(&wgpu().autodiff()), ConvPrecision::Exact);
+
+    assert_eq!(conv_precision(&Device::flex()), ConvPrecision::Exact);
+    let refused = std::panic::catch_unwind(|| {
+        set_conv_precision(&Device::flex(), ConvPrecision::Tf32);
+    })
+    .expect_err("a CPU device has no precision to set");
+    let message = refused
+        .downcast_ref::<String>()
+        .expect("a formatted panic message");
+    assert!(
+        message.contains("set_conv_precision") && message.contains("not a CubeCL device"),
+        "{message}"
+    );
+}
+
 /// Burn's own kernels (pinned: every pass through `builtin.rs`, as Burn's own autodiff calls
 /// them) and the tuner's choice between them and ours, on each kind of layer: grouped, strided
 /// and dilated 2D on channels-last input, depthwise, 1D, 3D and transposed. The golden cases

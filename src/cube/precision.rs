@@ -1,0 +1,119 @@
+//! How a CubeCL device's convolutions may round f32: exactly (the default), or on TF32 tensor
+//! cores where the user allows it. The tuner only offers candidates the setting allows, so
+//! which precision a pass computes never depends on which kernel timed faster.
+
+use burn::tensor::{DType, Device};
+use burn_cubecl::CubeDevice;
+use cubecl::ir::{DeviceProperties, ElemType, FloatKind};
+use serde::{Deserialize, Serialize};
+
+use super::per_device::{PerDevice, cube_device};
+
+/// How precisely a CubeCL device's convolutions compute f32 operands. f16 and bf16 operands are
+/// unaffected, and the CPU backends always compute exactly.
+///
+/// `Exact` is the default because this crate's results match PyTorch's CPU values to f32
+/// rounding on every backend. PyTorch's cuDNN convolutions default to TF32
+/// (`torch.backends.cudnn.allow_tf32 = True`), and Burn's own convolutions use TF32 on every
+/// device that has it. Choose `Tf32` for that speed at TF32's precision: products of operands
+/// rounded to 10 mantissa bits (relative error about 1e-3), summed in f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum ConvPrecision {
+    /// Every product and sum in f32. On a device with TF32 tensor cores (CUDA, compute
+    /// capability 8.0 and later) the tuner leaves out Burn's kernels, which would round to TF32.
+    #[default]
+    Exact,
+    /// f32 operands may be rounded to TF32 on tensor cores where the device has them: the tuner
+    /// also times Burn's kernels there. Elsewhere, the same as `Exact`.
+    Tf32,
+}
+
+/// The devices whose precision was set; every other device computes exactly.
+static PRECISIONS: PerDevice<ConvPrecision> = PerDevice::new();
+
+/// Let `device`'s convolutions compute with `precision` from now on. Set it before queuing the
+/// work it should apply to, as with [`set_cube_kernels`](super::choice::set_cube_kernels).
+///
+/// ```no_run
+/// # #[cfg(feature = "cuda")]
+/// # {
+/// use burn::tensor::Device;
+/// use burn_convpool::cube_kernels::{ConvPrecision, set_conv_precision};
+///
+/// // As PyTorch's default `torch.backends.cudnn.allow_tf32 = True`.
+/// set_conv_precision(&Device::cuda(0), ConvPrecision::Tf32);
+/// # }
+/// ```
+///
+/// # Panics
+/// When `device` is not a CubeCL device: the CPU backends always compute exactly.
+pub fn set_conv_precision(device: &Device, precision: ConvPrecision) {
+    let device = cube_device(device).unwrap_or_else(|| {
+        panic!("set_conv_precision: {device:?} is not a CubeCL device");
+    });
+    PRECISIONS.set(device, precision);
+}
+
+/// The precision `device`'s convolutions compute with: what [`set_conv_precision`] set, else
+/// [`ConvPrecision::Exact`] (a CPU device always computes exactly).
+pub fn conv_precision(device: &Device) -> ConvPrecision {
+    cube_device(device).map_or(ConvPrecision::Exact, |device| precision_of(&device))
+}
+
+/// The precision a CubeCL device's convolutions compute with.
+pub(crate) fn precision_of(device: &CubeDevice) -> ConvPrecision {
+    PRECISIONS.get(device)
+}
+
+/// Why `precision` leaves Burn's kernels out of the tuner for operands of `dtype` on a device
+/// with `properties`, or `None` where they compute what `precision` allows. cubek's matmuls,
+/// under every Burn convolution, round f32 operands to TF32 wherever the device supports the
+/// type (`cubek-matmul` `adjust_dtypes`); this asks the same question.
+pub(crate) fn excludes_burn(
+    precision: ConvPrecision,
+    properties: &DeviceProperties,
+    dtype: DType,
+) -> Option<String> {
+    let rounds = dtype == DType::F32 && properties.supports_type(ElemType::Float(FloatKind::TF32));
+    (precision == ConvPrecision::Exact && rounds).then(|| {
+        "Burn's kernels round f32 to TF32 on this device; ConvPrecision::Exact leaves them out"
+            .into()
+    })
+}
+
+#[cfg(all(test, feature = "wgpu"))]
+mod tests {
+    use burn::backend::ops::FloatTensorOps;
+    use burn::tensor::{DType, Device, TensorData};
+    use burn_cubecl::CubeBackend;
+    use cubecl::features::TypeUsage;
+    use cubecl::ir::{DeviceProperties, ElemType, FloatKind};
+
+    use super::{ConvPrecision, cube_device, excludes_burn};
+
+    /// The properties of CI's wgpu device (lavapipe, no tensor cores), as a tensor on it reports
+    /// them.
+    fn wgpu_properties() -> DeviceProperties {
+        let device = cube_device(&Device::wgpu(Default::default())).expect("a CubeCL device");
+        let tensor = CubeBackend::float_from_data(TensorData::new(vec![0f32], [1]), &device);
+        tensor.client.properties().clone()
+    }
+
+    #[test]
+    fn exact_leaves_burn_out_only_where_it_would_round_f32_to_tf32() {
+        use ConvPrecision::{Exact, Tf32};
+        let plain = wgpu_properties();
+        // What CubeCL's CUDA runtime registers on compute capability 8.0 and later.
+        let mut tensor_cores = plain.clone();
+        tensor_cores.register_type_usage(ElemType::Float(FloatKind::TF32), TypeUsage::Conversion);
+
+        assert_eq!(excludes_burn(Exact, &plain, DType::F32), None);
+        assert!(
+            excludes_burn(Exact, &tensor_cores, DType::F32)
+                .is_some_and(|reason| reason.contains("TF32"))
+        );
+        assert_eq!(excludes_burn(Tf32, &tensor_cores, DType::F32), None);
+        assert_eq!(excludes_burn(Exact, &tensor_cores, DType::F16), None);
+        assert_eq!(excludes_burn(Exact, &tensor_cores, DType::BF16), None);
+    }
+}
