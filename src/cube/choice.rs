@@ -48,7 +48,8 @@ pub enum CubeKernels {
     /// Burn's own convolution kernels wherever they accept the geometry, called as Burn's own
     /// autodiff calls them (`conv_data_backward` for an input gradient), ours elsewhere; pools
     /// as with `Tuned`. They compute at Burn's precision whatever [`ConvPrecision`] says:
-    /// on a device with TF32 tensor cores, f32 rounded to TF32.
+    /// on a device with TF32 tensor cores, f32 rounded to TF32; f16 and bf16 summed in their
+    /// own type by Burn's direct kernel.
     Burn,
 }
 

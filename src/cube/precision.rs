@@ -1,6 +1,7 @@
 //! How a CubeCL device's convolutions may round f32: exactly (the default), or on TF32 tensor
-//! cores where the user allows it. The tuner only offers candidates the setting allows, so
-//! which precision a pass computes never depends on which kernel timed faster.
+//! cores where the user allows it; half-precision operands are always summed in f32. The tuner
+//! only offers candidates that compute so, and a pass's precision never depends on which kernel
+//! timed faster.
 
 use burn::tensor::{DType, Device};
 use burn_cubecl::CubeDevice;
@@ -10,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::per_device::{PerDevice, cube_device};
 
 /// How precisely a CubeCL device's convolutions compute f32 operands. f16 and bf16 operands are
-/// unaffected, and the CPU backends always compute exactly.
+/// summed in f32 under either, and the CPU backends always compute exactly.
 ///
 /// `Exact` is the default because this crate's results match PyTorch's CPU values to f32
 /// rounding on every backend. PyTorch's cuDNN convolutions default to TF32
@@ -18,6 +19,7 @@ use super::per_device::{PerDevice, cube_device};
 /// device that has it. Choose `Tf32` for that speed at TF32's precision: products of operands
 /// rounded to 10 mantissa bits (relative error about 1e-3), summed in f32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum ConvPrecision {
     /// Every product and sum in f32. On a device with TF32 tensor cores (CUDA, compute
     /// capability 8.0 and later) the tuner leaves out Burn's kernels, which would round to TF32.
@@ -66,19 +68,27 @@ pub(crate) fn precision_of(device: &CubeDevice) -> ConvPrecision {
 }
 
 /// Why `precision` leaves Burn's kernels out of the tuner for operands of `dtype` on a device
-/// with `properties`, or `None` where they compute what `precision` allows. cubek's matmuls,
-/// under every Burn convolution, round f32 operands to TF32 wherever the device supports the
-/// type (`cubek-matmul` `adjust_dtypes`); this asks the same question.
+/// with `properties`, or `None` where they compute what `precision` allows.
+/// - f32: cubek's matmuls, under Burn's implicit GEMMs, round operands to TF32 wherever the
+///   device supports the type (`cubek-matmul` `adjust_dtypes`); this asks the same question.
+/// - f16 and bf16: Burn's direct kernel (cubek-convolution `direct.rs`) sums in the operand
+///   type, where ours sum in f32 as PyTorch's kernels do, whatever the precision.
 pub(crate) fn excludes_burn(
     precision: ConvPrecision,
     properties: &DeviceProperties,
     dtype: DType,
 ) -> Option<String> {
-    let rounds = dtype == DType::F32 && properties.supports_type(ElemType::Float(FloatKind::TF32));
-    (precision == ConvPrecision::Exact && rounds).then(|| {
-        "Burn's kernels round f32 to TF32 on this device; ConvPrecision::Exact leaves them out"
-            .into()
-    })
+    let tf32 = properties.supports_type(ElemType::Float(FloatKind::TF32));
+    match dtype {
+        DType::F16 | DType::BF16 => Some(format!(
+            "Burn's direct kernel sums {dtype:?} operands in {dtype:?}; ours sum them in f32"
+        )),
+        DType::F32 if tf32 && precision == ConvPrecision::Exact => Some(
+            "Burn's kernels round f32 to TF32 on this device; ConvPrecision::Exact leaves them out"
+                .into(),
+        ),
+        _ => None,
+    }
 }
 
 #[cfg(all(test, feature = "wgpu"))]
@@ -113,7 +123,20 @@ mod tests {
                 .is_some_and(|reason| reason.contains("TF32"))
         );
         assert_eq!(excludes_burn(Tf32, &tensor_cores, DType::F32), None);
-        assert_eq!(excludes_burn(Exact, &tensor_cores, DType::F16), None);
-        assert_eq!(excludes_burn(Exact, &tensor_cores, DType::BF16), None);
+        assert_eq!(excludes_burn(Exact, &tensor_cores, DType::F64), None);
+    }
+
+    #[test]
+    fn half_operands_never_run_burns_kernels() {
+        let plain = wgpu_properties();
+        for precision in [ConvPrecision::Exact, ConvPrecision::Tf32] {
+            for dtype in [DType::F16, DType::BF16] {
+                assert!(
+                    excludes_burn(precision, &plain, dtype)
+                        .is_some_and(|reason| reason.contains("in f32")),
+                    "{precision:?} {dtype:?}"
+                );
+            }
+        }
     }
 }

@@ -6,8 +6,9 @@
 //! its tiled schedule single-buffered), each declined where it changes nothing, and Burn's
 //! (`builtin.rs`: the call Burn's own autodiff makes for the pass, itself autotuned over Burn's
 //! tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels, and for an input gradient its
-//! transposed conv too), unless the device's [`ConvPrecision`] is `Exact` and Burn's would round
-//! f32 to TF32 there (`precision.rs`). Each candidate is timed with the repair that makes it
+//! transposed conv too), except where Burn's would compute less precisely than the device's
+//! [`ConvPrecision`] allows: f32 rounded to TF32 under `Exact`, and half-precision operands
+//! summed in their own type (`precision.rs`). Each candidate is timed with the repair that makes it
 //! exact where a non-finite operand meets the padding (`conv/repair.rs`). The key buckets
 //! batch, channels and spatial sizes with CubeCL's `anchor`, so `CUBECL_AUTOTUNE_LEVEL` sets how
 //! finely shapes are told apart; the winner is cached per key (the precision included) and

@@ -172,3 +172,52 @@ fn cubecl_dtypes_compute_or_are_typed_errors() {
         expect_ok_or_typed(&format!("max_unpool2d {dtype:?}"), got, &expected);
     }
 }
+
+/// Half-precision convolutions on a CubeCL device sum in f32 (as PyTorch's kernels do),
+/// whichever kernel the tuner or a pin of ours runs: 3000 products of ones give 3000, where a
+/// sum in f16 stops at 2048 (2049 is no f16) and one in bf16 at 256. Burn's direct kernel sums
+/// in the operand type, so the tuner leaves Burn's kernels out for half operands.
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+#[test]
+fn cubecl_half_convolutions_sum_in_f32() {
+    use burn::tensor::TensorData;
+    use burn_convpool::cube_kernels::CubeKernels;
+    use burn_convpool::{SpecErrorKind, try_conv1d};
+    let gpu = crate::common::gpu();
+    let ones = |dtype: DType| {
+        Tensor::<3>::from_data(
+            TensorData::new(vec![1.0f32; 3000], [1, 1, 3000]),
+            (&gpu, dtype),
+        )
+    };
+    // 3000 in each type: exact in f16, 3008 in bf16 (8 significant bits).
+    let mut computed = 0;
+    for (dtype, expected) in [(DType::F16, 3000.0f32), (DType::BF16, 3008.0)] {
+        let mut check = |label: &str| match try_conv1d(
+            ones(dtype),
+            ones(dtype),
+            None,
+            ConvNdOptions::default(),
+        ) {
+            Ok(out) => {
+                let got = out
+                    .into_data()
+                    .convert::<f32>()
+                    .try_to_vec::<f32>()
+                    .unwrap();
+                assert_eq!(got, [expected], "{dtype:?}, {label}");
+                computed += 1;
+            }
+            Err(error) => assert!(
+                matches!(error.kind, SpecErrorKind::DeviceDtype { .. }),
+                "{dtype:?}, {label}: {error}"
+            ),
+        };
+        check("the device's default (tuned)");
+        crate::common::each_pinned(|ours| check(ours));
+        let _tuned = crate::common::pin(CubeKernels::Tuned);
+        check("tuned");
+    }
+    // Every CubeCL device CI or a GPU run uses supports f16.
+    assert!(computed > 0, "no half-precision dtype ran");
+}
