@@ -1,5 +1,7 @@
-//! CubeCL kernels of `burn-convpool`. This crate depends on `cubecl` only; the host side
-//! (allocation, validation, launch sizes) lives in the main crate's `cube` module.
+//! CubeCL kernels of `burn-convpool`. This crate depends on `cubecl` and on cubek-matmul (and
+//! its `cubek-std`, both re-exported), whose GEMM routines the convolutions can run through
+//! layouts of ours; the host side (allocation, validation, launch sizes) lives in the main
+//! crate's `cube` module.
 //!
 //! - [`axes`]: the per-axis values (D, H, W) every kernel's arguments are made of, and the
 //!   index arithmetic of a rank-3 volume.
@@ -7,7 +9,8 @@
 //!   gradient) as `C[m, n] = sum_k A[m, k] * B[k, n]` over implicitly gathered operands, and the
 //!   three schedules that run it: a shared-memory tiled kernel, a per-output direct kernel for
 //!   short reductions (depthwise), and a per-(output, k-split) kernel for long reductions with
-//!   few outputs (weight gradients of depthwise and grouped convs, the bias gradient).
+//!   few outputs (weight gradients of depthwise and grouped convs, the bias gradient); and the
+//!   same GEMMs as layouts of cubek-matmul's views (`conv::gemm`), for its routines.
 //! - [`pool`]: one window kernel with pluggable reductions (max with indices, average with every
 //!   divisor rule, LP), reading NCHW through strides, its windows sliding (computed in the
 //!   kernel), adaptive (host tables) or fractional (per-plane samples).
@@ -19,6 +22,9 @@
 //!
 //! Every kernel takes `address_type = "dynamic"`: the launcher picks 32- or 64-bit addressing
 //! from the tensor sizes, so no index wraps silently.
+
+pub use cubek_matmul;
+pub use cubek_std;
 
 pub mod axes;
 pub mod conv;

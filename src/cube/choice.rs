@@ -128,6 +128,20 @@ pub enum ConvSchedule {
     /// rows are too wide to keep in registers. A reduction too long for one unit's loop on
     /// Mesa's lavapipe (65535 iterations, tens of thousands of channels) still runs tiled.
     Untiled,
+    /// cubek-matmul's multi-level GEMM routines, on which Burn's implicit GEMMs run, reading
+    /// and writing our tensors in place in their own layouts, for every pass and groups; each
+    /// result repaired as Burn's are. A reduction longer than 65535 (lavapipe's loop limit:
+    /// weight gradients over many positions) runs tiled.
+    Gemm(GemmTile),
+}
+
+/// The innermost tile of a [`ConvSchedule::Gemm`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GemmTile {
+    /// Each unit multiplies register tiles with plain multiply-adds, in f32 for f32 operands
+    /// and f32 accumulators for half ones: runs on every device.
+    Register,
 }
 
 /// How the tiled GEMM overlaps its loads with its products.

@@ -48,6 +48,11 @@ pub enum LaunchError {
         /// The value.
         value: usize,
     },
+    /// cubek's GEMM routine declined the problem on this device.
+    Routine {
+        /// cubek's reason.
+        reason: String,
+    },
 }
 
 /// Cubes per grid dimension that every runtime accepts (WebGPU's minimum limit).
@@ -72,6 +77,7 @@ impl core::fmt::Display for LaunchError {
                     "{value} does not fit the kernels' 32-bit sizes and tables"
                 )
             }
+            Self::Routine { reason } => write!(f, "cubek's GEMM routine declined: {reason}"),
         }
     }
 }

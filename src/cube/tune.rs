@@ -18,7 +18,9 @@
 //! The set is kept small because a user pays for it in the first epoch: each candidate is
 //! compiled on first use, and the compiles, not the timings, are most of a tuning round (the
 //! first epoch of `examples/resnet`; its README has the measurements). The untiled schedule
-//! where the tiled one is the default won none of the example's keys and was dropped. An input
+//! where the tiled one is the default won none of the example's keys and was dropped. cubek's
+//! GEMM routines over our layouts (`ConvSchedule::Gemm`) are no candidate: with register tiles
+//! they are a second plain-core GEMM beside the tiled one. An input
 //! gradient's Burn candidate is `conv_data_backward`, whose own tuner already times Burn's
 //! transposed conv among its implicit GEMMs, so a second Burn candidate would pay Burn's tuning
 //! twice.
@@ -38,7 +40,9 @@ use serde::{Deserialize, Serialize};
 use crate::spec::ConvGeometry;
 
 use super::builtin;
-use super::choice::{Buffering, ConvSchedule, CubeKernels, OurKernels, Packing, kernels_of};
+use super::choice::{
+    Buffering, ConvSchedule, CubeKernels, GemmTile, OurKernels, Packing, kernels_of,
+};
 use super::conv;
 use super::precision::{ConvPrecision, excludes_burn, precision_of};
 use super::tensor::{LaunchError, channels_last, float_type};
@@ -150,6 +154,7 @@ impl core::fmt::Display for Candidate {
                 (ConvSchedule::Tiled(Buffering::Double), Packing::Spread) => "burn_convpool_spread",
                 (ConvSchedule::Tiled(Buffering::Single), _) => "burn_convpool_single_buffered",
                 (ConvSchedule::Untiled, _) => "burn_convpool_direct",
+                (ConvSchedule::Gemm(GemmTile::Register), _) => "burn_convpool_gemm_register",
             },
             Self::Burn => "burn_cubecl_autotune",
         })

@@ -13,8 +13,9 @@
 //!
 //! One file per job: [`operands`] holds those accessors, [`tiled`] the shared-memory tiled
 //! schedule, [`direct`] the per-output direct schedule, [`weight`] the weight gradient's direct
-//! and split schedules, [`repair`] the passes over the elements a non-finite operand met with
-//! the padding; split-k partial results are summed by [`sum_splits()`] here.
+//! and split schedules, [`gemm`] the operands as layouts of cubek-matmul's views (its GEMM
+//! routines then run the schedule), [`repair`] the passes over the elements a non-finite
+//! operand met with the padding; split-k partial results are summed by [`sum_splits()`] here.
 
 use cubecl::prelude::*;
 
@@ -22,6 +23,7 @@ use crate::axes::{Index3, Layout};
 use crate::pairwise::{pairwise_add, pairwise_sum, pairwise_value};
 
 pub mod direct;
+pub mod gemm;
 pub mod operands;
 pub mod repair;
 pub mod tiled;
@@ -51,7 +53,8 @@ pub enum GemmKind {
 }
 
 /// Geometry of one convolution, rank 3 (1d and 2d have unit leading axes).
-#[derive(CubeLaunch, CubeType)]
+#[derive(CubeLaunch, CubeType, Clone)]
+#[expand(derive(Clone))]
 pub struct ConvArgs {
     pub groups: usize,
     /// Input channels per group.

@@ -9,7 +9,9 @@
 //!   as in depthwise convs, where a tile would be mostly padding (pinned with
 //!   `ConvSchedule::Untiled`, it runs every shape whose walk fits lavapipe's loop limit);
 //! - the weight gradient's direct and split schedules (`weight.rs`) for weight gradients with
-//!   few outputs, such as depthwise and grouped convs, and for the bias gradient.
+//!   few outputs, such as depthwise and grouped convs, and for the bias gradient;
+//! - pinned with `ConvSchedule::Gemm`, cubek-matmul's GEMM routines over our layouts
+//!   (`gemm.rs`) for every pass.
 //!
 //! Split results are summed afterwards in split order, so every result is deterministic. Where
 //! the geometry meets padding ([`meets_padding`]), each kernel (or the sum of a split GEMM)
@@ -19,6 +21,7 @@
 //! times Burn's kernels and the spread launch beside them on every device.
 
 mod direct;
+mod gemm;
 mod repair;
 mod tiled;
 mod weight;
@@ -206,6 +209,11 @@ pub fn gemm(
 ) -> Result<CubeTensor, LaunchError> {
     float_type(&lhs)?;
     float_type(&rhs)?;
+    if let ConvSchedule::Gemm(_) = ours.conv
+        && gemm_sizes(geometry, kind).2 <= MAX_LOOP_ITERATIONS
+    {
+        return gemm::gemm(geometry, kind, lhs, rhs, bias);
+    }
     // The activation is read in its own layout; the weight and bias are small.
     let (lhs, rhs) = (strided(lhs), contiguous(rhs));
     let bias = bias.map(contiguous);
@@ -241,8 +249,13 @@ pub fn weight_gemm(
 ) -> Result<CubeTensor, LaunchError> {
     float_type(&x)?;
     float_type(&out_grad)?;
-    let (out_grad, x) = (strided(out_grad), strided(x));
     let (_, _, k) = gemm_sizes(geometry, GemmKind::Weight);
+    if let ConvSchedule::Gemm(_) = ours.conv
+        && k <= MAX_LOOP_ITERATIONS
+    {
+        return gemm::weight(geometry, out_grad, x);
+    }
+    let (out_grad, x) = (strided(out_grad), strided(x));
     if k == 0 {
         return Ok(zeros(&x, &geometry.weight_shape(), x.dtype));
     }

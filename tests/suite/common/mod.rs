@@ -253,10 +253,11 @@ pub fn gpu() -> Device {
 /// Our kernels' settings the CubeCL tests pin in turn. Together they run every schedule the
 /// tuner may pick on some device: the tiled GEMM single- and double-buffered, the direct
 /// schedule packed and spread, the untiled schedules on every shape, and the pools packed and
-/// spread (lavapipe's tuner would keep only the packed launches).
+/// spread (lavapipe's tuner would keep only the packed launches); and cubek's GEMM routines
+/// over our layouts with register tiles, the layouts its tensor-core tiles read on a GPU.
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
-pub const OUR_KERNELS: [(&str, burn_convpool::cube_kernels::OurKernels); 3] = {
-    use burn_convpool::cube_kernels::{Buffering, ConvSchedule, OurKernels, Packing};
+pub const OUR_KERNELS: [(&str, burn_convpool::cube_kernels::OurKernels); 4] = {
+    use burn_convpool::cube_kernels::{Buffering, ConvSchedule, GemmTile, OurKernels, Packing};
     let default = OurKernels::DEFAULT;
     [
         (
@@ -277,6 +278,13 @@ pub const OUR_KERNELS: [(&str, burn_convpool::cube_kernels::OurKernels); 3] = {
             "ours untiled",
             OurKernels {
                 conv: ConvSchedule::Untiled,
+                ..default
+            },
+        ),
+        (
+            "cubek's GEMM, register tiles",
+            OurKernels {
+                conv: ConvSchedule::Gemm(GemmTile::Register),
                 ..default
             },
         ),

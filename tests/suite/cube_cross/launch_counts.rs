@@ -302,3 +302,69 @@ fn catalogue_conv_passes_launch_what_the_table_says() {
         .collect();
     assert_eq!(got, expected, "the catalogue's launches:\n{table}");
 }
+
+/// Pinned, cubek's GEMM routine runs every pass of a padded grouped conv (and its repair, as
+/// after Burn's kernels); a weight gradient whose reduction passes lavapipe's loop limit runs
+/// our schedule instead, as `ConvSchedule::Gemm` says.
+#[test]
+fn the_gemm_pin_runs_cubeks_routine() {
+    use burn_convpool::cube_kernels::{ConvSchedule, GemmTile};
+    type B = Dispatch;
+    let gemm = OurKernels::default().with_conv(ConvSchedule::Gemm(GemmTile::Register));
+    let _pinned = common::pin(CubeKernels::Ours(gemm));
+    let device = wgpu();
+    let sync = || device.sync().expect("device sync");
+    let tensor = |dims: [usize; 5]| {
+        let flat = Tensor::<1>::random(
+            [dims.iter().product::<usize>()],
+            Distribution::Default,
+            &device,
+        );
+        B::float_reshape(flat.into_dispatch(), Shape::from(dims.to_vec()))
+    };
+    let passes = |x_dims: [usize; 5], w_dims: [usize; 5], options: ConvOptions<3>| {
+        let (x, weight) = (tensor(x_dims), tensor(w_dims));
+        let out = B::conv(x.clone(), weight.clone(), options.clone());
+        let out_dims: [usize; 5] = out.shape().to_vec().try_into().unwrap();
+        let out_grad = tensor(out_dims);
+        let x_size = [x_dims[2], x_dims[3], x_dims[4]];
+        let kernel = [w_dims[2], w_dims[3], w_dims[4]];
+        sync();
+        [
+            record(|| {
+                B::conv(x.clone(), weight.clone(), options.clone());
+                sync()
+            })
+            .1,
+            record(|| {
+                B::conv_x_backward(weight.clone(), out_grad.clone(), x_size, options.clone());
+                sync()
+            })
+            .1,
+            record(|| {
+                B::conv_weight_backward(x.clone(), out_grad.clone(), kernel, options.clone());
+                sync()
+            })
+            .1,
+        ]
+        .map(|launches| runs(&launches))
+    };
+    let grouped = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 2);
+    let runs_of = passes([2, 4, 1, 9, 8], [6, 2, 1, 3, 3], grouped);
+    assert_eq!(
+        runs_of,
+        [
+            "cubek_gemm_unit x1, nonfinite_flags x1, repair_gemm x1",
+            "cubek_gemm_unit x1, nonfinite_flags x1, repair_gemm x1",
+            "cubek_gemm_unit x1, repair_weight x1",
+        ]
+    );
+    // 298 x 298 output positions: a reduction of 88,804 in the weight gradient.
+    let long = passes(
+        [1, 1, 1, 300, 300],
+        [2, 1, 1, 3, 3],
+        ConvOptions::new([1; 3], [0; 3], [1; 3], 1),
+    );
+    assert!(long[0].starts_with("cubek_gemm_unit"), "{}", long[0]);
+    assert!(!long[2].contains("cubek"), "{}", long[2]);
+}
