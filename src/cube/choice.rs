@@ -63,9 +63,10 @@ impl Default for CubeKernels {
     }
 }
 
-/// Our kernels' settings: every combination computes the same values (the tiled and untiled
-/// schedules each add the same products in the same order; only global pooling's sums round
-/// differently between packed and spread).
+/// Our kernels' settings. The tiled and untiled schedules add the same products in the same
+/// order, so every combination of them computes the same values (only global pooling's sums
+/// round differently between packed and spread); cubek's GEMM ([`ConvSchedule::Gemm`]) sums
+/// in its own order, within f32 rounding of theirs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OurKernels {
     /// The schedule of each convolution pass.

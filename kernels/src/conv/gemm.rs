@@ -37,6 +37,46 @@ fn group_channels(args: &ConvArgs, #[comptime] kind: GemmKind) -> (usize, usize)
     }
 }
 
+/// Whether `(row, col)` lies within a `rows` x `cols` matrix.
+#[cube]
+fn within(row: u32, col: u32, rows: u32, cols: u32) -> bool {
+    row < rows && col < cols
+}
+
+/// `element` and `inside`, the element 0 where it is not inside (an address that exists).
+#[cube]
+fn located(element: usize, inside: bool) -> (usize, bool) {
+    (select(inside, element, 0), inside)
+}
+
+/// The view layout of `$layout`, whose cube method `locate` gives each coordinate's element
+/// and whether it exists, over a `$rows` x `$cols` matrix.
+macro_rules! view_layout {
+    ($layout:ident, $rows:ident, $cols:ident) => {
+        #[cube]
+        impl ViewLayout for $layout {
+            type Coordinates = BatchedCoords;
+            type SourceCoordinates = Coords1d;
+
+            fn to_source_pos(&self, pos: Self::Coordinates) -> usize {
+                self.locate(pos).0
+            }
+
+            fn to_source_pos_checked(&self, pos: Self::Coordinates) -> (usize, bool) {
+                self.locate(pos)
+            }
+
+            fn shape(&self) -> Self::Coordinates {
+                (1, self.$rows, self.$cols)
+            }
+
+            fn is_in_bounds(&self, pos: Self::Coordinates) -> bool {
+                self.locate(pos).1
+            }
+        }
+    };
+}
+
 /// The lhs of a forward (`x`) or input-gradient (output gradient) GEMM: `m` rows of (batch,
 /// position written) by `k` columns of (channel read within the group, tap).
 #[derive(CubeType, CubeLaunch, Clone)]
@@ -51,7 +91,6 @@ pub struct GemmLhs {
 
 #[cube]
 impl GemmLhs {
-    /// The element at `pos` and whether it exists (offset 0 where it does not).
     fn locate(&self, pos: BatchedCoords) -> (usize, bool) {
         let (group, row, col) = pos;
         let args = &self.args;
@@ -63,35 +102,14 @@ impl GemmLhs {
         let at = unflatten(m % positions, &size);
         let tap = unflatten(k % taps, &args.kernel);
         let (source, reached) = tap_position(args, &at, &tap, kind);
-        let inside = row < self.m_len && col < self.k_len && reached;
         let (read_channels, _) = group_channels(args, kind);
         let channel = group * read_channels + k / taps;
         let element = offset(&read_layout(args, kind), m / positions, channel, &source);
-        (select(inside, element, 0), inside)
+        located(element, within(row, col, self.m_len, self.k_len) && reached)
     }
 }
 
-#[cube]
-impl ViewLayout for GemmLhs {
-    type Coordinates = BatchedCoords;
-    type SourceCoordinates = Coords1d;
-
-    fn to_source_pos(&self, pos: Self::Coordinates) -> usize {
-        self.locate(pos).0
-    }
-
-    fn to_source_pos_checked(&self, pos: Self::Coordinates) -> (usize, bool) {
-        self.locate(pos)
-    }
-
-    fn shape(&self) -> Self::Coordinates {
-        (1, self.m_len, self.k_len)
-    }
-
-    fn is_in_bounds(&self, pos: Self::Coordinates) -> bool {
-        self.locate(pos).1
-    }
-}
+view_layout!(GemmLhs, m_len, k_len);
 
 /// The rhs of a forward or input-gradient GEMM: the contiguous weight as `k` rows of (channel
 /// read within the group, tap) by `n` columns of channels written within the group.
@@ -106,38 +124,24 @@ pub struct GemmRhs {
 }
 
 #[cube]
-impl ViewLayout for GemmRhs {
-    type Coordinates = BatchedCoords;
-    type SourceCoordinates = Coords1d;
-
-    fn to_source_pos(&self, pos: Self::Coordinates) -> usize {
+impl GemmRhs {
+    fn locate(&self, pos: BatchedCoords) -> (usize, bool) {
         let (group, row, col) = pos;
         let args = &self.args;
         let taps = volume(&args.kernel);
         let (k, n) = (row as usize, col as usize);
         let (read, tap) = (k / taps, k % taps);
         let first_out = group * args.out_channels;
-        if comptime![self.kind == GemmKind::Data] {
+        let element = if comptime![self.kind == GemmKind::Data] {
             weight_index(args, first_out + read, n, tap)
         } else {
             weight_index(args, first_out + n, read, tap)
-        }
-    }
-
-    fn to_source_pos_checked(&self, pos: Self::Coordinates) -> (usize, bool) {
-        let inside = self.is_in_bounds(pos);
-        (select(inside, self.to_source_pos(pos), 0), inside)
-    }
-
-    fn shape(&self) -> Self::Coordinates {
-        (1, self.k_len, self.n_len)
-    }
-
-    fn is_in_bounds(&self, pos: Self::Coordinates) -> bool {
-        let (_, row, col) = pos;
-        row < self.k_len && col < self.n_len
+        };
+        located(element, within(row, col, self.k_len, self.n_len))
     }
 }
+
+view_layout!(GemmRhs, k_len, n_len);
 
 /// The result of a forward or input-gradient GEMM: `m` rows of (batch, position written) by
 /// `n` columns of channels written within the group, in the written side's layout.
@@ -152,11 +156,8 @@ pub struct GemmOut {
 }
 
 #[cube]
-impl ViewLayout for GemmOut {
-    type Coordinates = BatchedCoords;
-    type SourceCoordinates = Coords1d;
-
-    fn to_source_pos(&self, pos: Self::Coordinates) -> usize {
+impl GemmOut {
+    fn locate(&self, pos: BatchedCoords) -> (usize, bool) {
         let (group, row, col) = pos;
         let args = &self.args;
         let kind = comptime![self.kind];
@@ -166,23 +167,12 @@ impl ViewLayout for GemmOut {
         let at = unflatten(m % positions, &size);
         let (_, written_channels) = group_channels(args, kind);
         let channel = group * written_channels + col as usize;
-        offset(&written_layout(args, kind), m / positions, channel, &at)
-    }
-
-    fn to_source_pos_checked(&self, pos: Self::Coordinates) -> (usize, bool) {
-        let inside = self.is_in_bounds(pos);
-        (select(inside, self.to_source_pos(pos), 0), inside)
-    }
-
-    fn shape(&self) -> Self::Coordinates {
-        (1, self.m_len, self.n_len)
-    }
-
-    fn is_in_bounds(&self, pos: Self::Coordinates) -> bool {
-        let (_, row, col) = pos;
-        row < self.m_len && col < self.n_len
+        let element = offset(&written_layout(args, kind), m / positions, channel, &at);
+        located(element, within(row, col, self.m_len, self.n_len))
     }
 }
+
+view_layout!(GemmOut, m_len, n_len);
 
 /// The bias as the initial accumulator of a forward or input-gradient GEMM: every row of
 /// column `n` of group `g` reads `bias[g * n_len + n]`.
@@ -194,29 +184,15 @@ pub struct GemmBias {
 }
 
 #[cube]
-impl ViewLayout for GemmBias {
-    type Coordinates = BatchedCoords;
-    type SourceCoordinates = Coords1d;
-
-    fn to_source_pos(&self, pos: Self::Coordinates) -> usize {
-        let (group, _, col) = pos;
-        group * self.n_len as usize + col as usize
-    }
-
-    fn to_source_pos_checked(&self, pos: Self::Coordinates) -> (usize, bool) {
-        let inside = self.is_in_bounds(pos);
-        (select(inside, self.to_source_pos(pos), 0), inside)
-    }
-
-    fn shape(&self) -> Self::Coordinates {
-        (1, self.m_len, self.n_len)
-    }
-
-    fn is_in_bounds(&self, pos: Self::Coordinates) -> bool {
-        let (_, row, col) = pos;
-        row < self.m_len && col < self.n_len
+impl GemmBias {
+    fn locate(&self, pos: BatchedCoords) -> (usize, bool) {
+        let (group, row, col) = pos;
+        let element = group * self.n_len as usize + col as usize;
+        located(element, within(row, col, self.m_len, self.n_len))
     }
 }
+
+view_layout!(GemmBias, m_len, n_len);
 
 /// The lhs of a weight-gradient GEMM: the output gradient as `m` rows of output channels
 /// within the group by `k` columns of (batch, output position).
@@ -229,34 +205,20 @@ pub struct WeightLhs {
 }
 
 #[cube]
-impl ViewLayout for WeightLhs {
-    type Coordinates = BatchedCoords;
-    type SourceCoordinates = Coords1d;
-
-    fn to_source_pos(&self, pos: Self::Coordinates) -> usize {
+impl WeightLhs {
+    fn locate(&self, pos: BatchedCoords) -> (usize, bool) {
         let (group, row, col) = pos;
         let args = &self.args;
         let positions = volume(&args.out_size);
         let k = col as usize;
         let at = unflatten(k % positions, &args.out_size);
         let channel = group * args.out_channels + row as usize;
-        offset(&args.out_layout, k / positions, channel, &at)
-    }
-
-    fn to_source_pos_checked(&self, pos: Self::Coordinates) -> (usize, bool) {
-        let inside = self.is_in_bounds(pos);
-        (select(inside, self.to_source_pos(pos), 0), inside)
-    }
-
-    fn shape(&self) -> Self::Coordinates {
-        (1, self.m_len, self.k_len)
-    }
-
-    fn is_in_bounds(&self, pos: Self::Coordinates) -> bool {
-        let (_, row, col) = pos;
-        row < self.m_len && col < self.k_len
+        let element = offset(&args.out_layout, k / positions, channel, &at);
+        located(element, within(row, col, self.m_len, self.k_len))
     }
 }
+
+view_layout!(WeightLhs, m_len, k_len);
 
 /// The rhs of a weight-gradient GEMM: `x` gathered as `k` rows of (batch, output position) by
 /// `n` columns of (input channel within the group, tap).
@@ -270,7 +232,6 @@ pub struct WeightRhs {
 
 #[cube]
 impl WeightRhs {
-    /// The element at `pos` and whether it exists (offset 0 where it does not).
     fn locate(&self, pos: BatchedCoords) -> (usize, bool) {
         let (group, row, col) = pos;
         let args = &self.args;
@@ -280,34 +241,13 @@ impl WeightRhs {
         let at = unflatten(k % positions, &args.out_size);
         let tap = unflatten(n % taps, &args.kernel);
         let (source, reached) = tap_position(args, &at, &tap, GemmKind::Forward);
-        let inside = row < self.k_len && col < self.n_len && reached;
         let channel = group * args.in_channels + n / taps;
         let element = offset(&args.in_layout, k / positions, channel, &source);
-        (select(inside, element, 0), inside)
+        located(element, within(row, col, self.k_len, self.n_len) && reached)
     }
 }
 
-#[cube]
-impl ViewLayout for WeightRhs {
-    type Coordinates = BatchedCoords;
-    type SourceCoordinates = Coords1d;
-
-    fn to_source_pos(&self, pos: Self::Coordinates) -> usize {
-        self.locate(pos).0
-    }
-
-    fn to_source_pos_checked(&self, pos: Self::Coordinates) -> (usize, bool) {
-        self.locate(pos)
-    }
-
-    fn shape(&self) -> Self::Coordinates {
-        (1, self.k_len, self.n_len)
-    }
-
-    fn is_in_bounds(&self, pos: Self::Coordinates) -> bool {
-        self.locate(pos).1
-    }
-}
+view_layout!(WeightRhs, k_len, n_len);
 
 /// The result of a weight-gradient GEMM: the contiguous weight gradient as `m` rows of output
 /// channels within the group by `n` columns of (input channel within the group, tap).
@@ -320,33 +260,15 @@ pub struct WeightOut {
 }
 
 #[cube]
-impl ViewLayout for WeightOut {
-    type Coordinates = BatchedCoords;
-    type SourceCoordinates = Coords1d;
-
-    fn to_source_pos(&self, pos: Self::Coordinates) -> usize {
+impl WeightOut {
+    fn locate(&self, pos: BatchedCoords) -> (usize, bool) {
         let (group, row, col) = pos;
         let taps = volume(&self.args.kernel);
         let n = col as usize;
-        weight_index(
-            &self.args,
-            group * self.args.out_channels + row as usize,
-            n / taps,
-            n % taps,
-        )
-    }
-
-    fn to_source_pos_checked(&self, pos: Self::Coordinates) -> (usize, bool) {
-        let inside = self.is_in_bounds(pos);
-        (select(inside, self.to_source_pos(pos), 0), inside)
-    }
-
-    fn shape(&self) -> Self::Coordinates {
-        (1, self.m_len, self.n_len)
-    }
-
-    fn is_in_bounds(&self, pos: Self::Coordinates) -> bool {
-        let (_, row, col) = pos;
-        row < self.m_len && col < self.n_len
+        let out_channel = group * self.args.out_channels + row as usize;
+        let element = weight_index(&self.args, out_channel, n / taps, n % taps);
+        located(element, within(row, col, self.m_len, self.n_len))
     }
 }
+
+view_layout!(WeightOut, m_len, n_len);

@@ -299,7 +299,8 @@ pub struct Pinned {
 
 /// Pin `kernels` on [`gpu`]. Tests that pin take turns, and each reads its results before
 /// its guard drops, so every operation it queued ran with its kernels (Burn executes lazily).
-/// The others run whatever the device holds: every setting computes the same values.
+/// The others run whatever the device holds: every setting computes the definition within f32
+/// rounding, which is what they check.
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 pub fn pin(kernels: burn_convpool::cube_kernels::CubeKernels) -> Pinned {
     static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use burn::backend::ops::FloatTensorOps;
+use burn::backend::tensor::FloatTensor;
 use burn::backend::{Dispatch, TensorMetadata};
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Distribution, Shape, Tensor};
@@ -231,6 +232,45 @@ fn runs(launches: &[Launch]) -> String {
         .join(", ")
 }
 
+/// Each pass of a rank-5 conv (forward, input gradient, weight gradient) over `x`, `weight` and
+/// `out_grad`, recorded alone, its launches as [`runs`] names them; `sync` waits for the device.
+fn pass_runs(
+    (x, weight, out_grad): (
+        &FloatTensor<Dispatch>,
+        &FloatTensor<Dispatch>,
+        &FloatTensor<Dispatch>,
+    ),
+    options: &ConvOptions<3>,
+    sync: &impl Fn(),
+) -> [String; 3] {
+    type B = Dispatch;
+    let spatial = |tensor: &FloatTensor<Dispatch>| -> [usize; 3] {
+        let dims = tensor.shape().to_vec();
+        [dims[2], dims[3], dims[4]]
+    };
+    let (x_size, kernel) = (spatial(x), spatial(weight));
+    // Run what is queued now, so no record below holds it.
+    sync();
+    [
+        record(|| {
+            B::conv(x.clone(), weight.clone(), options.clone());
+            sync()
+        })
+        .1,
+        record(|| {
+            B::conv_x_backward(weight.clone(), out_grad.clone(), x_size, options.clone());
+            sync()
+        })
+        .1,
+        record(|| {
+            B::conv_weight_backward(x.clone(), out_grad.clone(), kernel, options.clone());
+            sync()
+        })
+        .1,
+    ]
+    .map(|launches| runs(&launches))
+}
+
 #[test]
 fn catalogue_conv_passes_launch_what_the_table_says() {
     type B = Dispatch;
@@ -239,6 +279,7 @@ fn catalogue_conv_passes_launch_what_the_table_says() {
     let cases: Vec<Case> = serde_json::from_value(catalogue["conv"].clone()).unwrap();
     let _pinned = common::pin(CubeKernels::Ours(OurKernels::default()));
     let device = wgpu();
+    let sync = || device.sync().expect("device sync");
     let mut got = BTreeMap::new();
     for case in &cases {
         let spatial = case.x.len() - 2;
@@ -268,29 +309,10 @@ fn catalogue_conv_passes_launch_what_the_table_says() {
         let out = B::conv(x.clone(), weight.clone(), options.clone());
         let out_dims = out.shape().to_vec();
         let out_grad = tensor(out_dims);
-        let x_size = lifted(&case.x[2..], 1);
-        let kernel = lifted(&case.kernel, 1);
-        let sync = || device.sync().expect("device sync");
-        // Run the shape's forward now, so no record below holds it.
-        sync();
-        let passes = [
-            record(|| {
-                B::conv(x.clone(), weight.clone(), options.clone());
-                sync()
-            })
-            .1,
-            record(|| {
-                B::conv_x_backward(weight.clone(), out_grad.clone(), x_size, options.clone());
-                sync()
-            })
-            .1,
-            record(|| {
-                B::conv_weight_backward(x.clone(), out_grad.clone(), kernel, options.clone());
-                sync()
-            })
-            .1,
-        ];
-        got.insert(case.name.clone(), passes.map(|launches| runs(&launches)));
+        got.insert(
+            case.name.clone(),
+            pass_runs((&x, &weight, &out_grad), &options, &sync),
+        );
     }
     let expected: BTreeMap<String, [String; 3]> = EXPECTED
         .iter()
@@ -325,29 +347,8 @@ fn the_gemm_pin_runs_cubeks_routine() {
     let passes = |x_dims: [usize; 5], w_dims: [usize; 5], options: ConvOptions<3>| {
         let (x, weight) = (tensor(x_dims), tensor(w_dims));
         let out = B::conv(x.clone(), weight.clone(), options.clone());
-        let out_dims: [usize; 5] = out.shape().to_vec().try_into().unwrap();
-        let out_grad = tensor(out_dims);
-        let x_size = [x_dims[2], x_dims[3], x_dims[4]];
-        let kernel = [w_dims[2], w_dims[3], w_dims[4]];
-        sync();
-        [
-            record(|| {
-                B::conv(x.clone(), weight.clone(), options.clone());
-                sync()
-            })
-            .1,
-            record(|| {
-                B::conv_x_backward(weight.clone(), out_grad.clone(), x_size, options.clone());
-                sync()
-            })
-            .1,
-            record(|| {
-                B::conv_weight_backward(x.clone(), out_grad.clone(), kernel, options.clone());
-                sync()
-            })
-            .1,
-        ]
-        .map(|launches| runs(&launches))
+        let out_grad = tensor(out.shape().to_vec().try_into().unwrap());
+        pass_runs((&x, &weight, &out_grad), &options, &sync)
     };
     let grouped = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 2);
     let runs_of = passes([2, 4, 1, 9, 8], [6, 2, 1, 3, 3], grouped);
