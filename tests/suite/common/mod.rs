@@ -331,6 +331,20 @@ pub fn each_pinned(mut check: impl FnMut(&str)) {
     }
 }
 
+/// [`each_pinned`] for pools, which read only a setting's packing: the first setting of each
+/// packing, so a pool runs each of its launches once.
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+pub fn each_packing_pinned(mut check: impl FnMut(&str)) {
+    let mut seen = Vec::new();
+    for (name, ours) in OUR_KERNELS {
+        if !seen.contains(&ours.packing) {
+            seen.push(ours.packing);
+            let _pinned = pin(burn_convpool::cube_kernels::CubeKernels::Ours(ours));
+            check(name);
+        }
+    }
+}
+
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 impl Drop for Pinned {
     fn drop(&mut self) {

@@ -4,7 +4,7 @@
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_convpool::*;
 
-use super::{Layout, Leaf, assert_close, cross, rng, values_and_indices, wgpu};
+use super::{Layout, Leaf, assert_close, cross_pool, rng, values_and_indices, wgpu};
 use crate::common;
 
 /// A channels-last input (as Burn's convolutions leave their outputs) runs the window kernels
@@ -17,7 +17,7 @@ use crate::common;
 fn channels_last_pools_match_cpu() {
     let case = |name: &str, dims: [usize; 4], op: fn(Tensor<4>) -> Tensor<4>| {
         let mut rng = rng(name);
-        cross(name, &[Leaf::random(&mut rng, dims).channels_last()], |t| {
+        cross_pool(name, &[Leaf::random(&mut rng, dims).channels_last()], |t| {
             op(t[0].clone())
         });
     };
@@ -61,7 +61,7 @@ fn channels_last_pools_match_cpu() {
     // gathers channels-last too (with channels-last indices and LP output).
     let nhwc = |name: &str, dims: [usize; 4], op: fn(Tensor<4>) -> Tensor<4>| {
         let mut rng = rng(name);
-        cross(name, &[Leaf::random(&mut rng, dims).channels_last()], |t| {
+        cross_pool(name, &[Leaf::random(&mut rng, dims).channels_last()], |t| {
             op(t[0].clone()).permute([0, 2, 3, 1])
         });
     };
@@ -95,12 +95,12 @@ fn channels_last_pools_match_cpu() {
         lp_pool2d(x, LpPoolOptions::new(f64::INFINITY, [2, 3]))
     });
     let mut rng = rng("cl-others");
-    cross(
+    cross_pool(
         "cl_max1d",
         &[Leaf::random(&mut rng, [2, 4, 13]).channels_last()],
         |t| max_pool1d(t[0].clone(), MaxPoolOptions::new([3]).with_stride([2])),
     );
-    cross(
+    cross_pool(
         "cl_avg3d",
         &[Leaf::random(&mut rng, [1, 6, 5, 6, 7]).channels_last()],
         |t| {
@@ -131,7 +131,7 @@ fn channels_last_max_indices_match_cpu() {
         values_and_indices(out, indices)
     };
     let (cpu_values, cpu_indices) = on(&Device::flex());
-    common::each_pinned(|kernels| {
+    common::each_packing_pinned(|kernels| {
         let (gpu_values, gpu_indices) = on(&wgpu());
         assert_eq!(gpu_indices, cpu_indices, "{kernels}");
         assert_close(
@@ -150,7 +150,7 @@ fn whole_plane_pools_match_cpu() {
     let whole = |name: &str, dims: [usize; 4], layout: Layout, op: fn(Tensor<4>) -> Tensor<4>| {
         let mut rng = rng(name);
         let leaf = Leaf::random(&mut rng, dims).laid_out(layout);
-        cross(name, &[leaf], |t| op(t[0].clone()));
+        cross_pool(name, &[leaf], |t| op(t[0].clone()));
     };
     whole("whole_avg", [2, 3, 9, 7], Layout::Contiguous, |x| {
         adaptive_avg_pool2d(x, [1, 1])
@@ -256,7 +256,7 @@ fn whole_plane_max_indices_match_cpu() {
         &cpu_indices[..7],
         &[0, 3, (len - 2) as i64, 0, 700, 0, (len - 1) as i64]
     );
-    common::each_pinned(|kernels| {
+    common::each_packing_pinned(|kernels| {
         for channels_last in [false, true] {
             let (gpu_values, gpu_indices) = on(&wgpu(), channels_last);
             let what = format!("channels-last: {channels_last}, {kernels}");

@@ -43,7 +43,7 @@ fn f16_pools_sum_in_f32() {
             .into_data()
             .try_to_vec::<f32>()
             .unwrap();
-        common::each_pinned(|kernels| {
+        common::each_packing_pinned(|kernels| {
             let actual = pool(x_on(&gpu))
                 .cast(DType::F32)
                 .into_data()
@@ -173,7 +173,7 @@ fn half_pools_accumulate_in_f32() {
             [expected],
             "{what} on flex"
         );
-        common::each_pinned(|kernels| {
+        common::each_packing_pinned(|kernels| {
             match pool(x(&gpu)) {
                 Ok(out) => assert_eq!(as_f32(out), [expected], "{what} on wgpu, {kernels}"),
                 // An adapter without f16 (lavapipe has it, as the Mesa CI installs).

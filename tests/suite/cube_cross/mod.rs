@@ -2,7 +2,8 @@
 //! built with `cuda` or `vulkan` alone, on a real GPU:
 //! random inputs with odd sizes, permuted (non-contiguous) inputs and every option; forward
 //! values, indices and every gradient must agree, and two backward runs must be bitwise equal,
-//! with each of our kernels' settings pinned in turn (`common::OUR_KERNELS`).
+//! with each of our kernels' settings pinned in turn (`common::OUR_KERNELS`; a pool, each
+//! packing).
 //!
 //! One family per file: `conv.rs` (every conv pass and schedule), `pool.rs` (every pool on
 //! contiguous and permuted inputs, indices), `layouts.rs` (channels-last inputs and
@@ -150,6 +151,16 @@ fn cross<const D: usize, const O: usize>(
 ) {
     let expected = on_flex(name, leaves, &op);
     common::each_pinned(|kernels| compare(name, leaves, &op, &expected, kernels));
+}
+
+/// [`cross`] for a pool: each packing of ours pinned in turn ([`common::each_packing_pinned`]).
+fn cross_pool<const D: usize, const O: usize>(
+    name: &str,
+    leaves: &[Leaf<D>],
+    op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+) {
+    let expected = on_flex(name, leaves, &op);
+    common::each_packing_pinned(|kernels| compare(name, leaves, &op, &expected, kernels));
 }
 
 /// [`cross`] with `kernels` pinned (named `label` in messages) instead of each of ours.

@@ -4,12 +4,12 @@
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_convpool::*;
 
-use super::{Leaf, assert_close, cross, rng, values_and_indices, wgpu};
+use super::{Leaf, assert_close, cross_pool, rng, values_and_indices, wgpu};
 use crate::common;
 
 fn pool_case<const O: usize>(name: &str, dims: [usize; 4], op: impl Fn(Tensor<4>) -> Tensor<O>) {
     let mut rng = rng(name);
-    cross(name, &[Leaf::random(&mut rng, dims).permuted()], |t| {
+    cross_pool(name, &[Leaf::random(&mut rng, dims).permuted()], |t| {
         op(t[0].clone())
     });
 }
@@ -121,7 +121,7 @@ fn pools_match_cpu() {
 fn pools_3d_1d_fractional_and_unpool_match_cpu() {
     let mut rng = rng("pool-others");
     let x = Leaf::random(&mut rng, [1, 2, 5, 6, 7]);
-    cross("max3d", &[x.permuted()], |t| {
+    cross_pool("max3d", &[x.permuted()], |t| {
         max_pool3d(
             t[0].clone(),
             MaxPoolOptions::new([2, 3, 2])
@@ -130,7 +130,7 @@ fn pools_3d_1d_fractional_and_unpool_match_cpu() {
         )
     });
     let x = Leaf::random(&mut rng, [1, 2, 5, 6, 7]);
-    cross("avg3d", &[x], |t| {
+    cross_pool("avg3d", &[x], |t| {
         avg_pool3d(
             t[0].clone(),
             AvgPoolNdOptions::new([2, 2, 3])
@@ -139,11 +139,11 @@ fn pools_3d_1d_fractional_and_unpool_match_cpu() {
         )
     });
     let x = Leaf::random(&mut rng, [2, 3, 3, 4, 5]);
-    cross("global_avg3d", &[x.permuted()], |t| {
+    cross_pool("global_avg3d", &[x.permuted()], |t| {
         adaptive_avg_pool3d(t[0].clone(), [1, 1, 1])
     });
     let x = Leaf::random(&mut rng, [2, 3, 17]);
-    cross("max1d", &[x], |t| {
+    cross_pool("max1d", &[x], |t| {
         max_pool1d(t[0].clone(), MaxPoolOptions::new([4]).with_stride([3]))
     });
     let x = Leaf::random(&mut rng, [2, 3, 11, 13]);
@@ -152,14 +152,14 @@ fn pools_3d_1d_fractional_and_unpool_match_cpu() {
         .iter()
         .map(|v| v.abs() as f32)
         .collect();
-    cross("fractional", &[x], |t| {
+    cross_pool("fractional", &[x], |t| {
         let samples =
             Tensor::<3>::from_data(TensorData::new(samples.clone(), [2, 3, 2]), &t[0].device());
         let options = FractionalMaxPoolOptions::new([3, 2], FractionalOutput::Size([5, 6]));
         fractional_max_pool2d(t[0].clone(), options, Some(samples))
     });
     let x = Leaf::random(&mut rng, [2, 3, 8, 10]);
-    cross("unpool", &[x], |t| {
+    cross_pool("unpool", &[x], |t| {
         let options = MaxPoolOptions::new([2, 2]).with_stride([2, 2]);
         let (values, indices) = max_pool2d_with_indices(t[0].clone(), options);
         max_unpool2d(
@@ -192,7 +192,7 @@ fn indices_match_cpu() {
         values_and_indices(out, indices)
     };
     let (cpu_values, cpu_indices) = indices_on(&Device::flex());
-    common::each_pinned(|kernels| {
+    common::each_packing_pinned(|kernels| {
         let (gpu_values, gpu_indices) = indices_on(&wgpu());
         assert_eq!(gpu_indices, cpu_indices, "{kernels}");
         assert_close(&format!("max values, {kernels}"), &gpu_values, &cpu_values);

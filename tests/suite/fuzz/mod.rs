@@ -268,7 +268,8 @@ fn ndarray_matches_the_reference() {
 }
 
 /// The CubeCL kernels (wgpu: lavapipe in CI; Vulkan on a GPU), with fewer cases: each new
-/// shape compiles kernels. Each of our kernels' settings runs the cases pinned in turn, then
+/// shape compiles kernels. Each of our kernels' settings runs the conv cases pinned in turn
+/// (each packing the pool cases), then
 /// Burn's kernels run a quarter of the conv cases (each new shape is a round of Burn's own
 /// tuners).
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
@@ -289,6 +290,8 @@ fn cubecl_kernels_match_the_reference() {
             cases.div_ceil(4),
             tiled_case(),
         );
+    });
+    crate::common::each_packing_pinned(|kernels| {
         fuzz_pool(
             &format!("pool on cubecl, {kernels}"),
             device.clone().autodiff(),
