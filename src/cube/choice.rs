@@ -31,7 +31,7 @@
 use burn::tensor::Device;
 use burn_cubecl::CubeDevice;
 
-use super::per_device::{PerDevice, cube_device};
+use super::per_device::PerDevice;
 use super::tensor::MAX_CUBES_PER_DIM;
 
 pub use super::precision::{ConvPrecision, conv_precision, set_conv_precision};
@@ -182,16 +182,13 @@ static CHOICES: PerDevice<CubeKernels> = PerDevice::new();
 /// # Panics
 /// When `device` is not a CubeCL device: the CPU backends have one algorithm per shape.
 pub fn set_cube_kernels(device: &Device, kernels: CubeKernels) {
-    let device = cube_device(device).unwrap_or_else(|| {
-        panic!("set_cube_kernels: {device:?} is not a CubeCL device");
-    });
-    CHOICES.set(device, kernels);
+    CHOICES.set_on("set_cube_kernels", device, kernels);
 }
 
 /// The kernels `device` runs: what [`set_cube_kernels`] set, else the default. A device that is
 /// not a CubeCL device runs its own CPU code and reports the default.
 pub fn cube_kernels(device: &Device) -> CubeKernels {
-    cube_device(device).map_or_else(CubeKernels::default, |device| kernels_of(&device))
+    CHOICES.get_on(device)
 }
 
 /// The kernels a CubeCL device runs.

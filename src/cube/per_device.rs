@@ -29,7 +29,7 @@ impl<T: Copy + PartialEq + Default> PerDevice<T> {
     }
 
     /// `device` has `value` from now on.
-    pub(crate) fn set(&self, device: CubeDevice, value: T) {
+    fn set(&self, device: CubeDevice, value: T) {
         let mut held = self
             .held
             .write()
@@ -38,6 +38,22 @@ impl<T: Copy + PartialEq + Default> PerDevice<T> {
         if value != T::default() {
             held.push((device, value));
         }
+    }
+
+    /// `device` has `value` from now on.
+    ///
+    /// # Panics
+    /// When `device` is not a CubeCL device, naming `setter`, the public call that set it.
+    pub(crate) fn set_on(&self, setter: &str, device: &Device, value: T) {
+        let cube = cube_device(device).unwrap_or_else(|| {
+            panic!("{setter}: {device:?} is not a CubeCL device");
+        });
+        self.set(cube, value);
+    }
+
+    /// What `device` has; a device that is not a CubeCL device has the default.
+    pub(crate) fn get_on(&self, device: &Device) -> T {
+        cube_device(device).map_or_else(T::default, |device| self.get(&device))
     }
 
     /// What `device` has.

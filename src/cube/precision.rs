@@ -8,7 +8,7 @@ use burn_cubecl::CubeDevice;
 use cubecl::ir::{DeviceProperties, ElemType, FloatKind};
 use serde::{Deserialize, Serialize};
 
-use super::per_device::{PerDevice, cube_device};
+use super::per_device::PerDevice;
 
 /// How precisely a CubeCL device's convolutions compute f32 operands. f16 and bf16 operands are
 /// summed in f32 under either, and the CPU backends always compute exactly.
@@ -50,16 +50,13 @@ static PRECISIONS: PerDevice<ConvPrecision> = PerDevice::new();
 /// # Panics
 /// When `device` is not a CubeCL device: the CPU backends always compute exactly.
 pub fn set_conv_precision(device: &Device, precision: ConvPrecision) {
-    let device = cube_device(device).unwrap_or_else(|| {
-        panic!("set_conv_precision: {device:?} is not a CubeCL device");
-    });
-    PRECISIONS.set(device, precision);
+    PRECISIONS.set_on("set_conv_precision", device, precision);
 }
 
 /// The precision `device`'s convolutions compute with: what [`set_conv_precision`] set, else
 /// [`ConvPrecision::Exact`] (a CPU device always computes exactly).
 pub fn conv_precision(device: &Device) -> ConvPrecision {
-    cube_device(device).map_or(ConvPrecision::Exact, |device| precision_of(&device))
+    PRECISIONS.get_on(device)
 }
 
 /// The precision a CubeCL device's convolutions compute with.
@@ -99,7 +96,8 @@ mod tests {
     use cubecl::features::TypeUsage;
     use cubecl::ir::{DeviceProperties, ElemType, FloatKind};
 
-    use super::{ConvPrecision, cube_device, excludes_burn};
+    use super::{ConvPrecision, excludes_burn};
+    use crate::cube::per_device::cube_device;
 
     /// The properties of CI's wgpu device (lavapipe, no tensor cores), as a tensor on it reports
     /// them.

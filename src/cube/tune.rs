@@ -8,11 +8,12 @@
 //! tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels, and for an input gradient its
 //! transposed conv too), except where Burn's would compute less precisely than the device's
 //! [`ConvPrecision`] allows: f32 rounded to TF32 under `Exact`, and half-precision operands
-//! summed in their own type (`precision.rs`). Each candidate is timed with the repair that makes it
-//! exact where a non-finite operand meets the padding (`conv/repair.rs`). The key buckets
-//! batch, channels and spatial sizes with CubeCL's `anchor`, so `CUBECL_AUTOTUNE_LEVEL` sets how
-//! finely shapes are told apart; the winner is cached per key (the precision included) and
-//! device and then fixed, so a process computes each shape with one kernel. Neither side accumulates with atomics, so every candidate is bitwise
+//! summed in their own type (`precision.rs`). Each candidate is timed with the repair that
+//! makes it exact where a non-finite operand meets the padding (`conv/repair.rs`). The key
+//! buckets batch, channels and spatial sizes with CubeCL's `anchor`, so
+//! `CUBECL_AUTOTUNE_LEVEL` sets how finely shapes are told apart; the winner is cached per key
+//! (the precision included) and device and then fixed, so a process computes each shape with
+//! one kernel. Neither side accumulates with atomics, so every candidate is bitwise
 //! reproducible. A device whose kernels are pinned ([`super::choice`]) skips the tuner.
 //!
 //! The set is kept small because a user pays for it in the first epoch: each candidate is
@@ -20,10 +21,9 @@
 //! first epoch of `examples/resnet`; its README has the measurements). The untiled schedule
 //! where the tiled one is the default won none of the example's keys and was dropped. cubek's
 //! GEMM routines over our layouts (`ConvSchedule::Gemm`) are no candidate: with register tiles
-//! they are a second plain-core GEMM beside the tiled one. An input
-//! gradient's Burn candidate is `conv_data_backward`, whose own tuner already times Burn's
-//! transposed conv among its implicit GEMMs, so a second Burn candidate would pay Burn's tuning
-//! twice.
+//! they are a second plain-core GEMM beside the tiled one. An input gradient's Burn candidate
+//! is `conv_data_backward`, whose own tuner already times Burn's transposed conv among its
+//! implicit GEMMs, so a second Burn candidate would pay Burn's tuning twice.
 //!
 //! Burn's candidate runs its own tuner, and a tuning round cannot run inside another one's
 //! measurement (both take the device exclusively). So before our first round for a key, Burn's

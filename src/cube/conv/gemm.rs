@@ -27,7 +27,7 @@ use burn_convpool_kernels::cubek_matmul::routine::BlueprintStrategy;
 use burn_convpool_kernels::cubek_std::MatrixLayout;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::std::tensor::launch::ViewArg;
-use cubecl::std::tensor::layout::VirtualLayoutLaunch;
+use cubecl::std::tensor::layout::{Coords1d, VirtualLayoutLaunch};
 
 use crate::spec::ConvGeometry;
 
@@ -51,8 +51,6 @@ pub fn gemm(
     rhs: CubeTensor,
     bias: Option<CubeTensor>,
 ) -> Result<CubeTensor, LaunchError> {
-    float_type(&lhs)?;
-    float_type(&rhs)?;
     let (lhs, rhs, bias) = (strided(lhs), contiguous(rhs), bias.map(contiguous));
     let out_dims = match kind {
         GemmKind::Data => geometry.in_shape(),
@@ -64,7 +62,6 @@ pub fn gemm(
     }
     let sides = Sides::of_gemm(kind, &lhs, &out);
     let (m, n, k) = sizes(geometry, kind)?;
-    let noop = || VirtualLayoutLaunch::new::<NoopLayout>(NoopLayoutLaunch::new());
     let inputs = TensorInputsLaunch::new(
         noop(),
         ViewArg::new_tensor::<GemmLhs>(
@@ -88,7 +85,14 @@ pub fn gemm(
         GemmOutLaunch::new(conv_args(geometry, &sides), m, n, kind),
     );
     let operands = [&lhs, &rhs, &out];
-    launch(geometry, kind, &operands, bias.is_some(), inputs, output)?;
+    launch(
+        geometry.groups,
+        (m, n, k),
+        &operands,
+        bias.is_some(),
+        inputs,
+        output,
+    )?;
     repair_gemm(geometry, kind, (lhs, rhs, bias), out)
 }
 
@@ -99,8 +103,6 @@ pub fn weight(
     out_grad: CubeTensor,
     x: CubeTensor,
 ) -> Result<CubeTensor, LaunchError> {
-    float_type(&x)?;
-    float_type(&out_grad)?;
     let (out_grad, x) = (strided(out_grad), strided(x));
     let (m, n, k) = sizes(geometry, GemmKind::Weight)?;
     if k == 0 {
@@ -108,7 +110,6 @@ pub fn weight(
     }
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
     let sides = Sides::new(&x, &out_grad);
-    let noop = || VirtualLayoutLaunch::new::<NoopLayout>(NoopLayoutLaunch::new());
     let inputs = TensorInputsLaunch::new(
         noop(),
         ViewArg::new_tensor::<WeightLhs>(
@@ -128,7 +129,7 @@ pub fn weight(
         WeightOutLaunch::new(conv_args(geometry, &sides), m, n),
     );
     let operands = [&out_grad, &x, &out];
-    launch(geometry, GemmKind::Weight, &operands, false, inputs, output)?;
+    launch(geometry.groups, (m, n, k), &operands, false, inputs, output)?;
     repair_weight(geometry, x, out_grad, out)
 }
 
@@ -139,24 +140,30 @@ fn sizes(geometry: &ConvGeometry, kind: GemmKind) -> Result<(u32, u32, u32), Lau
     Ok((fit(m)?, fit(n)?, fit(k)?))
 }
 
-/// Launch cubek's unit routine on one GEMM per group (its batch axis) of `kind`, reading
-/// `inputs` and writing `output`; `operands` are the tensors the launch addresses.
+/// The batch layout of every view: a GEMM's batch is its group.
+fn noop() -> VirtualLayoutLaunch<Coords1d, Coords1d> {
+    VirtualLayoutLaunch::new::<NoopLayout>(NoopLayoutLaunch::new())
+}
+
+/// Launch cubek's unit routine on `groups` GEMMs of `(m, n, k)` (its batch axis), reading
+/// `inputs` and writing `output`; `operands` are the tensors the launch addresses, the first
+/// one's dtype the GEMM's (the caller checked them).
 fn launch(
-    geometry: &ConvGeometry,
-    kind: GemmKind,
+    groups: usize,
+    (m, n, k): (u32, u32, u32),
     operands: &[&CubeTensor],
     has_bias: bool,
     inputs: Inputs,
     output: ViewArg<BatchedCoords>,
 ) -> Result<(), LaunchError> {
     let dtype = float_type(operands[0])?;
-    let (m, n, k) = gemm_sizes(geometry, kind);
+    let [m, n, k] = [m, n, k].map(|size| size as usize);
     let mut problem = MatmulProblem::from_parameters(
         m,
         n,
         k,
-        [geometry.groups].into(),
-        [geometry.groups].into(),
+        [groups].into(),
+        [groups].into(),
         MatrixLayout::RowMajor,
         MatrixLayout::ColMajor,
         MatrixLayout::RowMajor,
@@ -172,12 +179,11 @@ fn launch(
     if has_bias {
         problem.accumulator = AccumulatorOperand::Present;
     }
-    let noop = VirtualLayoutLaunch::new::<NoopLayout>(NoopLayoutLaunch::new());
     note(Launch::Kernel("cubek_gemm_unit"));
     launch_kernel_virtual::<TensorArgs, SimpleUnitAlgorithm>(
         &operands[0].client,
         inputs,
-        TensorOutputLaunch::new(output, noop),
+        TensorOutputLaunch::new(output, noop()),
         (),
         problem,
         // One element per load: our layouts gather along every axis.

@@ -209,9 +209,7 @@ pub fn gemm(
 ) -> Result<CubeTensor, LaunchError> {
     float_type(&lhs)?;
     float_type(&rhs)?;
-    if let ConvSchedule::Gemm(_) = ours.conv
-        && gemm_sizes(geometry, kind).2 <= MAX_LOOP_ITERATIONS
-    {
+    if on_cubek(geometry, kind, ours) {
         return gemm::gemm(geometry, kind, lhs, rhs, bias);
     }
     // The activation is read in its own layout; the weight and bias are small.
@@ -249,13 +247,11 @@ pub fn weight_gemm(
 ) -> Result<CubeTensor, LaunchError> {
     float_type(&x)?;
     float_type(&out_grad)?;
-    let (_, _, k) = gemm_sizes(geometry, GemmKind::Weight);
-    if let ConvSchedule::Gemm(_) = ours.conv
-        && k <= MAX_LOOP_ITERATIONS
-    {
+    if on_cubek(geometry, GemmKind::Weight, ours) {
         return gemm::weight(geometry, out_grad, x);
     }
     let (out_grad, x) = (strided(out_grad), strided(x));
+    let (_, _, k) = gemm_sizes(geometry, GemmKind::Weight);
     if k == 0 {
         return Ok(zeros(&x, &geometry.weight_shape(), x.dtype));
     }
@@ -275,6 +271,13 @@ pub fn weight_gemm(
         true => Ok(out),
         false => repair_after(geometry, GemmKind::Weight, operands, out),
     }
+}
+
+/// Whether the GEMM of `kind` runs on cubek's routine: `ours` pins `ConvSchedule::Gemm` and
+/// its reduction fits lavapipe's loop limit (each unit walks all of `k`).
+fn on_cubek(geometry: &ConvGeometry, kind: GemmKind, ours: OurKernels) -> bool {
+    matches!(ours.conv, ConvSchedule::Gemm(_))
+        && gemm_sizes(geometry, kind).2 <= MAX_LOOP_ITERATIONS
 }
 
 /// Whether the weight gradient runs the tiled schedule (more outputs per group than the

@@ -324,24 +324,37 @@ thread_local! {
 /// Run `check` once per setting of [`OUR_KERNELS`], each pinned on [`gpu`] while it runs;
 /// `check` gets the setting's name for its messages.
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
-pub fn each_pinned(mut check: impl FnMut(&str)) {
-    for (name, ours) in OUR_KERNELS {
-        let _pinned = pin(burn_convpool::cube_kernels::CubeKernels::Ours(ours));
-        check(name);
-    }
+pub fn each_pinned(check: impl FnMut(&str)) {
+    pin_each(OUR_KERNELS, check);
 }
 
 /// [`each_pinned`] for pools, which read only a setting's packing: the first setting of each
 /// packing, so a pool runs each of its launches once.
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
-pub fn each_packing_pinned(mut check: impl FnMut(&str)) {
-    let mut seen = Vec::new();
-    for (name, ours) in OUR_KERNELS {
-        if !seen.contains(&ours.packing) {
-            seen.push(ours.packing);
-            let _pinned = pin(burn_convpool::cube_kernels::CubeKernels::Ours(ours));
-            check(name);
-        }
+pub fn each_packing_pinned(check: impl FnMut(&str)) {
+    let first_of_its_packing = |i: usize| {
+        let packing = OUR_KERNELS[i].1.packing;
+        OUR_KERNELS[..i]
+            .iter()
+            .all(|(_, earlier)| earlier.packing != packing)
+    };
+    pin_each(
+        (0..OUR_KERNELS.len())
+            .filter(|&i| first_of_its_packing(i))
+            .map(|i| OUR_KERNELS[i]),
+        check,
+    );
+}
+
+/// Run `check` once per named setting of `settings`, each pinned on [`gpu`] while it runs.
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+fn pin_each(
+    settings: impl IntoIterator<Item = (&'static str, burn_convpool::cube_kernels::OurKernels)>,
+    mut check: impl FnMut(&str),
+) {
+    for (name, ours) in settings {
+        let _pinned = pin(burn_convpool::cube_kernels::CubeKernels::Ours(ours));
+        check(name);
     }
 }
 

@@ -149,8 +149,7 @@ fn cross<const D: usize, const O: usize>(
     leaves: &[Leaf<D>],
     op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
 ) {
-    let expected = on_flex(name, leaves, &op);
-    common::each_pinned(|kernels| compare(name, leaves, &op, &expected, kernels));
+    cross_each(|check| common::each_pinned(check), name, leaves, op);
 }
 
 /// [`cross`] for a pool: each packing of ours pinned in turn ([`common::each_packing_pinned`]).
@@ -159,8 +158,19 @@ fn cross_pool<const D: usize, const O: usize>(
     leaves: &[Leaf<D>],
     op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
 ) {
+    cross_each(|check| common::each_packing_pinned(check), name, leaves, op);
+}
+
+/// [`compare`] against Flex under each setting `each` pins: `each` runs the comparison it is
+/// given once per setting, with the setting's name.
+fn cross_each<const D: usize, const O: usize>(
+    each: impl FnOnce(&mut dyn FnMut(&str)),
+    name: &str,
+    leaves: &[Leaf<D>],
+    op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+) {
     let expected = on_flex(name, leaves, &op);
-    common::each_packing_pinned(|kernels| compare(name, leaves, &op, &expected, kernels));
+    each(&mut |kernels| compare(name, leaves, &op, &expected, kernels));
 }
 
 /// [`cross`] with `kernels` pinned (named `label` in messages) instead of each of ours.
