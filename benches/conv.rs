@@ -130,7 +130,7 @@ fn our_pass(
             groups: case.groups,
         };
         match pass {
-            Pass::Forward => M::conv_transpose(x, weight, options),
+            Pass::Forward => M::conv_transpose(x, weight, options, None),
             Pass::GradInput => M::conv_transpose_x_backward(weight, out_grad, x_size, options),
             Pass::GradWeight => M::conv_transpose_weight_backward(x, out_grad, kernel, options),
         }
@@ -142,7 +142,7 @@ fn our_pass(
             groups: case.groups,
         };
         match pass {
-            Pass::Forward => M::conv(x, weight, options),
+            Pass::Forward => M::conv(x, weight, options, None),
             Pass::GradInput => M::conv_x_backward(weight, out_grad, x_size, options),
             Pass::GradWeight => M::conv_weight_backward(x, out_grad, kernel, options),
         }

@@ -1,5 +1,5 @@
-//! Turns the criterion results of `benches/conv.rs`, `benches/pool.rs` and `benches/network.rs`
-//! (and, when present,
+//! Turns the criterion results of `benches/conv.rs`, `benches/pool.rs`, `benches/network.rs`
+//! and `benches/epilogue.rs` (and, when present,
 //! `benches/pytorch.json` from `benches/pytorch_bench.py`) into `benches/REPORT.md` and
 //! `benches/report.png`. Run through `bash benches/report.sh`, which runs the benches first.
 //!
@@ -19,11 +19,14 @@ mod common {
     pub mod catalogue;
     pub mod conv_case;
     pub mod devices;
+    pub mod epilogue_table;
+    pub mod machine;
     pub mod peak;
     pub mod pool_case;
 }
 use common::catalogue::load;
 use common::conv_case::ConvCase;
+use common::machine::machine;
 use common::peak::Peaks;
 use common::pool_case::PoolCase;
 
@@ -284,50 +287,6 @@ fn duration(seconds: Option<f64>) -> String {
     }
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split(':').nth(1))
-                .map(|name| name.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let gpu = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
-        .output()
-        .ok()
-        .filter(|out| out.status.success())
-        .map(|out| {
-            format!(
-                "; GPU: {} (driver)",
-                String::from_utf8_lossy(&out.stdout).trim()
-            )
-        })
-        .unwrap_or_default();
-    format!("{cpu}, {threads} threads, widest vector ISA {}{gpu}", isa())
-}
-
-/// The widest x86 vector instruction set the CPU reports (what gemm and pulp pick at run time).
-fn isa() -> &'static str {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx512f") {
-            return "AVX-512";
-        }
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            return "AVX2+FMA";
-        }
-        "SSE2"
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        std::env::consts::ARCH
-    }
-}
-
 /// Which kernels the CubeCL rows compare: with the `autotune` feature, Burn's built-in convs
 /// pick their kernels per shape (as with Burn's default features) and ours tunes between its
 /// own kernels and Burn's; without it, both run fixed kernels.
@@ -374,7 +333,7 @@ fn write_markdown(
     rows: &[Row],
     peaks: &BTreeMap<String, Peaks>,
     pytorch: Option<&PyTorchResults>,
-    png: &str,
+    (epilogues, png): (&str, &str),
     path: &Path,
 ) -> std::io::Result<()> {
     let mut md = String::new();
@@ -532,6 +491,7 @@ fn write_markdown(
             slowest.pass
         );
     }
+    md.push_str(epilogues);
     let _ = writeln!(md, "\n![ratios]({png})");
     std::fs::write(path, md)
 }
@@ -669,11 +629,16 @@ fn main() {
     let name = std::env::var("REPORT_NAME").unwrap_or_else(|_| "REPORT".into());
     let png = format!("{}.png", name.to_lowercase());
     let peaks = device_peaks(&rows);
+    let means = timings
+        .iter()
+        .map(|(id, timing)| (id.clone(), (timing.ours, timing.burn)))
+        .collect();
+    let epilogues = common::epilogue_table::section(&means, duration);
     write_markdown(
         &rows,
         &peaks,
         pytorch.as_ref(),
-        &png,
+        (&epilogues, &png),
         &root.join(format!("benches/{name}.md")),
     )
     .expect("write the report");

@@ -31,6 +31,6 @@ for round in $(seq 1 "$rounds"); do
         if [ "$round" -gt 1 ]; then append=(--append); fi
         "$python" benches/pytorch_bench.py --processes 1 "${append[@]}"
     fi
-    CRITERION_HOME="$round_dir/$round" cargo bench "$@" --bench conv --bench pool --bench network
+    CRITERION_HOME="$round_dir/$round" cargo bench "$@" --bench conv --bench pool --bench network --bench epilogue
 done
 REPORT_SINCE=$since cargo bench "$@" --bench report

@@ -18,7 +18,7 @@ use burn::backend::{
 use burn::tensor::IntDType;
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
-use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule};
+use crate::spec::{Activation, AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule};
 
 /// Output shapes for the `Fusion` impl, which records each op lazily and must know its
 /// outputs without running it: `spec::shapes` on `Shape`s.
@@ -137,21 +137,24 @@ pub(crate) mod fusion_shapes {
     Autodiff: cfg(feature = "autodiff"),
 )]
 pub trait ConvPoolBackend: Backend {
-    /// `conv(x, weight)`; `x = (N, C_in, D, H, W)`, `weight = (C_out, C_in / groups, kD, kH, kW)`.
+    /// `activation(conv(x, weight))`; `x = (N, C_in, D, H, W)`,
+    /// `weight = (C_out, C_in / groups, kD, kH, kW)`, no activation where `None`.
     #[fusion(dtype = x, shape = crate::backend::fusion_shapes::conv(x, weight, options))]
     fn conv(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         options: ConvOptions<3>,
+        activation: Option<Activation>,
     ) -> FloatTensor<Self>;
 
-    /// `conv(x, weight) + bias`, `bias = (C_out)`.
+    /// `activation(conv(x, weight) + bias)`, `bias = (C_out)`.
     #[fusion(dtype = x, shape = crate::backend::fusion_shapes::conv(x, weight, options))]
     fn conv_with_bias(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         bias: FloatTensor<Self>,
         options: ConvOptions<3>,
+        activation: Option<Activation>,
     ) -> FloatTensor<Self>;
 
     /// Gradient of `conv` with respect to `x`, whose spatial size is `x_size`.
@@ -177,22 +180,39 @@ pub trait ConvPoolBackend: Backend {
     #[fusion(dtype = out_grad, shape = crate::backend::fusion_shapes::bias(out_grad))]
     fn conv_bias_backward(out_grad: FloatTensor<Self>) -> FloatTensor<Self>;
 
-    /// `conv_transpose(x, weight)`; `x = (N, C_in, D, H, W)`,
-    /// `weight = (C_in, C_out / groups, kD, kH, kW)`.
+    /// `activation(conv_transpose(x, weight))`; `x = (N, C_in, D, H, W)`,
+    /// `weight = (C_in, C_out / groups, kD, kH, kW)`, no activation where `None`.
     #[fusion(dtype = x, shape = crate::backend::fusion_shapes::conv_transpose(x, weight, options))]
     fn conv_transpose(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         options: ConvTransposeOptions<3>,
+        activation: Option<Activation>,
     ) -> FloatTensor<Self>;
 
-    /// `conv_transpose(x, weight) + bias`, `bias = (C_out)`.
+    /// `activation(conv_transpose(x, weight) + bias)`, `bias = (C_out)`.
     #[fusion(dtype = x, shape = crate::backend::fusion_shapes::conv_transpose(x, weight, options))]
     fn conv_transpose_with_bias(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         bias: FloatTensor<Self>,
         options: ConvTransposeOptions<3>,
+        activation: Option<Activation>,
+    ) -> FloatTensor<Self>;
+
+    /// `activation(x)` element by element: the activation of a fused convolution whose
+    /// backward needs the result before it (SiLU, GELU), applied after it.
+    #[fusion(dtype = x, shape = x)]
+    fn activate(x: FloatTensor<Self>, activation: Activation) -> FloatTensor<Self>;
+
+    /// The gradient before `activation` from the gradient `out_grad` after it: `out_grad`
+    /// times the derivative at `saved`, which is the activation's output where
+    /// [`Activation::derivative_from_output`] holds and its input otherwise.
+    #[fusion(dtype = out_grad, shape = out_grad)]
+    fn activation_backward(
+        saved: FloatTensor<Self>,
+        out_grad: FloatTensor<Self>,
+        activation: Activation,
     ) -> FloatTensor<Self>;
 
     /// Gradient of `conv_transpose` with respect to `x`, whose spatial size is `x_size`.

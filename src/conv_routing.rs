@@ -5,7 +5,7 @@
 
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
-use crate::spec::{ConvGeometry, shapes};
+use crate::spec::{Activation, ConvGeometry, shapes};
 
 /// The three passes of a convolution over a [`ConvGeometry`], on one backend's tensors.
 pub trait ConvPasses {
@@ -15,35 +15,39 @@ pub trait ConvPasses {
     /// Dims of a rank-5 tensor.
     fn dims(tensor: &Self::Tensor) -> [usize; 5];
 
-    /// `conv(x, weight) [+ bias]`: input side to output side.
+    /// `activation(conv(x, weight) [+ bias])`: input side to output side.
     fn forward(
         geometry: &ConvGeometry,
         x: Self::Tensor,
         weight: Self::Tensor,
         bias: Option<Self::Tensor>,
+        activation: Option<Activation>,
     ) -> Self::Tensor;
 
-    /// The input-side gradient `[+ bias]` (the bias serves `conv_transpose`).
+    /// `activation(`the input-side gradient `[+ bias])` (the bias and the activation serve
+    /// `conv_transpose`).
     fn data(
         geometry: &ConvGeometry,
         weight: Self::Tensor,
         out_grad: Self::Tensor,
         bias: Option<Self::Tensor>,
+        activation: Option<Activation>,
     ) -> Self::Tensor;
 
     /// The weight gradient.
     fn weight(geometry: &ConvGeometry, x: Self::Tensor, out_grad: Self::Tensor) -> Self::Tensor;
 }
 
-/// `conv(x, weight) [+ bias]`.
+/// `activation(conv(x, weight) [+ bias])`.
 pub fn conv<P: ConvPasses>(
     x: P::Tensor,
     weight: P::Tensor,
     bias: Option<P::Tensor>,
     options: &ConvOptions<3>,
+    activation: Option<Activation>,
 ) -> P::Tensor {
     let geometry = ConvGeometry::conv(&P::dims(&x), &P::dims(&weight), options);
-    P::forward(&geometry, x, weight, bias)
+    P::forward(&geometry, x, weight, bias, activation)
 }
 
 /// Gradient of `conv` with respect to `x`.
@@ -56,7 +60,7 @@ pub fn conv_x_backward<P: ConvPasses>(
     let weight_dims = P::dims(&weight);
     let x_dims = shapes::conv_x(&weight_dims, &P::dims(&out_grad), x_size, options.groups);
     let geometry = ConvGeometry::conv(&x_dims, &weight_dims, options);
-    P::data(&geometry, weight, out_grad, None)
+    P::data(&geometry, weight, out_grad, None, None)
 }
 
 /// Gradient of `conv` with respect to `weight`.
@@ -73,15 +77,16 @@ pub fn conv_weight_backward<P: ConvPasses>(
     P::weight(&geometry, x, out_grad)
 }
 
-/// `conv_transpose(x, weight) [+ bias]`: the input gradient of the adjoint conv.
+/// `activation(conv_transpose(x, weight) [+ bias])`: the input gradient of the adjoint conv.
 pub fn conv_transpose<P: ConvPasses>(
     x: P::Tensor,
     weight: P::Tensor,
     bias: Option<P::Tensor>,
     options: &ConvTransposeOptions<3>,
+    activation: Option<Activation>,
 ) -> P::Tensor {
     let geometry = ConvGeometry::transpose(&P::dims(&x), &P::dims(&weight), options);
-    P::data(&geometry, weight, x, bias)
+    P::data(&geometry, weight, x, bias, activation)
 }
 
 /// Gradient of `conv_transpose` with respect to `x`: the adjoint conv's forward pass.
@@ -94,7 +99,7 @@ pub fn conv_transpose_x_backward<P: ConvPasses>(
     let weight_dims = P::dims(&weight);
     let x_dims = shapes::conv_transpose_x(&weight_dims, &P::dims(&out_grad), x_size);
     let geometry = ConvGeometry::transpose(&x_dims, &weight_dims, options);
-    P::forward(&geometry, out_grad, weight, None)
+    P::forward(&geometry, out_grad, weight, None, None)
 }
 
 /// Gradient of `conv_transpose` with respect to `weight`: the adjoint conv's weight gradient,

@@ -89,7 +89,7 @@ pub use cube::choice as cube_kernels;
 pub use cube::launches as cube_launches;
 pub use functional::*;
 pub use spec::{
-    AvgPoolNdOptions, ConvNdOptions, ConvTransposeNdOptions, FractionalMaxPoolOptions,
+    Activation, AvgPoolNdOptions, ConvNdOptions, ConvTransposeNdOptions, FractionalMaxPoolOptions,
     FractionalOutput, LpPoolOptions, MAX_SIZE, MaxPoolOptions, MaxUnpoolOptions, Padding,
     PaddingMode, SpecError, SpecErrorKind,
 };

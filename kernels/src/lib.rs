@@ -3,6 +3,8 @@
 //! layouts of ours; the host side (allocation, validation, launch sizes) lives in the main
 //! crate's `cube` module.
 //!
+//! - [`activation`]: the activations a fused convolution applies as it stores (PyTorch's ReLU,
+//!   leaky ReLU, SiLU, GELU), their derivatives, and element-wise kernels of both.
 //! - [`axes`]: the per-axis values (D, H, W) every kernel's arguments are made of, and the
 //!   index arithmetic of a rank-3 volume.
 //! - [`conv`]: one description of the three convolution GEMMs (forward, input gradient, weight
@@ -26,6 +28,7 @@
 pub use cubek_matmul;
 pub use cubek_std;
 
+pub mod activation;
 pub mod axes;
 pub mod conv;
 pub mod pairwise;

@@ -1,5 +1,6 @@
-//! Backward steps of `conv` and `conv_transpose`, with or without bias: one [`ConvBackward`]
-//! for all four, generic over its number of parents (2 without bias, 3 with).
+//! Backward steps of `conv` and `conv_transpose`, with or without bias and a fused activation:
+//! one [`ConvBackward`] for all, generic over its number of parents (2 without bias, 3 with).
+//! An activation's backward turns the output gradient into the gradient before it first.
 
 use burn::backend::autodiff::{
     Autodiff, NodeId,
@@ -11,7 +12,7 @@ use burn::backend::{TensorMetadata, tensor::FloatTensor};
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
 use crate::backend::ConvPoolBackend;
-use crate::spec::spatial;
+use crate::spec::{Activation, spatial};
 
 /// Which convolution a node recorded, with its options.
 #[derive(Debug, Clone)]
@@ -26,13 +27,16 @@ impl ConvKind {
         x: FloatTensor<B>,
         weight: FloatTensor<B>,
         bias: Option<FloatTensor<B>>,
+        activation: Option<Activation>,
     ) -> FloatTensor<B> {
         match (self, bias) {
-            (Self::Conv(o), None) => B::conv(x, weight, o.clone()),
-            (Self::Conv(o), Some(bias)) => B::conv_with_bias(x, weight, bias, o.clone()),
-            (Self::Transpose(o), None) => B::conv_transpose(x, weight, o.clone()),
+            (Self::Conv(o), None) => B::conv(x, weight, o.clone(), activation),
+            (Self::Conv(o), Some(bias)) => {
+                B::conv_with_bias(x, weight, bias, o.clone(), activation)
+            }
+            (Self::Transpose(o), None) => B::conv_transpose(x, weight, o.clone(), activation),
             (Self::Transpose(o), Some(bias)) => {
-                B::conv_transpose_with_bias(x, weight, bias, o.clone())
+                B::conv_transpose_with_bias(x, weight, bias, o.clone(), activation)
             }
         }
     }
@@ -64,14 +68,25 @@ impl ConvKind {
     }
 }
 
-/// What the backward step needs: checkpointed `x` and `weight`, their spatial sizes, the op.
+/// What the backward step needs: checkpointed `x` and `weight`, their spatial sizes, the op,
+/// and for a fused activation, the value its derivative is taken at.
 #[derive(Debug, Clone)]
-pub(crate) struct ConvState {
+pub(crate) struct ConvState<B: ConvPoolBackend> {
     kind: ConvKind,
     x: NodeId,
     weight: NodeId,
     x_size: [usize; 3],
     kernel_size: [usize; 3],
+    activation: Option<Saved<B>>,
+}
+
+/// A fused activation and the value its backward reads
+/// ([`Activation::derivative_from_output`]): the convolution's output, or its result before
+/// the activation.
+#[derive(Debug, Clone)]
+pub(crate) struct Saved<B: ConvPoolBackend> {
+    activation: Activation,
+    value: FloatTensor<B>,
 }
 
 /// Backward of a (transposed) convolution; parents are `[x, weight]` or `[x, weight, bias]`.
@@ -79,7 +94,7 @@ pub(crate) struct ConvState {
 pub(crate) struct ConvBackward;
 
 impl<B: ConvPoolBackend, const N: usize> Backward<B, N> for ConvBackward {
-    type State = ConvState;
+    type State = ConvState<B>;
 
     fn backward(
         self,
@@ -87,8 +102,13 @@ impl<B: ConvPoolBackend, const N: usize> Backward<B, N> for ConvBackward {
         grads: &mut Gradients,
         checkpointer: &mut Checkpointer,
     ) {
-        let out_grad = grads.consume::<B>(&ops.node);
         let state = ops.state;
+        let out_grad = match state.activation {
+            None => grads.consume::<B>(&ops.node),
+            Some(saved) => {
+                B::activation_backward(saved.value, grads.consume::<B>(&ops.node), saved.activation)
+            }
+        };
         let [node_x, node_weight] = [&ops.parents[0], &ops.parents[1]];
         if let Some(node) = node_x {
             let weight = checkpointer.retrieve_node_output::<FloatTensor<B>>(state.weight);
@@ -117,12 +137,17 @@ pub(crate) fn record<B: ConvPoolBackend, C: CheckpointStrategy>(
     x: FloatTensor<Autodiff<B, C>>,
     weight: FloatTensor<Autodiff<B, C>>,
     bias: Option<FloatTensor<Autodiff<B, C>>>,
+    activation: Option<Activation>,
 ) -> FloatTensor<Autodiff<B, C>> {
     match bias {
-        None => record_with_parents::<B, C, 2>([x.node(), weight.node()], kind, x, weight, None),
+        None => {
+            let parents = [x.node(), weight.node()];
+            record_with_parents::<B, C, 2>(parents, (kind, activation), x, weight, None)
+        }
         Some(bias) => {
             let parents = [x.node(), weight.node(), bias.node()];
-            record_with_parents::<B, C, 3>(parents, kind, x, weight, Some(bias.into_primitive()))
+            let bias = Some(bias.into_primitive());
+            record_with_parents::<B, C, 3>(parents, (kind, activation), x, weight, bias)
         }
     }
 }
@@ -130,7 +155,7 @@ pub(crate) fn record<B: ConvPoolBackend, C: CheckpointStrategy>(
 /// [`record`] for `N` parents: `[x, weight]` or `[x, weight, bias]`.
 fn record_with_parents<B: ConvPoolBackend, C: CheckpointStrategy, const N: usize>(
     parents: [NodeGuard; N],
-    kind: ConvKind,
+    (kind, activation): (ConvKind, Option<Activation>),
     x: FloatTensor<Autodiff<B, C>>,
     weight: FloatTensor<Autodiff<B, C>>,
     bias: Option<FloatTensor<B>>,
@@ -141,18 +166,41 @@ fn record_with_parents<B: ConvPoolBackend, C: CheckpointStrategy, const N: usize
         .stateful()
     {
         OpsKind::Tracked(mut prep) => {
-            let state = ConvState {
-                x_size: spatial(&x.primitive().shape()),
-                kernel_size: spatial(&weight.primitive().shape()),
-                x: prep.checkpoint(&x),
-                weight: prep.checkpoint(&weight),
-                kind: kind.clone(),
+            let (x_size, kernel_size) = (
+                spatial(&x.primitive().shape()),
+                spatial(&weight.primitive().shape()),
+            );
+            let (x_node, weight_node) = (prep.checkpoint(&x), prep.checkpoint(&weight));
+            let (x, weight) = (x.into_primitive(), weight.into_primitive());
+            let (out, activation) = match activation {
+                None => (kind.forward::<B>(x, weight, bias, None), None),
+                // The activation fused, its output kept for the backward.
+                Some(activation) if activation.derivative_from_output() => {
+                    let out = kind.forward::<B>(x, weight, bias, Some(activation));
+                    let value = out.clone();
+                    (out, Some(Saved { activation, value }))
+                }
+                // The backward needs the value before the activation, which the fused pass
+                // does not keep: the activation runs as a pass of its own.
+                Some(activation) => {
+                    let value = kind.forward::<B>(x, weight, bias, None);
+                    let out = B::activate(value.clone(), activation);
+                    (out, Some(Saved { activation, value }))
+                }
             };
-            let out = kind.forward::<B>(x.into_primitive(), weight.into_primitive(), bias);
+            let state = ConvState {
+                kind,
+                x: x_node,
+                weight: weight_node,
+                x_size,
+                kernel_size,
+                activation,
+            };
             prep.finish(state, out)
         }
         OpsKind::UnTracked(prep) => {
-            prep.finish(kind.forward::<B>(x.into_primitive(), weight.into_primitive(), bias))
+            let (x, weight) = (x.into_primitive(), weight.into_primitive());
+            prep.finish(kind.forward::<B>(x, weight, bias, activation))
         }
     }
 }

@@ -3,6 +3,7 @@
 //! The gradient primitives themselves are not differentiable again (no double backward), as
 //! with Burn's own conv and pool ops.
 
+mod activation;
 mod conv;
 mod pool;
 
@@ -12,7 +13,7 @@ use burn::tensor::IntDType;
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
 use crate::backend::ConvPoolBackend;
-use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule};
+use crate::spec::{Activation, AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule};
 use conv::{ConvKind, record};
 use pool::{AdaptiveAvgBackward, AvgBackward, IndexBackward, UnpoolBackward, record_lp};
 
@@ -25,8 +26,9 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         options: ConvOptions<3>,
+        activation: Option<Activation>,
     ) -> FloatTensor<Self> {
-        record::<B, C>(ConvKind::Conv(options), x, weight, None)
+        record::<B, C>(ConvKind::Conv(options), x, weight, None, activation)
     }
 
     fn conv_with_bias(
@@ -34,8 +36,9 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
         weight: FloatTensor<Self>,
         bias: FloatTensor<Self>,
         options: ConvOptions<3>,
+        activation: Option<Activation>,
     ) -> FloatTensor<Self> {
-        record::<B, C>(ConvKind::Conv(options), x, weight, Some(bias))
+        record::<B, C>(ConvKind::Conv(options), x, weight, Some(bias), activation)
     }
 
     fn conv_x_backward(
@@ -64,8 +67,9 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         options: ConvTransposeOptions<3>,
+        activation: Option<Activation>,
     ) -> FloatTensor<Self> {
-        record::<B, C>(ConvKind::Transpose(options), x, weight, None)
+        record::<B, C>(ConvKind::Transpose(options), x, weight, None, activation)
     }
 
     fn conv_transpose_with_bias(
@@ -73,8 +77,27 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
         weight: FloatTensor<Self>,
         bias: FloatTensor<Self>,
         options: ConvTransposeOptions<3>,
+        activation: Option<Activation>,
     ) -> FloatTensor<Self> {
-        record::<B, C>(ConvKind::Transpose(options), x, weight, Some(bias))
+        record::<B, C>(
+            ConvKind::Transpose(options),
+            x,
+            weight,
+            Some(bias),
+            activation,
+        )
+    }
+
+    fn activate(x: FloatTensor<Self>, activation: Activation) -> FloatTensor<Self> {
+        activation::record::<B, C>(x, activation)
+    }
+
+    fn activation_backward(
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: Activation,
+    ) -> FloatTensor<Self> {
+        no_double_backward("activation_backward")
     }
 
     fn conv_transpose_x_backward(

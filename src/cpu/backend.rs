@@ -43,6 +43,7 @@ macro_rules! impl_cpu_backend {
                 x: Self::FloatTensorPrimitive,
                 weight: Self::FloatTensorPrimitive,
                 options: ConvOptions<3>,
+                activation: Option<$crate::spec::Activation>,
             ) -> Self::FloatTensorPrimitive {
                 let rank = x.shape().num_dims();
                 let out = $crate::conv_routing::conv::<$crate::cpu::conv_ops::HostConv<Self>>(
@@ -50,6 +51,7 @@ macro_rules! impl_cpu_backend {
                     lift::<Self>(weight),
                     None,
                     &options,
+                    activation,
                 );
                 lower::<Self>(out, rank)
             }
@@ -58,6 +60,7 @@ macro_rules! impl_cpu_backend {
                 weight: Self::FloatTensorPrimitive,
                 bias: Self::FloatTensorPrimitive,
                 options: ConvOptions<3>,
+                activation: Option<$crate::spec::Activation>,
             ) -> Self::FloatTensorPrimitive {
                 let rank = x.shape().num_dims();
                 let out = $crate::conv_routing::conv::<$crate::cpu::conv_ops::HostConv<Self>>(
@@ -65,6 +68,7 @@ macro_rules! impl_cpu_backend {
                     lift::<Self>(weight),
                     Some(bias),
                     &options,
+                    activation,
                 );
                 lower::<Self>(out, rank)
             }
@@ -110,11 +114,17 @@ macro_rules! impl_cpu_backend {
                 x: Self::FloatTensorPrimitive,
                 weight: Self::FloatTensorPrimitive,
                 options: ConvTransposeOptions<3>,
+                activation: Option<$crate::spec::Activation>,
             ) -> Self::FloatTensorPrimitive {
                 let rank = x.shape().num_dims();
-                let out = $crate::conv_routing::conv_transpose::<
-                    $crate::cpu::conv_ops::HostConv<Self>,
-                >(lift::<Self>(x), lift::<Self>(weight), None, &options);
+                let out =
+                    $crate::conv_routing::conv_transpose::<$crate::cpu::conv_ops::HostConv<Self>>(
+                        lift::<Self>(x),
+                        lift::<Self>(weight),
+                        None,
+                        &options,
+                        activation,
+                    );
                 lower::<Self>(out, rank)
             }
             fn conv_transpose_with_bias(
@@ -122,12 +132,31 @@ macro_rules! impl_cpu_backend {
                 weight: Self::FloatTensorPrimitive,
                 bias: Self::FloatTensorPrimitive,
                 options: ConvTransposeOptions<3>,
+                activation: Option<$crate::spec::Activation>,
             ) -> Self::FloatTensorPrimitive {
                 let rank = x.shape().num_dims();
-                let out = $crate::conv_routing::conv_transpose::<
-                    $crate::cpu::conv_ops::HostConv<Self>,
-                >(lift::<Self>(x), lift::<Self>(weight), Some(bias), &options);
+                let out =
+                    $crate::conv_routing::conv_transpose::<$crate::cpu::conv_ops::HostConv<Self>>(
+                        lift::<Self>(x),
+                        lift::<Self>(weight),
+                        Some(bias),
+                        &options,
+                        activation,
+                    );
                 lower::<Self>(out, rank)
+            }
+            fn activate(
+                x: Self::FloatTensorPrimitive,
+                activation: $crate::spec::Activation,
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::conv_ops::activate::<Self>(x, activation)
+            }
+            fn activation_backward(
+                saved: Self::FloatTensorPrimitive,
+                out_grad: Self::FloatTensorPrimitive,
+                activation: $crate::spec::Activation,
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::conv_ops::activation_backward::<Self>(saved, out_grad, activation)
             }
             fn conv_transpose_x_backward(
                 weight: Self::FloatTensorPrimitive,

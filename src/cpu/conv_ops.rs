@@ -5,10 +5,10 @@
 use core::marker::PhantomData;
 
 use crate::conv_routing::ConvPasses;
-use crate::spec::ConvGeometry;
+use crate::spec::{Activation, ConvGeometry};
 
 use super::host::{HostTensors, dims5, with_element};
-use super::kernels::conv;
+use super::kernels::{activation, conv};
 
 /// The CPU convolution passes of a [`HostTensors`] backend.
 pub struct HostConv<H>(PhantomData<H>);
@@ -25,16 +25,20 @@ impl<H: HostTensors> ConvPasses for HostConv<H> {
         x: H::Tensor,
         weight: H::Tensor,
         bias: Option<H::Tensor>,
+        activation: Option<Activation>,
     ) -> H::Tensor {
         let dtype = H::dtype(&x);
         with_element!("conv", dtype, |T| {
             let bias = bias.as_ref().map(|bias| H::values::<T>(bias));
-            let out = conv::forward::<T>(
+            let mut out = conv::forward::<T>(
                 geometry,
                 &H::values(&x),
                 &H::values(&weight),
                 bias.as_deref(),
             );
+            if let Some(activation) = activation {
+                activation::apply_in_place(&mut out, activation);
+            }
             H::from_values(out, &geometry.out_shape(), dtype)
         })
     }
@@ -44,6 +48,7 @@ impl<H: HostTensors> ConvPasses for HostConv<H> {
         weight: H::Tensor,
         out_grad: H::Tensor,
         bias: Option<H::Tensor>,
+        activation: Option<Activation>,
     ) -> H::Tensor {
         let dtype = H::dtype(&out_grad);
         with_element!("conv_x_backward", dtype, |T| {
@@ -55,6 +60,9 @@ impl<H: HostTensors> ConvPasses for HostConv<H> {
                 for (row, value) in x_grad.chunks_mut(volume).zip(bias.iter().cycle()) {
                     row.iter_mut().for_each(|v| *v += *value);
                 }
+            }
+            if let Some(activation) = activation {
+                activation::apply_in_place(&mut x_grad, activation);
             }
             H::from_values(x_grad, &geometry.in_shape(), dtype)
         })
@@ -68,6 +76,29 @@ impl<H: HostTensors> ConvPasses for HostConv<H> {
             H::from_values(weight_grad, &geometry.weight_shape(), dtype)
         })
     }
+}
+
+/// `activation(x)` element by element.
+pub fn activate<H: HostTensors>(x: H::Tensor, activation: Activation) -> H::Tensor {
+    let (dims, dtype) = (H::dims(&x), H::dtype(&x));
+    with_element!("activate", dtype, |T| {
+        let mut values = H::values::<T>(&x).into_owned();
+        activation::apply_in_place(&mut values, activation);
+        H::from_values(values, &dims, dtype)
+    })
+}
+
+/// The gradient before `activation`: `out_grad` times its derivative at `saved`.
+pub fn activation_backward<H: HostTensors>(
+    saved: H::Tensor,
+    out_grad: H::Tensor,
+    activation: Activation,
+) -> H::Tensor {
+    let (dims, dtype) = (H::dims(&out_grad), H::dtype(&out_grad));
+    with_element!("activation_backward", dtype, |T| {
+        let grad = activation::backward::<T>(&H::values(&saved), &H::values(&out_grad), activation);
+        H::from_values(grad, &dims, dtype)
+    })
 }
 
 /// Gradient of a per-channel bias.

@@ -200,7 +200,7 @@ impl Expected {
     fn of(case: &Case, options: &ConvOptions<3>) -> Self {
         let x = || on_flex(data(&case.x, 1));
         let weight = || on_flex(data(&case.weight, 2));
-        let forward = Flex::conv(x(), weight(), options.clone());
+        let forward = Flex::conv(x(), weight(), options.clone(), None);
         let out_dims = forward.shape().to_vec();
         let out_grad = || on_flex(data(&out_dims, 3));
         let (x_size, kernel) = (spatial(&case.x), spatial(&case.weight));
@@ -249,7 +249,7 @@ fn check_case(case: &Case, options: &ConvOptions<3>, expected: &Expected, laid_l
     let out_grad = on_device(data(&expected.out_dims, 3), laid_last);
     let (x_size, kernel) = (spatial(&case.x), spatial(&case.weight));
     let passes: [Box<dyn Fn() -> CubeTensor>; 4] = [
-        Box::new(|| CubeBackend::conv(x.clone(), weight.clone(), options.clone())),
+        Box::new(|| CubeBackend::conv(x.clone(), weight.clone(), options.clone(), None)),
         Box::new(|| {
             CubeBackend::conv_x_backward(weight.clone(), out_grad.clone(), x_size, options.clone())
         }),
@@ -305,7 +305,7 @@ fn burn_kernels_run_as_burn_calls_them_and_stay_exact() {
         }
         let x = || on_flex(data(&case.x, 1));
         let flex_weight = || on_flex(weight.clone());
-        let forward = Flex::conv(x(), flex_weight(), options.clone());
+        let forward = Flex::conv(x(), flex_weight(), options.clone(), None);
         let mut grad = data(forward.shape().as_slice(), 3);
         if non_finite {
             grad = with_infinity(grad, 0);
@@ -323,7 +323,7 @@ fn burn_kernels_run_as_burn_calls_them_and_stay_exact() {
             let weight = on_device(weight.clone(), false);
             let out_grad = on_device(grad.clone(), laid_last);
             let passes: [Box<dyn Fn() -> CubeTensor>; 3] = [
-                Box::new(|| CubeBackend::conv(x.clone(), weight.clone(), options.clone())),
+                Box::new(|| CubeBackend::conv(x.clone(), weight.clone(), options.clone(), None)),
                 Box::new(|| {
                     let (weight, out_grad) = (weight.clone(), out_grad.clone());
                     CubeBackend::conv_x_backward(weight, out_grad, x_size, options.clone())
@@ -362,7 +362,12 @@ fn the_gated_repair_runs_only_for_a_non_finite_weight() {
         if infinite {
             weight = with_infinity(weight, 0);
         }
-        let forward = Flex::conv(on_flex(x.clone()), on_flex(weight.clone()), options.clone());
+        let forward = Flex::conv(
+            on_flex(x.clone()),
+            on_flex(weight.clone()),
+            options.clone(),
+            None,
+        );
         let out_grad = data(forward.shape().as_slice(), 3);
         let data_grad = Flex::conv_x_backward(
             on_flex(weight.clone()),

@@ -30,16 +30,21 @@ use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 
 use crate::backend::ConvPoolBackend;
 use crate::conv_routing as routing;
-use crate::spec::{AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule};
+use crate::spec::{Activation, AvgPoolNdOptions, LpPoolOptions, MaxPoolOptions, WindowRule};
 
 use passes::CubeConv;
 pub(crate) use per_device::cube_device;
 use tensor::expect;
 
 impl ConvPoolBackend for CubeBackend {
-    fn conv(x: CubeTensor, weight: CubeTensor, options: ConvOptions<3>) -> CubeTensor {
+    fn conv(
+        x: CubeTensor,
+        weight: CubeTensor,
+        options: ConvOptions<3>,
+        activation: Option<Activation>,
+    ) -> CubeTensor {
         let rank = rank(&x);
-        let out = routing::conv::<CubeConv>(lift(x), lift(weight), None, &options);
+        let out = routing::conv::<CubeConv>(lift(x), lift(weight), None, &options, activation);
         lower(out, rank)
     }
 
@@ -48,9 +53,11 @@ impl ConvPoolBackend for CubeBackend {
         weight: CubeTensor,
         bias: CubeTensor,
         options: ConvOptions<3>,
+        activation: Option<Activation>,
     ) -> CubeTensor {
         let rank = rank(&x);
-        let out = routing::conv::<CubeConv>(lift(x), lift(weight), Some(bias), &options);
+        let (x, weight) = (lift(x), lift(weight));
+        let out = routing::conv::<CubeConv>(x, weight, Some(bias), &options, activation);
         lower(out, rank)
     }
 
@@ -95,9 +102,11 @@ impl ConvPoolBackend for CubeBackend {
         x: CubeTensor,
         weight: CubeTensor,
         options: ConvTransposeOptions<3>,
+        activation: Option<Activation>,
     ) -> CubeTensor {
         let rank = rank(&x);
-        let out = routing::conv_transpose::<CubeConv>(lift(x), lift(weight), None, &options);
+        let (x, weight) = (lift(x), lift(weight));
+        let out = routing::conv_transpose::<CubeConv>(x, weight, None, &options, activation);
         lower(out, rank)
     }
 
@@ -106,11 +115,30 @@ impl ConvPoolBackend for CubeBackend {
         weight: CubeTensor,
         bias: CubeTensor,
         options: ConvTransposeOptions<3>,
+        activation: Option<Activation>,
     ) -> CubeTensor {
         let rank = rank(&x);
         let (x, weight) = (lift(x), lift(weight));
-        let out = routing::conv_transpose::<CubeConv>(x, weight, Some(bias), &options);
+        let out = routing::conv_transpose::<CubeConv>(x, weight, Some(bias), &options, activation);
         lower(out, rank)
+    }
+
+    fn activate(x: CubeTensor, activation: Activation) -> CubeTensor {
+        let device = x.device.clone();
+        expect("activate", &device, conv::activate(x, activation))
+    }
+
+    fn activation_backward(
+        saved: CubeTensor,
+        out_grad: CubeTensor,
+        activation: Activation,
+    ) -> CubeTensor {
+        let device = out_grad.device.clone();
+        expect(
+            "activation_backward",
+            &device,
+            conv::activation_backward(saved, out_grad, activation),
+        )
     }
 
     fn conv_transpose_x_backward(

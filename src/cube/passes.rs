@@ -7,7 +7,7 @@
 use burn_cubecl::tensor::CubeTensor;
 
 use crate::conv_routing::ConvPasses;
-use crate::spec::ConvGeometry;
+use crate::spec::{Activation, ConvGeometry};
 
 use super::tensor::{LaunchError, dims5, entry, expect};
 use super::tune::{self, Pass};
@@ -27,8 +27,14 @@ impl ConvPasses for CubeConv {
         x: CubeTensor,
         weight: CubeTensor,
         bias: Option<CubeTensor>,
+        activation: Option<Activation>,
     ) -> CubeTensor {
-        run("conv", Pass::Forward, geometry, (x, weight, bias))
+        run(
+            "conv",
+            Pass::Forward,
+            geometry,
+            (x, weight, (bias, activation)),
+        )
     }
 
     fn data(
@@ -36,13 +42,10 @@ impl ConvPasses for CubeConv {
         weight: CubeTensor,
         out_grad: CubeTensor,
         bias: Option<CubeTensor>,
+        activation: Option<Activation>,
     ) -> CubeTensor {
-        run(
-            "conv_x_backward",
-            Pass::Data,
-            geometry,
-            (weight, out_grad, bias),
-        )
+        let operands = (weight, out_grad, (bias, activation));
+        run("conv_x_backward", Pass::Data, geometry, operands)
     }
 
     fn weight(geometry: &ConvGeometry, x: CubeTensor, out_grad: CubeTensor) -> CubeTensor {
@@ -50,7 +53,7 @@ impl ConvPasses for CubeConv {
             "conv_weight_backward",
             Pass::Weight,
             geometry,
-            (x, out_grad, None),
+            (x, out_grad, (None, None)),
         )
     }
 }
@@ -61,11 +64,15 @@ fn run(
     op: &str,
     pass: Pass,
     geometry: &ConvGeometry,
-    (a, b, bias): (CubeTensor, CubeTensor, Option<CubeTensor>),
+    (a, b, epilogue): (
+        CubeTensor,
+        CubeTensor,
+        (Option<CubeTensor>, Option<Activation>),
+    ),
 ) -> CubeTensor {
     let device = a.device.clone();
     let geometry = expect(op, &device, launch_geometry(geometry));
-    expect(op, &device, tune::execute(pass, (geometry, a, b, bias)))
+    expect(op, &device, tune::execute(pass, (geometry, a, b, epilogue)))
 }
 
 /// The geometry the kernels run ([`ConvGeometry::normalised`]), every value of which must fit

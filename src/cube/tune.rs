@@ -37,7 +37,7 @@ use cubecl::AutotuneKey;
 use cubecl::tune::{LocalTuner, Tunable, TunableSet, anchor, local_tuner};
 use serde::{Deserialize, Serialize};
 
-use crate::spec::ConvGeometry;
+use crate::spec::{Activation, ConvGeometry};
 
 use super::builtin;
 use super::choice::{
@@ -74,6 +74,8 @@ pub struct ConvPassKey {
     in_size: [usize; 3],
     out_size: [usize; 3],
     has_bias: bool,
+    /// Whether an activation is fused: ours apply it as they store, Burn's pay a pass for it.
+    activated: bool,
     /// What the candidates may round to: it decides whether Burn's are among them.
     precision: ConvPrecision,
     /// Whether the activations arrive channels-last: each layout is timed on its own, since
@@ -86,7 +88,7 @@ impl ConvPassKey {
         pass: Pass,
         geometry: &ConvGeometry,
         (a, b): (&CubeTensor, &CubeTensor),
-        has_bias: bool,
+        (has_bias, activated): (bool, bool),
     ) -> Self {
         let bucket = |size: usize| anchor(size, None, None, None);
         Self {
@@ -105,6 +107,7 @@ impl ConvPassKey {
             in_size: geometry.in_size.map(bucket),
             out_size: geometry.out_size.map(bucket),
             has_bias,
+            activated,
             precision: precision_of(&a.device),
             channels_last: channels_last(activation(pass, a, b)),
         }
@@ -161,8 +164,14 @@ impl core::fmt::Display for Candidate {
     }
 }
 
-/// One pass's operands: geometry, the two inputs in the pass's order, and the bias.
-type Inputs = (ConvGeometry, CubeTensor, CubeTensor, Option<CubeTensor>);
+/// One pass's operands: geometry, the two inputs in the pass's order, the bias and the fused
+/// activation (a forward pass's, or an input gradient's for `conv_transpose`).
+pub type Inputs = (
+    ConvGeometry,
+    CubeTensor,
+    CubeTensor,
+    (Option<CubeTensor>, Option<Activation>),
+);
 
 /// Why the tuner skips our setting `ours` for this pass: where it computes exactly what the
 /// default setting does, timing it again would only add noise.
@@ -202,8 +211,11 @@ fn excluded(candidate: Candidate, a: &CubeTensor) -> Option<String> {
     }
 }
 
-/// The pass on Burn's kernels, as Burn's own call returns it, then repaired.
-fn run_burn(pass: Pass, (geometry, a, b, bias): Inputs) -> Result<CubeTensor, String> {
+/// The pass on Burn's kernels, as Burn's own call returns it, then repaired and activated.
+fn run_burn(
+    pass: Pass,
+    (geometry, a, b, (bias, activation)): Inputs,
+) -> Result<CubeTensor, String> {
     let out = match pass {
         Pass::Forward => builtin::forward(&geometry, a.clone(), b.clone(), bias.clone()),
         Pass::Data => builtin::data(&geometry, a.clone(), b.clone(), bias.clone()),
@@ -215,7 +227,11 @@ fn run_burn(pass: Pass, (geometry, a, b, bias): Inputs) -> Result<CubeTensor, St
         Pass::Data => conv::repair_gemm(&geometry, kind(pass), (b, a, bias), out),
         Pass::Weight => conv::repair_weight(&geometry, a, b, out),
     };
-    repaired.map_err(|err| err.to_string())
+    let activated = repaired.and_then(|out| match activation {
+        Some(activation) => conv::activate_result(out, activation),
+        None => Ok(out),
+    });
+    activated.map_err(|err| err.to_string())
 }
 
 /// The GEMM a pass computes.
@@ -242,8 +258,13 @@ static WEIGHT_TUNER: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("weight"
 type Set = TunableSet<ConvPassKey, Inputs, CubeTensor, Candidate>;
 
 fn candidates(pass: Pass) -> Set {
-    let key = move |(geometry, a, b, bias): &Inputs| {
-        ConvPassKey::of(pass, geometry, (a, b), bias.is_some())
+    let key = move |(geometry, a, b, (bias, activation)): &Inputs| {
+        ConvPassKey::of(
+            pass,
+            geometry,
+            (a, b),
+            (bias.is_some(), activation.is_some()),
+        )
     };
     OURS.map(Candidate::Ours)
         .into_iter()
@@ -308,6 +329,7 @@ fn run_ours(
     (geometry, a, b, bias): Inputs,
     ours: OurKernels,
 ) -> Result<CubeTensor, LaunchError> {
+    // Only a forward or input gradient has a bias or an activation.
     use kernels::GemmKind::{Data, Forward};
     match pass {
         Pass::Forward => conv::gemm(&geometry, Forward, a, b, bias, ours),

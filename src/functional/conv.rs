@@ -57,17 +57,19 @@ pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
             x.pad(core::mem::take(&mut lifted.padding), mode)
         }
     };
+    let activation = options.activation;
     let options = lifted;
     let geometry = ConvGeometry::conv(&x.dims(), &weight_dims, &options);
     check_kernel_values(op, &x.device(), geometry.normalised().named_values())?;
     let weight = shape.operand(weight);
     let out = match bias {
-        None => <Dispatch as ConvPoolBackend>::conv(x.into_dispatch(), weight, options),
+        None => <Dispatch as ConvPoolBackend>::conv(x.into_dispatch(), weight, options, activation),
         Some(bias) => <Dispatch as ConvPoolBackend>::conv_with_bias(
             x.into_dispatch(),
             weight,
             bias.into_dispatch(),
             options,
+            activation,
         ),
     };
     Ok(shape.restore(out))
@@ -85,6 +87,7 @@ pub(crate) fn try_conv_transpose<const N: usize, const D: usize, const W: usize>
     let (x, shape) = lift_input::<N, D>(x, batched);
     let weight_dims = weight.dims();
     let bias_len = bias.as_ref().map(|bias| bias.dims()[0]);
+    let activation = options.activation;
     let options = check_conv_transpose(op, &shape.dims, &weight_dims, bias_len, &options)?;
     let weight_dims = lifted_dims(&weight_dims);
     let out_dims = shapes::conv_transpose(&x.dims(), &weight_dims, &options);
@@ -93,12 +96,18 @@ pub(crate) fn try_conv_transpose<const N: usize, const D: usize, const W: usize>
     check_kernel_values(op, &x.device(), geometry.normalised().named_values())?;
     let weight = shape.operand(weight);
     let out = match bias {
-        None => <Dispatch as ConvPoolBackend>::conv_transpose(x.into_dispatch(), weight, options),
+        None => <Dispatch as ConvPoolBackend>::conv_transpose(
+            x.into_dispatch(),
+            weight,
+            options,
+            activation,
+        ),
         Some(bias) => <Dispatch as ConvPoolBackend>::conv_transpose_with_bias(
             x.into_dispatch(),
             weight,
             bias.into_dispatch(),
             options,
+            activation,
         ),
     };
     Ok(shape.restore(out))

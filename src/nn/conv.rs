@@ -1,4 +1,5 @@
-//! `Conv1d`, `Conv2d`, `Conv3d`: burn-nn's convolution modules plus PyTorch's `padding_mode`.
+//! `Conv1d`, `Conv2d`, `Conv3d`: burn-nn's convolution modules plus PyTorch's `padding_mode`
+//! and a fused activation.
 
 use burn::config::Config;
 use burn::module::{Module, Param};
@@ -7,7 +8,7 @@ use burn::tensor::{Device, Tensor};
 
 use super::dims::{Dims, PaddingConfigNd, spatial_size, weight_shape};
 use super::validate::{check_groups, check_parameter, check_sizes};
-use crate::spec::{ConvNdOptions, PaddingMode};
+use crate::spec::{Activation, ConvNdOptions, PaddingMode};
 
 /// burn-nn's default conv initializer, `KaimingUniform { gain: 1 / sqrt(3) }`, which gives
 /// PyTorch's `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`.
@@ -96,6 +97,9 @@ macro_rules! conv_module {
             /// The initializer of the weight and bias.
             #[config(default = "default_initializer()")]
             pub initializer: Initializer,
+            /// The activation applied to the output in the convolution's own pass.
+            #[config(default = "None")]
+            pub activation: Option<Activation>,
         }
 
         $(#[$doc])*
@@ -119,6 +123,10 @@ macro_rules! conv_module {
             /// What the padding holds.
             #[module(skip)]
             pub padding_mode: PaddingMode,
+            /// The activation applied to the output in the convolution's own pass (not part
+            /// of the record, as in the config).
+            #[module(skip)]
+            pub activation: Option<Activation>,
         }
 
         impl $config {
@@ -164,6 +172,7 @@ macro_rules! conv_module {
                     groups: self.groups,
                     padding: self.padding.clone(),
                     padding_mode: self.padding_mode,
+                    activation: self.activation,
                 }
             }
         }
@@ -178,12 +187,15 @@ macro_rules! conv_module {
                     stride,
                     dilation,
                 );
-                ConvNdOptions::default()
-                    .with_stride(stride)
-                    .with_padding(padding)
-                    .with_dilation(dilation)
-                    .with_groups(self.groups)
-                    .with_padding_mode(self.padding_mode)
+                ConvNdOptions {
+                    activation: self.activation,
+                    ..ConvNdOptions::default()
+                        .with_stride(stride)
+                        .with_padding(padding)
+                        .with_dilation(dilation)
+                        .with_groups(self.groups)
+                        .with_padding_mode(self.padding_mode)
+                }
             }
 
             /// Applies the convolution to `(batch, channels_in, *spatial)` or unbatched

@@ -9,7 +9,7 @@ use burn::tensor::{Device, Tensor};
 use super::conv::{default_initializer, fan, init_params};
 use super::dims::Dims;
 use super::validate::{check_groups, check_sizes};
-use crate::spec::ConvTransposeNdOptions;
+use crate::spec::{Activation, ConvTransposeNdOptions};
 
 macro_rules! conv_transpose_module {
     (
@@ -45,6 +45,9 @@ macro_rules! conv_transpose_module {
             /// The initializer of the weight and bias.
             #[config(default = "default_initializer()")]
             pub initializer: Initializer,
+            /// The activation applied to the output in the convolution's own pass.
+            #[config(default = "None")]
+            pub activation: Option<Activation>,
         }
 
         $(#[$doc])*
@@ -68,6 +71,10 @@ macro_rules! conv_transpose_module {
             pub padding_out: $dims,
             /// `[channels_in, channels_out]`.
             pub channels: [usize; 2],
+            /// The activation applied to the output in the convolution's own pass (not part
+            /// of the record, as in the config).
+            #[module(skip)]
+            pub activation: Option<Activation>,
         }
 
         impl $config {
@@ -106,6 +113,7 @@ macro_rules! conv_transpose_module {
                     padding: self.padding,
                     padding_out: self.padding_out,
                     channels: self.channels,
+                    activation: self.activation,
                 }
             }
         }
@@ -113,12 +121,15 @@ macro_rules! conv_transpose_module {
         impl $module {
             /// The options the module calls the functional op with.
             pub fn options(&self) -> ConvTransposeNdOptions<$n> {
-                ConvTransposeNdOptions::default()
-                    .with_stride(self.stride.dims())
-                    .with_padding(self.padding.dims())
-                    .with_padding_out(self.padding_out.dims())
-                    .with_dilation(self.dilation.dims())
-                    .with_groups(self.groups)
+                ConvTransposeNdOptions {
+                    activation: self.activation,
+                    ..ConvTransposeNdOptions::default()
+                        .with_stride(self.stride.dims())
+                        .with_padding(self.padding.dims())
+                        .with_padding_out(self.padding_out.dims())
+                        .with_dilation(self.dilation.dims())
+                        .with_groups(self.groups)
+                }
             }
 
             /// Applies the transposed convolution to `(batch, channels_in, *spatial)` or

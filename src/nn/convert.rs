@@ -1,8 +1,8 @@
 //! Conversions between burn-nn's modules and configs and ours. burn-nn to ours is always
 //! lossless. Ours to burn-nn is `From` where burn-nn can hold everything, and `TryFrom` where we
-//! have a setting it lacks (conv `padding_mode`, avg-pool `divisor_override`, an adaptive pool's
-//! `None` size): converting a module that uses it fails instead of silently changing what it
-//! computes.
+//! have a setting it lacks (a conv's `padding_mode` or fused activation, avg-pool
+//! `divisor_override`, an adaptive pool's `None` size): converting a module that uses it fails
+//! instead of silently changing what it computes.
 //!
 //! Module conversions move the parameters, so their ids (and optimizer state keyed on them)
 //! carry over.
@@ -13,8 +13,8 @@ use burn::nn::pool as burn_pool;
 use super::*;
 use crate::spec::{PaddingMode, SpecError, SpecErrorKind};
 
-/// Field-by-field conversions of one type pair. `extra` lists our fields burn-nn lacks, with
-/// the value a burn-nn item means; `refuse` names such a field's setting burn-nn cannot hold.
+/// Field-by-field conversions of one type pair. `extra` lists our fields burn-nn lacks, each
+/// with the value a burn-nn item means and the name of the setting burn-nn cannot hold.
 macro_rules! convert {
     ($ours:ident <=> $theirs:path { $($field:ident),* }) => {
         impl From<$theirs> for $ours {
@@ -30,20 +30,20 @@ macro_rules! convert {
     };
     (
         $ours:ident <=> $theirs:path { $($field:ident),* }
-        extra { $extra:ident: $default:expr } refuse $setting:literal
+        extra { $($extra:ident: $default:expr => $setting:literal),* }
     ) => {
         impl From<$theirs> for $ours {
             fn from(item: $theirs) -> Self {
-                Self { $($field: item.$field,)* $extra: $default }
+                Self { $($field: item.$field,)* $($extra: $default),* }
             }
         }
         impl TryFrom<$ours> for $theirs {
             type Error = SpecError;
             fn try_from(item: $ours) -> Result<Self, SpecError> {
-                if item.$extra != $default {
+                $(if item.$extra != $default {
                     let kind = SpecErrorKind::NotInBurnNn { setting: $setting };
                     return Err(SpecError::new(stringify!($ours), kind));
-                }
+                })*
                 Ok(Self { $($field: item.$field),* })
             }
         }
@@ -54,13 +54,19 @@ macro_rules! convert_conv {
     ($($ours:ident, $config:ident, { $($config_field:ident),* };)*) => {$(
         convert!(
             $ours <=> burn_conv::$ours { weight, bias, stride, kernel_size, dilation, groups, padding }
-            extra { padding_mode: PaddingMode::Zeros } refuse "padding_mode other than zeros"
+            extra {
+                padding_mode: PaddingMode::Zeros => "padding_mode other than zeros",
+                activation: None => "fused activation"
+            }
         );
         convert!(
             $config <=> burn_conv::$config {
                 $($config_field,)* kernel_size, stride, dilation, groups, padding, bias, initializer
             }
-            extra { padding_mode: PaddingMode::Zeros } refuse "padding_mode other than zeros"
+            extra {
+                padding_mode: PaddingMode::Zeros => "padding_mode other than zeros",
+                activation: None => "fused activation"
+            }
         );
     )*};
 }
@@ -73,12 +79,19 @@ convert_conv! {
 
 macro_rules! convert_conv_transpose {
     ($($ours:ident, $config:ident;)*) => {$(
-        convert!($ours <=> burn_conv::$ours {
-            weight, bias, stride, kernel_size, dilation, groups, padding, padding_out, channels
-        });
-        convert!($config <=> burn_conv::$config {
-            channels, kernel_size, stride, dilation, groups, padding, padding_out, bias, initializer
-        });
+        convert!(
+            $ours <=> burn_conv::$ours {
+                weight, bias, stride, kernel_size, dilation, groups, padding, padding_out, channels
+            }
+            extra { activation: None => "fused activation" }
+        );
+        convert!(
+            $config <=> burn_conv::$config {
+                channels, kernel_size, stride, dilation, groups, padding, padding_out, bias,
+                initializer
+            }
+            extra { activation: None => "fused activation" }
+        );
     )*};
 }
 
@@ -101,13 +114,13 @@ macro_rules! convert_avg_pool {
     ($($ours:ident, $config:ident, $stride:ident;)*) => {$(
         convert!(
             $ours <=> burn_pool::$ours { stride, kernel_size, padding, count_include_pad, ceil_mode }
-            extra { divisor_override: None } refuse "divisor_override"
+            extra { divisor_override: None => "divisor_override" }
         );
         convert!(
             $config <=> burn_pool::$config {
                 kernel_size, $stride, padding, count_include_pad, ceil_mode
             }
-            extra { divisor_override: None } refuse "divisor_override"
+            extra { divisor_override: None => "divisor_override" }
         );
     )*};
 }

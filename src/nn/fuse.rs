@@ -34,6 +34,9 @@ mod sealed {
 
         /// The bias, if the conv has one.
         fn bias_value(&self) -> Option<Tensor<1>>;
+
+        /// The activation the conv applies to its output, if any.
+        fn activation(&self) -> Option<crate::spec::Activation>;
     }
 }
 
@@ -44,10 +47,13 @@ mod sealed {
 /// The fused conv computes `bn.forward(conv.forward(x))` with `bn`'s running statistics, as
 /// a batch norm does outside training; train with the two modules and fuse them for export.
 ///
+/// For conv → batch norm → activation in one pass at inference, fuse, then set the fused
+/// conv's `activation`.
+///
 /// # Panics
 ///
-/// If `bn`'s feature count differs from `conv`'s output channels; [`try_fuse_conv_bn`] returns
-/// the error instead.
+/// If `bn`'s feature count differs from `conv`'s output channels, or `conv` applies an
+/// activation; [`try_fuse_conv_bn`] returns the error instead.
 ///
 /// ```
 /// use burn::nn::BatchNormConfig;
@@ -67,8 +73,15 @@ pub fn fuse_conv_bn<C: FuseBatchNorm>(conv: C, bn: &BatchNorm) -> C {
 }
 
 /// [`fuse_conv_bn`], or an error naming the sizes when `bn`'s feature count differs from the
-/// conv's output channels.
+/// conv's output channels, or the activation when the conv applies one (the batch norm comes
+/// after it; set the activation on the fused conv instead).
 pub fn try_fuse_conv_bn<C: FuseBatchNorm>(conv: C, bn: &BatchNorm) -> SpecResult<C> {
+    if let Some(activation) = conv.activation() {
+        let kind = SpecErrorKind::FoldAfterActivation {
+            activation: activation.name(),
+        };
+        return Err(SpecError::new("fuse_conv_bn", kind));
+    }
     let [features] = bn.gamma.dims();
     let [groups, _, out_per_group, _] = conv.out_view();
     let out_channels = groups * out_per_group;
@@ -158,6 +171,10 @@ macro_rules! fold {
 
             fn bias_value(&self) -> Option<Tensor<1>> {
                 self.bias.as_ref().map(Param::val)
+            }
+
+            fn activation(&self) -> Option<crate::spec::Activation> {
+                self.activation
             }
         }
     )*};

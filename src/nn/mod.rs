@@ -4,8 +4,9 @@
 //! modules. Where burn-nn has the module, ours has the same config fields, defaults,
 //! initializers and parameter names and shapes (`weight`, `bias`), so a record saved from one
 //! loads into the other, and `From` converts between them. On top of burn-nn: conv
-//! `padding_mode`, pooling `forward_with_indices`, `divisor_override`, 3D pools, and the
-//! adaptive-max, fractional, LP and unpool modules. Every `forward` also accepts an unbatched
+//! `padding_mode` and a fused `activation` (not part of the record), pooling
+//! `forward_with_indices`, `divisor_override`, 3D pools, and the adaptive-max, fractional, LP
+//! and unpool modules. Every `forward` also accepts an unbatched
 //! input, as PyTorch's modules do.
 //!
 //! ```
@@ -47,6 +48,7 @@
 //! | `nn.AdaptiveAvgPool2d((None, 7))`, `nn.AdaptiveMaxPool2d(3)` | `AdaptiveAvgPool2dConfig::new([None, Some(7)])`, `AdaptiveMaxPool2dConfig::new([3, 3])` |
 //! | `nn.MaxUnpool2d(k, stride=s, padding=p)`, `unpool(x, indices, output_size=...)` | `MaxUnpool2dConfig::new([k, k]).with_stride([s, s]).with_padding([p, p])`, `forward_with_output_size(x, indices, [h, w])` |
 //! | `nn.FractionalMaxPool2d(k, output_size=o)` (`output_ratio=r`) | `FractionalMaxPool2dConfig::new([k, k]).with_output_size(Some([o, o]))` (`.with_output_ratio(Some([r, r]))`) |
+//! | `nn.Sequential(nn.Conv2d(...), nn.ReLU())` (`nn.LeakyReLU(a)`, `nn.SiLU()`, `nn.GELU()`, `nn.GELU(approximate="tanh")`) | `Conv2dConfig::new(...).with_activation(Some(Activation::Relu))` (`LeakyRelu { negative_slope: a }`, `Silu`, `Gelu`, `GeluTanh`): both in one pass |
 //! | `torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn)` | [`fuse_conv_bn`]`(conv, &bn)` |
 //! | state_dict keys | the module's field names, then `weight` and `bias`; load them with burn-store (`burn::store`, features `safetensors`, `pytorch`): `SafetensorsStore::from_file(path).with_from_adapter(PyTorchToBurnAdapter)`, or `PytorchStore::from_file(path)` for a `torch.save` file; the adapter renames batch norms' `weight`/`bias` to `gamma`/`beta` and transposes `Linear` weights, and `.with_key_remapping(from, to)` renames the rest |
 //!

@@ -8,6 +8,7 @@
 
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
+use super::activation::Activation;
 use super::bounds::MAX_SIZE;
 use super::check::{check_divides, check_eq, check_nonempty_from, check_nonzero};
 use super::error::{SpecError, SpecErrorKind as Kind, SpecResult};
@@ -90,6 +91,9 @@ pub struct ConvNdOptions<const N: usize> {
     pub groups: usize,
     /// What the padding holds.
     pub padding_mode: PaddingMode,
+    /// The activation applied to the output (bias included) as it is stored; `None` for
+    /// none.
+    pub activation: Option<Activation>,
 }
 
 impl<const N: usize> Default for ConvNdOptions<N> {
@@ -100,6 +104,7 @@ impl<const N: usize> Default for ConvNdOptions<N> {
             dilation: [1; N],
             groups: 1,
             padding_mode: PaddingMode::Zeros,
+            activation: None,
         }
     }
 }
@@ -130,6 +135,11 @@ impl<const N: usize> ConvNdOptions<N> {
         self.padding_mode = padding_mode;
         self
     }
+    /// Apply `activation` to the output (bias included) in the convolution's own pass.
+    pub fn with_activation(mut self, activation: Activation) -> Self {
+        self.activation = Some(activation);
+        self
+    }
 }
 
 impl<const N: usize> From<ConvOptions<N>> for ConvNdOptions<N> {
@@ -140,6 +150,7 @@ impl<const N: usize> From<ConvOptions<N>> for ConvNdOptions<N> {
             dilation: options.dilation,
             groups: options.groups,
             padding_mode: PaddingMode::Zeros,
+            activation: None,
         }
     }
 }
@@ -169,6 +180,9 @@ pub struct ConvTransposeNdOptions<const N: usize> {
     pub groups: usize,
     /// Requested spatial output size; overrides `padding_out` when set.
     pub output_size: Option<[usize; N]>,
+    /// The activation applied to the output (bias included) as it is stored; `None` for
+    /// none.
+    pub activation: Option<Activation>,
 }
 
 impl<const N: usize> Default for ConvTransposeNdOptions<N> {
@@ -180,6 +194,7 @@ impl<const N: usize> Default for ConvTransposeNdOptions<N> {
             dilation: [1; N],
             groups: 1,
             output_size: None,
+            activation: None,
         }
     }
 }
@@ -215,6 +230,11 @@ impl<const N: usize> ConvTransposeNdOptions<N> {
         self.output_size = Some(output_size);
         self
     }
+    /// Apply `activation` to the output (bias included) in the convolution's own pass.
+    pub fn with_activation(mut self, activation: Activation) -> Self {
+        self.activation = Some(activation);
+        self
+    }
 }
 
 impl<const N: usize> From<ConvTransposeOptions<N>> for ConvTransposeNdOptions<N> {
@@ -226,6 +246,7 @@ impl<const N: usize> From<ConvTransposeOptions<N>> for ConvTransposeNdOptions<N>
             dilation: options.dilation,
             groups: options.groups,
             output_size: None,
+            activation: None,
         }
     }
 }

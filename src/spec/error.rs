@@ -118,6 +118,12 @@ pub enum SpecErrorKind {
         /// The input length on that dim.
         len: usize,
     },
+    /// A batch norm folded into a convolution that applies an activation before it, which
+    /// the fold cannot move the batch norm through.
+    FoldAfterActivation {
+        /// The activation's name, e.g. `"relu"`.
+        activation: &'static str,
+    },
     /// A module setting that burn-nn's module of the same name cannot hold.
     NotInBurnNn {
         /// The setting, e.g. `"divisor_override"`.
@@ -389,6 +395,11 @@ impl fmt::Display for SpecErrorKind {
                  of length {len}"
             ),
             NotInBurnNn { setting } => write!(f, "burn-nn's module has no {setting}"),
+            FoldAfterActivation { activation } => write!(
+                f,
+                "the conv applies {activation} before the batch norm, so the batch norm cannot \
+                 fold into it (fuse first, then set the activation on the fused conv)"
+            ),
             EmptyInput { dims } => write!(
                 f,
                 "input {dims:?} has an empty dim other than the batch (only the batch may be 0)"

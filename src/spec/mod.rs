@@ -2,6 +2,7 @@
 //! No tensors and no compute here, so the CPU path, future GPU kernels, autodiff and tests
 //! all agree on one formula for each shape.
 
+mod activation;
 mod bounds;
 mod check;
 mod conv;
@@ -14,6 +15,7 @@ pub mod shapes;
 mod spans;
 mod window;
 
+pub use activation::*;
 pub use bounds::*;
 pub use check::*;
 pub use conv::*;

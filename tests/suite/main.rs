@@ -9,6 +9,7 @@ mod cpu_algorithms;
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 mod cube_cross;
 mod dtypes;
+mod epilogue;
 mod fuse;
 mod fuzz;
 mod golden;

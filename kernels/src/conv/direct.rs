@@ -3,6 +3,7 @@
 
 use cubecl::prelude::*;
 
+use crate::activation::ActivationKind;
 use crate::axes::{Index3, offset, volume};
 
 use super::operands::{
@@ -90,6 +91,8 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
     #[comptime] row_taps: usize,
     #[comptime] row_stride: usize,
     #[comptime] repair: bool,
+    slope: f32,
+    #[comptime] activation: Option<ActivationKind>,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     // The unit's side (written) and the read side of the GEMM's rows.
@@ -287,7 +290,20 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                     suspect = suspect || !is_finite::<A>(value);
                 }
                 let at = Index3 { d, h, w };
-                store_position::<F, A>(out, bias, &args, group, 0, batch, &at, n0 + i, value, kind);
+                store_position::<F, A>(
+                    out,
+                    bias,
+                    &args,
+                    group,
+                    0,
+                    batch,
+                    &at,
+                    n0 + i,
+                    value,
+                    slope,
+                    activation,
+                    kind,
+                );
             }
         }
     }
@@ -304,7 +320,10 @@ pub fn conv_gemm_direct<F: Float, A: Float>(
                     if n0 + i < gemm.n_len && w < side.w {
                         let channel = group * channels + n0 + i;
                         let at = Index3 { d, h, w };
-                        repair_at::<F, A>(lhs, rhs, bias, out, &args, batch, channel, &at, kind);
+                        repair_at::<F, A>(
+                            lhs, rhs, bias, out, &args, batch, channel, &at, slope, activation,
+                            kind,
+                        );
                     }
                 }
             }

@@ -19,6 +19,7 @@
 
 use cubecl::prelude::*;
 
+use crate::activation::{ActivationKind, epilogue};
 use crate::axes::{Index3, Layout};
 use crate::pairwise::{pairwise_add, pairwise_sum, pairwise_value};
 
@@ -121,19 +122,22 @@ pub const FORWARD_DIGITS: usize = 4;
 /// 0]`.
 pub const DATA_DIGITS: usize = 8;
 
-/// `out[i] = sum_s partials[s * len + i]`, summed pairwise in split order: the deterministic
-/// second pass of a split-k GEMM.
+/// `out[i] = activation(sum_s partials[s * len + i])`, summed pairwise in split order: the
+/// deterministic second pass of a split-k GEMM, with the fused activation if any.
 #[cube(launch, address_type = "dynamic")]
 pub fn sum_splits<F: Float, A: Float>(
     partials: &Tensor<F>,
     out: &mut Tensor<F>,
     splits: usize,
+    slope: f32,
+    #[comptime] activation: Option<ActivationKind>,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     if ABSOLUTE_POS >= out.len() {
         terminate!();
     }
-    out[ABSOLUTE_POS] = split_sum::<F, A>(partials, splits, out.len(), ABSOLUTE_POS);
+    let sum = split_sum::<F, A>(partials, splits, out.len(), ABSOLUTE_POS);
+    out[ABSOLUTE_POS] = epilogue::<F, A>(sum, slope, activation);
 }
 
 /// `sum_s partials[s * len + i]`, summed pairwise in split order.

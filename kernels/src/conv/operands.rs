@@ -4,6 +4,7 @@
 
 use cubecl::prelude::*;
 
+use crate::activation::{ActivationKind, epilogue};
 use crate::axes::{Index3, Layout, flat_index, offset, tap_reader, tap_source, unflatten, volume};
 
 use super::{ConvArgs, DATA_DIGITS, FORWARD_DIGITS, GemmKind, Phase};
@@ -379,7 +380,9 @@ pub fn rhs_value<F: Float, A: Float>(
 /// Write `C[m, n]` (`row`: `m` as [`row_of()`] decomposes it) of group `group` into the
 /// partial result that starts at `split_base` (0 without split-k; a split-k launch writes one
 /// result per split, summed afterwards), adding the bias of the output channel to a forward
-/// or input-gradient result when there is one (to split 0's only, so it is added once).
+/// or input-gradient result when there is one (to split 0's only, so it is added once), then
+/// the fused `activation` (`slope`: a leaky ReLU's; the launcher passes one only where the
+/// stored value is final).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn store<F: Float, A: Float>(
@@ -391,13 +394,16 @@ pub fn store<F: Float, A: Float>(
     row: &Row,
     n: usize,
     value: A,
+    slope: f32,
+    #[comptime] activation: Option<ActivationKind>,
     #[comptime] kind: GemmKind,
 ) {
     if comptime![kind == GemmKind::Weight] {
         store_weight::<F, A>(out, args, group, split_base, row.index, n, value);
     } else {
         store_position::<F, A>(
-            out, bias, args, group, split_base, row.batch, &row.pos, n, value, kind,
+            out, bias, args, group, split_base, row.batch, &row.pos, n, value, slope, activation,
+            kind,
         );
     }
 }
@@ -456,6 +462,8 @@ pub fn store_position<F: Float, A: Float>(
     at: &Index3,
     n: usize,
     value: A,
+    slope: f32,
+    #[comptime] activation: Option<ActivationKind>,
     #[comptime] kind: GemmKind,
 ) {
     let mut channels = args.out_channels;
@@ -468,5 +476,6 @@ pub fn store_position<F: Float, A: Float>(
     if let ComptimeOption::Some(bias) = bias {
         result += select(split_base == 0, bias[channel], F::new(0.0));
     }
+    result = epilogue::<F, A>(result, slope, activation);
     out[split_base + offset(&written_layout(args, kind), batch, channel, at)] = result;
 }

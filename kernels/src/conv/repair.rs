@@ -11,6 +11,7 @@
 
 use cubecl::prelude::*;
 
+use crate::activation::{ActivationKind, epilogue};
 use crate::axes::{Index3, Layout, offset, unflatten, volume};
 
 use super::operands::{
@@ -119,7 +120,10 @@ fn repair_element<F: Float, A: Float>(
     let at = unflatten(element % positions, &side);
     let channel = (element / positions) % channels;
     let batch = element / positions / channels;
-    repair_at::<F, A>(lhs, rhs, bias, out, args, batch, channel, &at, kind);
+    // Another kernel stored the result; its activation, if any, runs after this repair.
+    repair_at::<F, A>(
+        lhs, rhs, bias, out, args, batch, channel, &at, 0.0, None, kind,
+    );
 }
 
 /// A group's channels on the side a forward (output) or input-gradient (input) GEMM writes.
@@ -133,7 +137,9 @@ fn written_channels(args: &ConvArgs, #[comptime] kind: GemmKind) -> usize {
 }
 
 /// Recompute by the definition the element at (`batch`, `channel`, `at`) of `out`, the result
-/// of a forward or input-gradient GEMM as [`repair_gemm()`] takes it, if it is not finite.
+/// of a forward or input-gradient GEMM as [`repair_gemm()`] takes it, if it is not finite, and
+/// store it with the fused `activation`. A stored value with the activation applied is tested
+/// the same way: the padding only ever makes NaN of a sum, and every activation keeps NaN.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn repair_at<F: Float, A: Float>(
@@ -145,6 +151,8 @@ pub fn repair_at<F: Float, A: Float>(
     batch: usize,
     channel: usize,
     at: &Index3,
+    slope: f32,
+    #[comptime] activation: Option<ActivationKind>,
     #[comptime] kind: GemmKind,
 ) {
     // The channels of a group on the written side, and those each of its sums runs over.
@@ -180,7 +188,9 @@ pub fn repair_at<F: Float, A: Float>(
                 }
             }
         }
-        store_position::<F, A>(out, bias, args, group, 0, batch, at, n, acc, kind);
+        store_position::<F, A>(
+            out, bias, args, group, 0, batch, at, n, acc, slope, activation, kind,
+        );
     }
 }
 
@@ -283,8 +293,9 @@ pub fn repair_weight_flat<F: Float, A: Float>(
 /// does, then repaired by the definition where it is not finite: the second pass of a split
 /// GEMM whose geometry meets padding. `kind` names the GEMM: a forward or input gradient's
 /// `out` is dense (contiguous or channels-last) and its operands `lhs`, `rhs`, `bias` as
-/// [`repair_gemm()`] takes them; a weight gradient's is contiguous, `lhs` the output gradient,
-/// `rhs` the input and `batch` the images.
+/// [`repair_gemm()`] takes them, its sum stored with the fused `activation`; a weight
+/// gradient's is contiguous, `lhs` the output gradient, `rhs` the input and `batch` the
+/// images.
 ///
 /// [`sum_splits`]: crate::conv::sum_splits()
 #[cube(launch, address_type = "dynamic")]
@@ -298,13 +309,16 @@ pub fn sum_splits_exact<F: Float, A: Float>(
     bias: ComptimeOption<&Tensor<F>>,
     args: ConvArgs,
     batch: usize,
+    slope: f32,
+    #[comptime] activation: Option<ActivationKind>,
     #[comptime] kind: GemmKind,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     if ABSOLUTE_POS >= out.len() {
         terminate!();
     }
-    out[ABSOLUTE_POS] = split_sum::<F, A>(partials, splits, out.len(), ABSOLUTE_POS);
+    let sum = split_sum::<F, A>(partials, splits, out.len(), ABSOLUTE_POS);
+    out[ABSOLUTE_POS] = epilogue::<F, A>(sum, slope, activation);
     if comptime![kind == GemmKind::Weight] {
         repair_weight_flat::<F, A>(rhs, lhs, out, &args, ABSOLUTE_POS, batch);
     } else {
@@ -320,7 +334,9 @@ pub fn sum_splits_exact<F: Float, A: Float>(
         };
         let channel = coordinate(ABSOLUTE_POS, layout.channel, channels);
         let batch = coordinate(ABSOLUTE_POS, layout.batch, batch);
-        repair_at::<F, A>(lhs, rhs, bias, out, &args, batch, channel, &at, kind);
+        repair_at::<F, A>(
+            lhs, rhs, bias, out, &args, batch, channel, &at, slope, activation, kind,
+        );
     }
 }
 

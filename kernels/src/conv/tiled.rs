@@ -2,6 +2,7 @@
 
 use cubecl::prelude::*;
 
+use crate::activation::ActivationKind;
 use crate::axes::{Index3, volume};
 
 use super::operands::{Reduced, Row, lhs_value, reduced_of, rhs_value, row_of, store};
@@ -92,6 +93,8 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     #[comptime] prefetch: bool,
     #[comptime] narrow: bool,
     #[comptime] repair: bool,
+    slope: f32,
+    #[comptime] activation: Option<ActivationKind>,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let block_m = comptime![tile_shape(kind, narrow).0 / UNITS];
@@ -256,7 +259,9 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                 if comptime![repair] {
                     suspect = suspect || !is_finite::<A>(value);
                 }
-                store::<F, A>(out, bias, &args, group, split_base, &row, n, value, kind);
+                store::<F, A>(
+                    out, bias, &args, group, split_base, &row, n, value, slope, activation, kind,
+                );
             }
         }
     }
@@ -269,7 +274,8 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
                     let n = n0 + block_offset(ty, j);
                     if m < gemm.m_len && n < gemm.n_len {
                         repair_stored::<F, A>(
-                            lhs, rhs, bias, out, &args, &gemm, &phase, group, m, n, kind,
+                            lhs, rhs, bias, out, &args, &gemm, &phase, group, m, n, slope,
+                            activation, kind,
                         );
                     }
                 }
@@ -386,6 +392,8 @@ fn repair_stored<F: Float, A: Float>(
     group: usize,
     m: usize,
     n: usize,
+    slope: f32,
+    #[comptime] activation: Option<ActivationKind>,
     #[comptime] kind: GemmKind,
 ) {
     if comptime![kind == GemmKind::Weight] {
@@ -402,7 +410,7 @@ fn repair_stored<F: Float, A: Float>(
         }
         let channel = group * channels + n;
         repair_at::<F, A>(
-            lhs, rhs, bias, out, args, row.batch, channel, &row.pos, kind,
+            lhs, rhs, bias, out, args, row.batch, channel, &row.pos, slope, activation, kind,
         );
     }
 }

@@ -1,5 +1,6 @@
 //! The shared slice kernels: contiguous NCDHW slices in, slices out, no backend types.
 
+pub(super) mod activation;
 mod adjoint;
 mod bordered;
 pub(super) mod conv;

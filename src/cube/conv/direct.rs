@@ -3,11 +3,11 @@
 use burn_convpool_kernels::conv::{self, GemmArgsLaunch, GemmKind};
 use burn_cubecl::tensor::CubeTensor;
 
-use crate::spec::ConvGeometry;
+use crate::spec::{Activation, ConvGeometry};
 
 use super::{
-    Sides, conv_args, direct_walk, gemm_sizes, meets_padding, neighbours_share, repairs_within,
-    written_w,
+    Sides, activation, conv_args, direct_walk, gemm_sizes, meets_padding, neighbours_share,
+    repairs_within, written_w,
 };
 use crate::cube::choice::Packing;
 use crate::cube::launches::{Launch, note};
@@ -34,14 +34,15 @@ const DIRECT_KERNEL_W: usize = 7;
 
 /// The direct schedule of a forward or input gradient into `out`: a unit computes a block of
 /// channels at a run of positions along the last axis of the side it writes (or, spread, at
-/// one position). Returns whether the kernel repaired its result ([`repairs_within`]).
+/// one position), with the activation where no repair launch follows. Returns whether the
+/// kernel repaired its result ([`repairs_within`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gemm(
     geometry: &ConvGeometry,
     kind: GemmKind,
     lhs: CubeTensor,
     rhs: CubeTensor,
-    bias: Option<CubeTensor>,
+    (bias, activation): (Option<CubeTensor>, Option<Activation>),
     out: &CubeTensor,
     sides: &Sides,
     packing: Packing,
@@ -75,8 +76,10 @@ pub(super) fn gemm(
     let units = geometry.groups * n.div_ceil(block_n) * (m / side_w) * row_units;
     let (cube_count, cube_dim) = elementwise(out, units);
     let own = direct_walk(geometry, kind);
-    let repair =
-        meets_padding(geometry, kind) && repairs_within(geometry, kind, own, block_n * block_w);
+    let meets = meets_padding(geometry, kind);
+    let repair = meets && repairs_within(geometry, kind, own, block_n * block_w);
+    // What the kernel stores is final unless a repair launch follows.
+    let (slope, stored) = activation::stored(activation.filter(|_| repair || !meets));
     note(Launch::Kernel("conv_gemm_direct"));
     conv::conv_gemm_direct::launch(
         &out.client,
@@ -96,6 +99,8 @@ pub(super) fn gemm(
         row_taps,
         row_stride(geometry, kind, row_taps),
         repair,
+        slope,
+        stored,
         [dtype, accumulator_type(dtype)],
     );
     Ok(repair)

@@ -20,6 +20,7 @@
 //! rows named in each constant's comment decide them (`benches/REPORT-*.md`), and the tuner
 //! times Burn's kernels and the spread launch beside them on every device.
 
+mod activation;
 mod direct;
 mod gemm;
 mod repair;
@@ -30,7 +31,7 @@ use burn_convpool_kernels::axes::LayoutLaunch;
 use burn_convpool_kernels::conv::{self, ConvArgsLaunch, GemmKind};
 use burn_cubecl::tensor::CubeTensor;
 
-use crate::spec::ConvGeometry;
+use crate::spec::{Activation, ConvGeometry};
 
 use super::choice::{ConvSchedule, OurKernels};
 use super::launches::{Launch, note};
@@ -40,6 +41,7 @@ use super::tensor::{
     empty, empty_channels_last, float_type, strided, strides5, zeros,
 };
 
+pub use activation::{activate, activate_result, activation_backward};
 pub use repair::{repair_gemm, repair_weight};
 pub use weight::bias_backward;
 
@@ -197,20 +199,26 @@ pub fn spreads(geometry: &ConvGeometry, kind: GemmKind) -> bool {
 }
 
 /// Our forward pass (`kind` `Forward`: `lhs` = x, `rhs` = weight) or input gradient (`Data`:
-/// `lhs` = output gradient, `rhs` = weight): `out = lhs (*) rhs [+ bias]`, on the schedule
-/// `ours` picks (spread, a unit of the direct schedule computes one position).
+/// `lhs` = output gradient, `rhs` = weight): `out = activation(lhs (*) rhs [+ bias])`, on the
+/// schedule `ours` picks (spread, a unit of the direct schedule computes one position). The
+/// kernel that stores the final result applies the activation; after cubek's routine, or
+/// where a repair launch follows, a pass of its own does.
 pub fn gemm(
     geometry: &ConvGeometry,
     kind: GemmKind,
     lhs: CubeTensor,
     rhs: CubeTensor,
-    bias: Option<CubeTensor>,
+    (bias, activation): (Option<CubeTensor>, Option<Activation>),
     ours: OurKernels,
 ) -> Result<CubeTensor, LaunchError> {
     float_type(&lhs)?;
     float_type(&rhs)?;
+    let activated = |out: CubeTensor| match activation {
+        Some(activation) => activate_result(out, activation),
+        None => Ok(out),
+    };
     if on_cubek(geometry, kind, ours) {
-        return gemm::gemm(geometry, kind, lhs, rhs, bias);
+        return gemm::gemm(geometry, kind, lhs, rhs, bias).and_then(activated);
     }
     // The activation is read in its own layout; the weight and bias are small.
     let (lhs, rhs) = (strided(lhs), contiguous(rhs));
@@ -227,14 +235,16 @@ pub fn gemm(
     let sides = Sides::of_gemm(kind, &lhs, &out);
     let direct = ours.conv == ConvSchedule::Untiled || is_direct(geometry, kind);
     let operands = (lhs.clone(), rhs.clone(), bias.clone());
+    let bias = (bias, activation);
     let repaired = if direct && direct_walk_fits(geometry, kind) {
         direct::gemm(geometry, kind, lhs, rhs, bias, &out, &sides, ours.packing)?
     } else {
         tiled::gemm(geometry, kind, &lhs, &rhs, bias, &out, &sides, ours)?
     };
     match repaired || !meets_padding(geometry, kind) {
+        // The kernels stored the final result, the activation applied.
         true => Ok(out),
-        false => repair_after(geometry, kind, operands, out),
+        false => repair_after(geometry, kind, operands, out).and_then(activated),
     }
 }
 
@@ -351,21 +361,24 @@ pub(super) struct SplitRepair<'a> {
 
 /// Run `launch` into `out` directly, or into `splits` stacked partial results that are then
 /// summed into `out` in split order (deterministic), and repaired where `repair` is given and
-/// the sum's units have the loop budget for it. `out` is dense (contiguous or channels-last), so
-/// each partial result is laid out as `out` and the sum runs element by element over the
-/// buffer. Returns whether the sum repaired the result.
+/// the sum's units have the loop budget for it; the sum applies `activation` where its result
+/// is final (no repair launch follows). `out` is dense (contiguous or channels-last), so each
+/// partial result is laid out as `out` and the sum runs element by element over the buffer.
+/// Returns whether the sum repaired the result.
 pub(super) fn with_splits(
     out: &CubeTensor,
     splits: usize,
-    repair: Option<SplitRepair<'_>>,
+    (repair, activation): (Option<SplitRepair<'_>>, Option<Activation>),
     launch: impl FnOnce(&CubeTensor) -> Result<(), LaunchError>,
 ) -> Result<bool, LaunchError> {
     if splits == 1 {
         launch(out)?;
         return Ok(false);
     }
+    let needs_repair = repair.is_some();
     let repair = repair.filter(|repair| repairs_within(repair.geometry, repair.kind, splits, 1));
     let repaired = repair.is_some();
+    let (slope, stored) = activation::stored(activation.filter(|_| repaired || !needs_repair));
     let dtype = float_type(out)?;
     let len = out.meta.num_elements();
     let partials = empty(out, &[splits * len], out.dtype);
@@ -383,6 +396,8 @@ pub(super) fn with_splits(
                 partials.clone().into_tensor_arg(),
                 out.clone().into_tensor_arg(),
                 splits,
+                slope,
+                stored,
                 dtypes,
             );
         }
@@ -404,6 +419,8 @@ pub(super) fn with_splits(
                     .into(),
                 conv_args(repair.geometry, repair.sides),
                 repair.geometry.batch,
+                slope,
+                stored,
                 repair.kind,
                 dtypes,
             );

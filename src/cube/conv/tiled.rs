@@ -6,11 +6,11 @@ use burn_convpool_kernels::conv::{self, GemmArgsLaunch, GemmKind, PHASE_ENTRIES}
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
-use crate::spec::{ConvGeometry, points};
+use crate::spec::{Activation, ConvGeometry, points};
 
 use super::{
-    Sides, SplitRepair, channel_side, conv_args, gemm_sizes, meets_padding, repairs_within,
-    with_splits,
+    Sides, SplitRepair, activation, channel_side, conv_args, gemm_sizes, meets_padding,
+    repairs_within, with_splits,
 };
 use crate::cube::choice::{Buffering, ConvSchedule, OurKernels};
 use crate::cube::launches::{Launch, note};
@@ -43,7 +43,7 @@ pub(super) fn gemm(
     kind: GemmKind,
     lhs: &CubeTensor,
     rhs: &CubeTensor,
-    bias: Option<CubeTensor>,
+    (bias, activation): (Option<CubeTensor>, Option<Activation>),
     out: &CubeTensor,
     sides: &Sides,
     ours: OurKernels,
@@ -63,7 +63,7 @@ pub(super) fn gemm(
         lhs,
         rhs,
         parts,
-        bias,
+        (bias, activation),
         out,
         sides,
         MIN_K_PER_SPLIT_TILED,
@@ -87,7 +87,7 @@ pub(super) fn weight(
         out_grad,
         x,
         Parts::whole(m, k, table(x, &[])),
-        None,
+        (None, None),
         out,
         sides,
         MIN_K_PER_SPLIT,
@@ -276,7 +276,8 @@ fn tile_cube_dim() -> CubeDim {
 /// The tiled schedule of the GEMM of `kind` into `out` (an input gradient's stride phases in
 /// one launch), `k` split over more cubes when there are few tiles (late, small layers; weight
 /// gradients' long reductions), the splits summed in order; `ours` sets the buffering and the
-/// launch size.
+/// launch size. The activation is applied by the kernel that stores the final result (the
+/// tiled kernel, or the sum of the splits) where no repair launch follows.
 #[allow(clippy::too_many_arguments)]
 fn tiled(
     geometry: &ConvGeometry,
@@ -284,7 +285,7 @@ fn tiled(
     lhs: &CubeTensor,
     rhs: &CubeTensor,
     parts: Parts,
-    bias: Option<CubeTensor>,
+    (bias, activation): (Option<CubeTensor>, Option<Activation>),
     out: &CubeTensor,
     sides: &Sides,
     min_k_per_split: usize,
@@ -326,7 +327,11 @@ fn tiled(
     let per_launch = ours.max_tiles_per_launch.clamp(1, MAX_CUBES_PER_DIM);
     let layer = geometry.groups * splits;
     let phases_per_launch = (per_launch / layer.max(1)).max(1);
-    let summed = with_splits(out, splits, split_repair, |target| {
+    let (slope, stored) = match splits == 1 && (repair || !meets) {
+        true => activation::stored(activation),
+        false => activation::stored(None),
+    };
+    let summed = with_splits(out, splits, (split_repair, activation), |target| {
         for chunk in parts.parts.chunks(phases_per_launch) {
             let (gemm_m, k_len, phase_table) = if parts.phased {
                 (parts.m, 0, Some(Parts::phase_table(lhs, chunk, splits)?))
@@ -365,6 +370,8 @@ fn tiled(
                     prefetch,
                     narrow,
                     repair,
+                    slope,
+                    stored,
                     [dtype, accumulator_type(dtype)],
                 );
             }

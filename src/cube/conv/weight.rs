@@ -92,7 +92,7 @@ pub(super) fn split(
     let own = row_walk(geometry, k_per_split);
     let repair = meets && splits == 1 && repairs_within(geometry, GemmKind::Weight, own, 1);
     let split_repair = meets.then(|| weight_repair(geometry, sides, &out_grad, &x));
-    let summed = with_splits(out, splits, split_repair, |target| {
+    let summed = with_splits(out, splits, (split_repair, None), |target| {
         let (cube_count, cube_dim) = elementwise(target, outputs * splits);
         note(Launch::Kernel("conv_weight_split"));
         conv::conv_weight_split::launch(
@@ -138,7 +138,7 @@ pub(super) fn direct(
     let elements = blocks.m * blocks.c * geometry.kernel[2];
     let repair = meets && splits == 1 && repairs_within(geometry, GemmKind::Weight, own, elements);
     let split_repair = meets.then(|| weight_repair(geometry, sides, &out_grad, &x));
-    let summed = with_splits(out, splits, split_repair, |target| {
+    let summed = with_splits(out, splits, (split_repair, None), |target| {
         let (cube_count, cube_dim) = elementwise(target, units * splits);
         note(Launch::Kernel("conv_weight_direct"));
         conv::conv_weight_direct::launch(

@@ -729,3 +729,95 @@ fn long_repairs_sum_every_term() {
         conv2d(t[0].clone(), t[1].clone(), None, options.clone())
     });
 }
+
+/// Fused activations on every schedule against Flex, values and gradients: the tiled kernel's
+/// store, the sums of split-k partials, the direct kernel's store, each with its in-kernel
+/// repair of a non-finite weight met by the padding, cubek's GEMM and Burn's kernels (an
+/// activation pass after them), and `conv_transpose`'s input-gradient pass with its stride
+/// phases.
+#[test]
+fn fused_activations_match_cpu_on_every_schedule() {
+    let o = ConvNdOptions::<2>::default;
+    let leaky = |negative_slope| Activation::LeakyRelu { negative_slope };
+    let cases = [
+        // name, x, weight, options, activation, a non-finite weight
+        (
+            "fused_tiled",
+            [2, 24, 9, 11],
+            [40, 24, 3, 3],
+            Activation::Relu,
+            false,
+        ),
+        (
+            "fused_split_k",
+            [2, 64, 3, 3],
+            [48, 64, 3, 3],
+            Activation::Gelu,
+            false,
+        ),
+        (
+            "fused_direct",
+            [2, 3, 7, 9],
+            [4, 3, 3, 3],
+            leaky(0.1),
+            false,
+        ),
+        (
+            "fused_tiled_non_finite",
+            [2, 16, 5, 6],
+            [16, 16, 3, 3],
+            Activation::Silu,
+            true,
+        ),
+        (
+            "fused_split_non_finite",
+            [1, 48, 3, 4],
+            [64, 48, 3, 3],
+            Activation::GeluTanh,
+            true,
+        ),
+        (
+            "fused_direct_non_finite",
+            [2, 3, 7, 9],
+            [4, 3, 3, 3],
+            leaky(-0.5),
+            true,
+        ),
+    ];
+    for (name, x, weight, activation, non_finite) in cases {
+        let mut rng = rng(name);
+        let weight_leaf = match non_finite {
+            true => non_finite_weight(&mut rng, weight),
+            false => Leaf::random(&mut rng, weight),
+        };
+        let leaves = [
+            Leaf::random(&mut rng, x).laid_out(Layout::Permuted),
+            weight_leaf,
+            Leaf::random(&mut rng, [weight[0], 1, 1, 1]),
+        ];
+        let options = o().with_padding([1, 1]).with_activation(activation);
+        let op = |t: Vec<Tensor<4>>| {
+            conv2d(
+                t[0].clone(),
+                t[1].clone(),
+                Some(bias_of(&t[2])),
+                options.clone(),
+            )
+        };
+        cross(name, &leaves, op);
+        cross_pinned(CubeKernels::Burn, "Burn's kernels", name, &leaves, op);
+    }
+    let mut rng = rng("fused_transposed");
+    let leaves = [
+        Leaf::random(&mut rng, [2, 16, 4, 5]),
+        non_finite_weight(&mut rng, [16, 8, 3, 3]),
+        Leaf::random(&mut rng, [8, 1, 1, 1]),
+    ];
+    cross("fused_transposed", &leaves, |t| {
+        let options = ConvTransposeNdOptions::<2>::default()
+            .with_stride([2, 2])
+            .with_padding([1, 1])
+            .with_activation(leaky(0.2));
+        conv_transpose2d(t[0].clone(), t[1].clone(), Some(bias_of(&t[2])), options)
+    });
+}

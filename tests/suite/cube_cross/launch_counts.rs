@@ -253,7 +253,7 @@ fn pass_runs(
     sync();
     [
         record(|| {
-            B::conv(x.clone(), weight.clone(), options.clone());
+            B::conv(x.clone(), weight.clone(), options.clone(), None);
             sync()
         })
         .1,
@@ -306,7 +306,7 @@ fn catalogue_conv_passes_launch_what_the_table_says() {
         x_dims[0] = 1;
         let x = tensor(x_dims);
         let weight = tensor(lift(&weight_dims));
-        let out = B::conv(x.clone(), weight.clone(), options.clone());
+        let out = B::conv(x.clone(), weight.clone(), options.clone(), None);
         let out_dims = out.shape().to_vec();
         let out_grad = tensor(out_dims);
         got.insert(
@@ -346,7 +346,7 @@ fn the_gemm_pin_runs_cubeks_routine() {
     };
     let passes = |x_dims: [usize; 5], w_dims: [usize; 5], options: ConvOptions<3>| {
         let (x, weight) = (tensor(x_dims), tensor(w_dims));
-        let out = B::conv(x.clone(), weight.clone(), options.clone());
+        let out = B::conv(x.clone(), weight.clone(), options.clone(), None);
         let out_grad = tensor(out.shape().to_vec().try_into().unwrap());
         pass_runs((&x, &weight, &out_grad), &options, &sync)
     };
@@ -368,4 +368,51 @@ fn the_gemm_pin_runs_cubeks_routine() {
     );
     assert!(long[0].starts_with("cubek_gemm_unit"), "{}", long[0]);
     assert!(!long[2].contains("cubek"), "{}", long[2]);
+}
+
+/// A fused activation costs our kernels no launch: the tiled kernel, the sum of split-k
+/// partials and the direct kernel apply it as they store. After Burn's kernels it is one
+/// element-wise pass.
+#[test]
+fn fused_activations_launch_nothing_more() {
+    use burn_convpool::Activation;
+    type B = Dispatch;
+    let device = wgpu();
+    let sync = || device.sync().expect("device sync");
+    let tensor = |dims: [usize; 5]| {
+        let len: usize = dims.iter().product();
+        let flat = Tensor::<1>::random([len], Distribution::Default, &device);
+        B::float_reshape(flat.into_dispatch(), Shape::from(dims.to_vec()))
+    };
+    let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    // Tiled, split-k, direct.
+    let cases = [
+        ([2, 24, 1, 9, 11], [40, 24, 1, 3, 3]),
+        ([2, 64, 1, 3, 3], [48, 64, 1, 3, 3]),
+        ([2, 3, 1, 7, 9], [4, 3, 1, 3, 3]),
+    ];
+    for (kernels, extra) in [
+        (CubeKernels::Ours(OurKernels::default()), ""),
+        (CubeKernels::Burn, ", activate_dense x1"),
+    ] {
+        let _pinned = common::pin(kernels);
+        for (x, weight) in cases {
+            let (x, weight) = (tensor(x), tensor(weight));
+            let launches = |activation| {
+                sync();
+                let (_, launches) = record(|| {
+                    B::conv(x.clone(), weight.clone(), options.clone(), activation);
+                    sync()
+                });
+                runs(&launches)
+            };
+            let plain = launches(None);
+            assert_eq!(
+                launches(Some(Activation::Gelu)),
+                format!("{plain}{extra}"),
+                "{kernels:?}, x {:?}",
+                x.shape()
+            );
+        }
+    }
 }

@@ -68,6 +68,7 @@ fn winograd_case(channels: Channels) -> impl Strategy<Value = ConvCase> {
                     output_size: None,
                     same: false,
                     mode: Mode::Zeros,
+                    activation: None,
                     seed,
                 }
             },
@@ -157,6 +158,7 @@ fn phase_case(channels: Channels) -> impl Strategy<Value = ConvCase> {
                     output_size: None,
                     same: false,
                     mode: Mode::Zeros,
+                    activation: None,
                     seed,
                 }
             },
@@ -290,6 +292,7 @@ pub(super) fn tiled_case() -> impl Strategy<Value = ConvCase> {
                     output_size: None,
                     same: false,
                     mode: Mode::Zeros,
+                    activation: None,
                     seed,
                 }
             },
@@ -333,6 +336,7 @@ fn pointwise_case() -> impl Strategy<Value = ConvCase> {
                     output_size: None,
                     same: false,
                     mode: Mode::Zeros,
+                    activation: None,
                     seed,
                 }
             },

@@ -112,6 +112,7 @@ fn found_long_bias_sum() -> ConvCase {
         output_size: None,
         same: false,
         mode: Mode::Zeros,
+        activation: None,
         seed: 2671011927823560721,
     }
 }
@@ -135,6 +136,7 @@ fn found_empty_batch_conv() -> ConvCase {
         output_size: None,
         same: false,
         mode: Mode::Zeros,
+        activation: None,
         seed: 0,
     }
 }

@@ -3,6 +3,8 @@
 //! ones, noted where they differ). Every length is computed in `i128`, so a huge parameter is
 //! exact here whatever the crate does with it. Nothing here calls the crate.
 
+use burn_convpool::Activation;
+
 /// A reference result: output values and dims, and the gradients of `sum(out * g)` with
 /// respect to each differentiable input, in argument order.
 pub struct Expected {
@@ -882,4 +884,59 @@ fn pad_input(
         .collect();
     let padded = sources.iter().map(|&i| x[i]).collect();
     Some((padded, padded_dims, sources))
+}
+
+/// `activation(x)` in f64, written apart from the crate's kernels: the sigmoid through `tanh`,
+/// GELU through `erf`, its tanh form as PyTorch states it.
+pub fn activation(activation: Activation, x: f64) -> f64 {
+    match activation {
+        Activation::Relu => {
+            if x > 0.0 || x.is_nan() {
+                x
+            } else {
+                0.0
+            }
+        }
+        Activation::LeakyRelu { negative_slope } => {
+            if x > 0.0 {
+                x
+            } else {
+                negative_slope * x
+            }
+        }
+        Activation::Silu => x * 0.5 * (1.0 + (0.5 * x).tanh()),
+        Activation::Gelu => x * 0.5 * libm::erfc(-x / std::f64::consts::SQRT_2),
+        Activation::GeluTanh => {
+            let k = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (k * (x + 0.044715 * x.powi(3))).tanh())
+        }
+    }
+}
+
+/// The derivative of `activation` at `x`, the value before it (PyTorch's backward: 0 for ReLU
+/// and the slope for a leaky ReLU at 0 and at NaN).
+pub fn activation_derivative(activation: Activation, x: f64) -> f64 {
+    match activation {
+        Activation::Relu => f64::from(u8::from(x > 0.0)),
+        Activation::LeakyRelu { negative_slope } => {
+            if x > 0.0 {
+                1.0
+            } else {
+                negative_slope
+            }
+        }
+        Activation::Silu => {
+            let sigmoid = 0.5 * (1.0 + (0.5 * x).tanh());
+            sigmoid + x * sigmoid * (1.0 - sigmoid)
+        }
+        Activation::Gelu => {
+            let density = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+            0.5 * libm::erfc(-x / std::f64::consts::SQRT_2) + x * density
+        }
+        Activation::GeluTanh => {
+            let k = (2.0 / std::f64::consts::PI).sqrt();
+            let t = (k * (x + 0.044715 * x.powi(3))).tanh();
+            0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x)
+        }
+    }
 }

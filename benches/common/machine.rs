@@ -1,0 +1,46 @@
+//! What machine a report was measured on, as the report names it.
+
+/// The CPU, its threads and widest vector ISA, and the GPU where `nvidia-smi` names one.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1))
+                .map(|name| name.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let gpu = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| {
+            format!(
+                "; GPU: {} (driver)",
+                String::from_utf8_lossy(&out.stdout).trim()
+            )
+        })
+        .unwrap_or_default();
+    format!("{cpu}, {threads} threads, widest vector ISA {}{gpu}", isa())
+}
+
+/// The widest x86 vector instruction set the CPU reports (what gemm and pulp pick at run time).
+fn isa() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            return "AVX-512";
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            return "AVX2+FMA";
+        }
+        "SSE2"
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        std::env::consts::ARCH
+    }
+}
