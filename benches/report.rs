@@ -342,6 +342,18 @@ fn write_markdown(
     } else {
         "quick"
     };
+    if rows.is_empty() {
+        // The epilogue bench run alone.
+        let _ = writeln!(
+            md,
+            "# Benchmarks: fused epilogues\n\nWritten by `benches/report.rs` from \
+             `cargo bench --bench epilogue` rounds (profile `{profile}`). Machine: {}. f32, \
+             criterion mean of 10 samples per round, each side's fastest round.",
+            common::machine::machine()
+        );
+        md.push_str(epilogues);
+        return std::fs::write(path, md);
+    }
     let _ = writeln!(
         md,
         "# Benchmarks: burn-convpool against Burn's built-in operators\n"
@@ -492,7 +504,9 @@ fn write_markdown(
         );
     }
     md.push_str(epilogues);
-    let _ = writeln!(md, "\n![ratios]({png})");
+    if !rows.is_empty() {
+        let _ = writeln!(md, "\n![ratios]({png})");
+    }
     std::fs::write(path, md)
 }
 
@@ -617,7 +631,12 @@ fn main() {
         .flatten()
         .and_then(|text| serde_json::from_str(&text).ok());
     let rows = rows(&timings, pytorch.as_ref());
-    if rows.is_empty() {
+    let means = timings
+        .iter()
+        .map(|(id, timing)| (id.clone(), (timing.ours, timing.burn)))
+        .collect();
+    let epilogues = common::epilogue_table::section(&means, duration);
+    if rows.is_empty() && epilogues.is_empty() {
         eprintln!(
             "no fresh results under {}: run `bash benches/report.sh`",
             target.display()
@@ -629,11 +648,6 @@ fn main() {
     let name = std::env::var("REPORT_NAME").unwrap_or_else(|_| "REPORT".into());
     let png = format!("{}.png", name.to_lowercase());
     let peaks = device_peaks(&rows);
-    let means = timings
-        .iter()
-        .map(|(id, timing)| (id.clone(), (timing.ours, timing.burn)))
-        .collect();
-    let epilogues = common::epilogue_table::section(&means, duration);
     write_markdown(
         &rows,
         &peaks,
@@ -642,11 +656,11 @@ fn main() {
         &root.join(format!("benches/{name}.md")),
     )
     .expect("write the report");
-    write_png(&rows, &root.join("benches").join(&png)).expect("write the chart");
-    println!(
-        "wrote benches/{name}.md and benches/{png} ({} rows)",
-        rows.len()
-    );
+    // A run of the epilogue bench alone has no rows to chart.
+    if !rows.is_empty() {
+        write_png(&rows, &root.join("benches").join(&png)).expect("write the chart");
+    }
+    println!("wrote benches/{name}.md ({} rows)", rows.len());
 }
 
 /// Multiply-adds times two of one pass; forward, input gradient and weight gradient each do

