@@ -166,7 +166,7 @@ impl core::fmt::Display for Candidate {
 
 /// One pass's operands: geometry, the two inputs in the pass's order, the bias and the fused
 /// activation (a forward pass's, or an input gradient's for `conv_transpose`).
-pub type Inputs = (
+type Inputs = (
     ConvGeometry,
     CubeTensor,
     CubeTensor,
