@@ -26,10 +26,14 @@ fn kind_of(activation: Activation) -> (ActivationKind, f32) {
     }
 }
 
-/// The runtime slope and comptime kind a conv kernel takes for `activation`: what it applies
-/// as it stores a final result.
-pub(super) fn stored(activation: Option<Activation>) -> (f32, Option<ActivationKind>) {
-    match activation.map(kind_of) {
+/// The runtime slope and comptime kind a conv kernel takes for `activation`, applied only
+/// where what the kernel stores `is_final`: a repair launch after it would recompute values
+/// before the activation, so the pass applies the activation after the repair instead.
+pub(super) fn stored(
+    activation: Option<Activation>,
+    is_final: bool,
+) -> (f32, Option<ActivationKind>) {
+    match activation.filter(|_| is_final).map(kind_of) {
         Some((kind, slope)) => (slope, Some(kind)),
         None => (0.0, None),
     }

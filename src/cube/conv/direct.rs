@@ -79,7 +79,7 @@ pub(super) fn gemm(
     let meets = meets_padding(geometry, kind);
     let repair = meets && repairs_within(geometry, kind, own, block_n * block_w);
     // What the kernel stores is final unless a repair launch follows.
-    let (slope, stored) = activation::stored(activation.filter(|_| repair || !meets));
+    let (slope, stored) = activation::stored(activation, repair || !meets);
     note(Launch::Kernel("conv_gemm_direct"));
     conv::conv_gemm_direct::launch(
         &out.client,

@@ -378,7 +378,7 @@ pub(super) fn with_splits(
     let needs_repair = repair.is_some();
     let repair = repair.filter(|repair| repairs_within(repair.geometry, repair.kind, splits, 1));
     let repaired = repair.is_some();
-    let (slope, stored) = activation::stored(activation.filter(|_| repaired || !needs_repair));
+    let (slope, stored) = activation::stored(activation, repaired || !needs_repair);
     let dtype = float_type(out)?;
     let len = out.meta.num_elements();
     let partials = empty(out, &[splits * len], out.dtype);

@@ -327,10 +327,8 @@ fn tiled(
     let per_launch = ours.max_tiles_per_launch.clamp(1, MAX_CUBES_PER_DIM);
     let layer = geometry.groups * splits;
     let phases_per_launch = (per_launch / layer.max(1)).max(1);
-    let (slope, stored) = match splits == 1 && (repair || !meets) {
-        true => activation::stored(activation),
-        false => activation::stored(None),
-    };
+    // Split partials are not final: their sum applies the activation.
+    let (slope, stored) = activation::stored(activation, splits == 1 && (repair || !meets));
     let summed = with_splits(out, splits, (split_repair, activation), |target| {
         for chunk in parts.parts.chunks(phases_per_launch) {
             let (gemm_m, k_len, phase_table) = if parts.phased {
