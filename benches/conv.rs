@@ -5,7 +5,8 @@
 //! `cargo bench --bench conv` (quick profile; `BENCH_PROFILE=full` for every case; add
 //! `--features wgpu` or `cuda` for the CubeCL kernels). Ids are
 //! `{conv|conv_transpose}/{device}/{case}/{forward|grad_input|grad_weight}` with `ours` and
-//! `burn` per id; `benches/report.sh` turns them into `benches/REPORT.md`.
+//! `burn` per id (`{device}` suffixed `-f16` or `-bf16` for the CubeCL devices' operands under
+//! `BENCH_DTYPE`); `benches/report.sh` turns them into `benches/REPORT.md`.
 
 use burn::backend::Dispatch;
 use burn::backend::ops::ModuleOps;
@@ -25,7 +26,7 @@ mod common {
 use common::catalogue::{full_profile, load};
 use common::conv_case::ConvCase;
 use common::devices::devices;
-use common::operands::{array, lifted, lifted3, random};
+use common::operands::{array, labelled, lifted, lifted3, operand_dtype, random};
 use common::timing::compare;
 
 type Prim = FloatTensor<Dispatch>;
@@ -177,9 +178,11 @@ fn bench_case(
 ) {
     use burn::backend::ops::FloatTensorOps;
     let family = if transposed { "conv_transpose" } else { "conv" };
-    let x = random(&case.x, device);
-    let weight = random(&weight_dims(case, transposed), device);
-    let out_grad = random(&out_dims(case, transposed), device);
+    let dtype = operand_dtype(device_name);
+    let x = random(&case.x, device, dtype);
+    let weight = random(&weight_dims(case, transposed), device, dtype);
+    let out_grad = random(&out_dims(case, transposed), device, dtype);
+    let label = labelled(device_name);
     let lift = |t: &Prim, dims: &[usize]| M::float_reshape(t.clone(), lifted(dims).into());
     let (x5, weight5, out_grad5) = (
         lift(&x, &case.x),
@@ -187,7 +190,7 @@ fn bench_case(
         lift(&out_grad, &out_dims(case, transposed)),
     );
     for (pass, pass_name) in PASSES {
-        let id = format!("{family}/{device_name}/{}/{pass_name}", case.name);
+        let id = format!("{family}/{label}/{}/{pass_name}", case.name);
         let mut burn = || {
             burn_pass(
                 case,

@@ -9,8 +9,8 @@
 use burn::backend::Dispatch;
 use burn::backend::ops::{FloatTensorOps, ModuleOps};
 use burn::backend::tensor::FloatTensor;
-use burn::tensor::Device;
 use burn::tensor::ops::MaxPoolOptions;
+use burn::tensor::{DType, Device};
 use burn_convpool::spec::WindowRule;
 use burn_convpool::{AvgPoolNdOptions, ConvPoolBackend, LpPoolOptions};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -24,7 +24,7 @@ mod common {
 }
 use common::catalogue::{full_profile, load};
 use common::devices::devices;
-use common::operands::{array, lifted, lifted3, random};
+use common::operands::{array, labelled, lifted, lifted3, operand_dtype, random};
 use common::pool_case::PoolCase;
 use common::timing::compare;
 
@@ -49,9 +49,10 @@ pub fn random_laid_out(
     dims: &[usize],
     channels_last: bool,
     device: &Device,
+    dtype: DType,
 ) -> FloatTensor<Dispatch> {
     if !channels_last {
-        return random(dims, device);
+        return random(dims, device, dtype);
     }
     let rank = dims.len();
     let memory: Vec<usize> = [dims[0]]
@@ -60,7 +61,7 @@ pub fn random_laid_out(
         .chain([dims[1]])
         .collect();
     let axes: Vec<usize> = [0, rank - 1].into_iter().chain(1..rank - 1).collect();
-    Dispatch::float_permute(random(&memory, device), &axes)
+    Dispatch::float_permute(random(&memory, device, dtype), &axes)
 }
 
 fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, bench: &PoolBench) {
@@ -68,14 +69,16 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, bench: &Poo
     let int_dtype = device.settings().int_dtype;
     // Burn's operators take `x` as the case gives it, ours its rank-5 lift: separate tensors of
     // the same layout (reshaping a channels-last view would copy it).
-    let laid_out = |dims: &[usize]| random_laid_out(dims, bench.channels_last, device);
+    let dtype = operand_dtype(device_name);
+    let laid_out = |dims: &[usize]| random_laid_out(dims, bench.channels_last, device, dtype);
     let (x, out_grad) = (laid_out(&case.x), laid_out(&case.out_dims()));
     let (x5, out_grad5) = (
         laid_out(&lifted(&case.x)),
         laid_out(&lifted(&case.out_dims())),
     );
     let x_size = lifted3(&case.x[2..], 1);
-    let id = |pass: &str| format!("pool/{device_name}/{}/{pass}", case.name);
+    let label = labelled(device_name);
+    let id = |pass: &str| format!("pool/{label}/{}/{pass}", case.name);
     let planar = case.spatial() == 2;
     // Burn's 2D pool arguments (only called for 2D windowed cases).
     let window2 = || {

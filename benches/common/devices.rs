@@ -23,16 +23,22 @@ pub fn devices() -> Vec<(&'static str, Device)> {
 }
 
 /// `BENCH_KERNELS` = `tuned` (or unset: the tuned choice, as users get it) | `ours` | `spread`
-/// (ours, every pool and direct conv launch spread) | `burn`: what the CubeCL devices run.
+/// (ours, every pool and direct conv launch spread) | `cmma` | `mma` (our GEMM on tensor
+/// cores; f32 needs `BENCH_PRECISION=tf32`) | `burn`: what the CubeCL devices run.
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 fn cube_kernels() -> burn_convpool::cube_kernels::CubeKernels {
-    use burn_convpool::cube_kernels::{CubeKernels, OurKernels, Packing};
+    use burn_convpool::cube_kernels::{ConvSchedule, CubeKernels, GemmTile, OurKernels, Packing};
+    let gemm = |tile| CubeKernels::Ours(OurKernels::default().with_conv(ConvSchedule::Gemm(tile)));
     match std::env::var("BENCH_KERNELS").as_deref() {
         Err(_) | Ok("tuned") => CubeKernels::Tuned,
         Ok("ours") => CubeKernels::Ours(OurKernels::default()),
         Ok("spread") => CubeKernels::Ours(OurKernels::default().with_packing(Packing::Spread)),
+        Ok("cmma") => gemm(GemmTile::Cmma),
+        Ok("mma") => gemm(GemmTile::Mma),
         Ok("burn") => CubeKernels::Burn,
-        Ok(other) => panic!("BENCH_KERNELS={other}: expected tuned, ours, spread or burn"),
+        Ok(other) => {
+            panic!("BENCH_KERNELS={other}: expected tuned, ours, spread, cmma, mma or burn")
+        }
     }
 }
 

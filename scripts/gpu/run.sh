@@ -9,9 +9,11 @@
 #   bash scripts/gpu/run.sh cuda sanitize # the golden cases and cube_cross under
 #                                         # compute-sanitizer's memcheck (cuda only)
 #   bash scripts/gpu/run.sh cuda bench    # every catalogue case, ours vs built-in vs PyTorch
-#                                         # (CUDA), and the report: REPORT-gpu-<runtime>.md and
+#                                         # (CUDA), the dense rows on f16 operands too, and
+#                                         # the report: REPORT-gpu-<runtime>.md and
 #                                         # .png in $OUT; then pools and direct convs pinned
-#                                         # spread
+#                                         # spread, and the dense rows on our tensor-core
+#                                         # tiles pinned
 #   bash scripts/gpu/run.sh cuda network  # the network bench alone (whole training steps, ours vs
 #                                         # built-in), for a call that carries only network.xz
 #   bash scripts/gpu/run.sh cuda resnet   # the example: ours, builtin, and the PyTorch twin
@@ -117,6 +119,12 @@ bench)
         "$bin/$bench" --bench --warm-up-time 0.5 --measurement-time 1 "/$runtime/" 2>&1 |
             tee "$out/bench-$bench-$runtime.log" | grep -c 'time:'
     done
+    # The dense rows on f16 operands (device `$runtime-f16` in the report): our tensor-core
+    # tiles with f32 accumulation against Burn's kernels.
+    step "dense conv rows, f16"
+    BENCH_DTYPE=f16 "$bin/conv" --bench --warm-up-time 0.5 --measurement-time 1 \
+        "conv/$runtime-f16/(resnet_3x3|resnet50_1x1)" 2>&1 |
+        tee "$out/bench-conv-f16-$runtime.log" | grep -c 'time:'
     step report
     REPORT_NAME=REPORT-gpu-$runtime REPORT_SINCE=$since "$bin/report" 2>&1 | tail -3
     cp "benches/REPORT-gpu-$runtime.md" "benches/report-gpu-$runtime.png" "$out/"
@@ -129,6 +137,16 @@ bench)
     "$bin/conv" --bench --warm-up-time 0.5 --measurement-time 1 \
         "/$runtime/(mobilenet|resnext).*(forward|grad_input)/ours" 2>&1 |
         tee "$out/bench-conv-spread-$runtime.log" | grep -c 'time:'
+    # Our GEMM on tensor cores, pinned, on the dense rows: TF32 on f32 operands, then f16.
+    for tile in cmma mma; do
+        step "dense conv rows on $tile tiles, pinned: tf32, then f16"
+        BENCH_KERNELS=$tile BENCH_PRECISION=tf32 "$bin/conv" --bench --warm-up-time 0.5 \
+            --measurement-time 1 "conv/$runtime/(resnet_3x3|resnet50_1x1)" 2>&1 |
+            tee "$out/bench-conv-$tile-tf32-$runtime.log" | grep -c 'time:'
+        BENCH_KERNELS=$tile BENCH_DTYPE=f16 "$bin/conv" --bench --warm-up-time 0.5 \
+            --measurement-time 1 "conv/$runtime-f16/(resnet_3x3|resnet50_1x1)" 2>&1 |
+            tee "$out/bench-conv-$tile-f16-$runtime.log" | grep -c 'time:'
+    done
     ;;
 network)
     step network
@@ -168,7 +186,7 @@ quick)
         step "memcheck: conv golden cases and cube_cross::conv"
         sanitizer=$(command -v compute-sanitizer || echo "$CUDA_PATH/bin/compute-sanitizer")
         within 70 "$sanitizer" --tool memcheck --error-exitcode 1 "$bin/suite" \
-            golden::conv2d::cube cube_cross::conv::tiled 2>&1 |
+            golden::conv2d::cube cube_cross::conv::tiled cube_cross::tensor_cores 2>&1 |
             tee "$out/sanitize-$runtime.log" | tail -3
     fi
     step "dense conv rows and dispatch rows"

@@ -131,18 +131,41 @@ pub enum ConvSchedule {
     Untiled,
     /// cubek-matmul's multi-level GEMM routines, on which Burn's implicit GEMMs run, reading
     /// and writing our tensors in place in their own layouts, for every pass and groups; each
-    /// result repaired as Burn's are. A reduction longer than 65535 (lavapipe's loop limit:
-    /// weight gradients over many positions) runs tiled.
+    /// result repaired as Burn's are. On plain-core tiles, a reduction longer than 65535
+    /// (lavapipe's loop limit: weight gradients over many positions) runs tiled.
     Gemm(GemmTile),
 }
 
 /// The innermost tile of a [`ConvSchedule::Gemm`].
+///
+/// The tensor-core tiles are **experimental**: CI runs their routine with [`Self::Interleaved`]
+/// tiles on a CPU Vulkan driver, but no GPU has run them with tensor cores yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GemmTile {
     /// Each unit multiplies register tiles with plain multiply-adds, in f32 for f32 operands
     /// and f32 accumulators for half ones: runs on every device.
     Register,
+    /// Each plane multiplies tiles with plain multiply-adds, its units splitting `k` and
+    /// summing across the plane: the tensor-core tiles' routine (planes of a cube sharing
+    /// staged operands) on plain cores, on every device with planes. A pass that adds a bias
+    /// runs on register tiles: cubek's interleaved tile loads no accumulator.
+    Interleaved,
+    /// Each plane multiplies tiles on tensor cores through CubeCL's `cmma` (CUDA's `wmma`,
+    /// Vulkan's cooperative matrices). Half operands multiply into f32 accumulators; f32
+    /// operands run only where [`ConvPrecision::Tf32`] allows and the device has TF32. A pass
+    /// the device's tensor cores cannot take is an error naming the reason.
+    Cmma,
+    /// As [`Self::Cmma`], through CubeCL's manual `mma` instructions (CUDA's `mma.sync`), where
+    /// the device reports them.
+    Mma,
+}
+
+impl GemmTile {
+    /// Whether the tile runs on tensor cores, which round f32 to TF32.
+    pub fn uses_tensor_cores(self) -> bool {
+        matches!(self, Self::Cmma | Self::Mma)
+    }
 }
 
 /// How the tiled GEMM overlaps its loads with its products.

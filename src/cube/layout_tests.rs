@@ -272,6 +272,40 @@ fn check_case(case: &Case, options: &ConvOptions<3>, expected: &Expected, laid_l
     }
 }
 
+/// Pinned to cubek's GEMM routines (the unit routine's register tiles, the plane routine's
+/// interleaved ones), each pass reads channels-last operands (as vectors of channels) and
+/// contiguous ones, and writes its result in their layout, with Flex's values.
+#[test]
+fn gemm_pins_read_and_write_each_layout() {
+    use super::choice::{ConvSchedule, GemmTile};
+    for tile in [GemmTile::Register, GemmTile::Interleaved] {
+        let gemm = OurKernels::default().with_conv(ConvSchedule::Gemm(tile));
+        let _pinned = Pinned::to(CubeKernels::Ours(gemm));
+        for case in cases().iter().take(2) {
+            let options = ConvOptions::new([1, case.stride, case.stride], [0, 1, 1], [1; 3], 1);
+            let expected = Expected::of(case, &options);
+            for laid_last in [false, true] {
+                let x = on_device(data(&case.x, 1), laid_last);
+                let weight = on_device(data(&case.weight, 2), false);
+                let out_grad = on_device(data(&expected.out_dims, 3), laid_last);
+                let x_size = spatial(&case.x);
+                let results = [
+                    CubeBackend::conv(x.clone(), weight.clone(), options.clone(), None),
+                    CubeBackend::conv_x_backward(weight, out_grad, x_size, options.clone()),
+                ];
+                for (i, result) in results.into_iter().enumerate() {
+                    let what = format!(
+                        "{tile:?}: {}, channels-last {laid_last}, {}",
+                        case.name, PASSES[i]
+                    );
+                    check_layout(&what, &result, case.x.len(), laid_last);
+                    assert_close(&what, read(result), expected.passes[i].clone());
+                }
+            }
+        }
+    }
+}
+
 /// A result at its operands' rank, channels-last exactly when `laid_last`, else contiguous.
 fn check_layout(what: &str, tensor: &CubeTensor, rank: usize, laid_last: bool) {
     assert_eq!(tensor.meta.num_dims(), rank, "{what}: rank");

@@ -88,15 +88,43 @@ pub(crate) fn excludes_burn(
     }
 }
 
+/// Why `precision` keeps our tensor-core GEMM tiles (`GemmTile::Cmma` and `GemmTile::Mma`) from
+/// operands of `dtype` on a device with `properties`, or `None` where they may run:
+/// - f32: only under [`ConvPrecision::Tf32`] on a device with TF32 (cubek's selector rounds f32
+///   operands to it there, `adjust_dtypes`); f32 registers have no tensor-core shape.
+/// - f16 and bf16: under either precision, multiplied exactly into f32 accumulators, as our
+///   plain-core kernels sum them.
+/// - Any other type has no tensor-core shape.
+///
+/// Which shapes the device's tensor cores take is cubek's selector's to decide after this.
+pub(crate) fn excludes_tensor_cores(
+    precision: ConvPrecision,
+    properties: &DeviceProperties,
+    dtype: DType,
+) -> Option<String> {
+    let tf32 = properties.supports_type(ElemType::Float(FloatKind::TF32));
+    match dtype {
+        DType::F16 | DType::BF16 => None,
+        DType::F32 if precision == ConvPrecision::Tf32 && tf32 => None,
+        DType::F32 if precision == ConvPrecision::Tf32 => {
+            Some("this device has no TF32 tensor cores for f32 operands".into())
+        }
+        DType::F32 => Some(
+            "tensor cores would round f32 to TF32; ConvPrecision::Exact leaves them out".into(),
+        ),
+        _ => Some(format!("tensor cores take no {dtype:?} operands")),
+    }
+}
+
 #[cfg(all(test, feature = "wgpu"))]
-mod tests {
+pub(crate) mod tests {
     use burn::backend::ops::FloatTensorOps;
     use burn::tensor::{DType, Device, TensorData};
     use burn_cubecl::CubeBackend;
     use cubecl::features::TypeUsage;
     use cubecl::ir::{DeviceProperties, ElemType, FloatKind};
 
-    use super::{ConvPrecision, excludes_burn};
+    use super::{ConvPrecision, excludes_burn, excludes_tensor_cores};
     use crate::cube::per_device::cube_device;
 
     /// The properties of CI's wgpu device (lavapipe, no tensor cores), as a tensor on it reports
@@ -107,13 +135,18 @@ mod tests {
         tensor.client.properties().clone()
     }
 
+    /// CI's wgpu device's properties with TF32 registered, as CubeCL's CUDA runtime registers
+    /// it on compute capability 8.0 and later.
+    pub(crate) fn tf32_properties() -> DeviceProperties {
+        let mut properties = wgpu_properties();
+        properties.register_type_usage(ElemType::Float(FloatKind::TF32), TypeUsage::Conversion);
+        properties
+    }
+
     #[test]
     fn exact_leaves_burn_out_only_where_it_would_round_f32_to_tf32() {
         use ConvPrecision::{Exact, Tf32};
-        let plain = wgpu_properties();
-        // What CubeCL's CUDA runtime registers on compute capability 8.0 and later.
-        let mut tensor_cores = plain.clone();
-        tensor_cores.register_type_usage(ElemType::Float(FloatKind::TF32), TypeUsage::Conversion);
+        let (plain, tensor_cores) = (wgpu_properties(), tf32_properties());
 
         assert_eq!(excludes_burn(Exact, &plain, DType::F32), None);
         assert!(
@@ -122,6 +155,29 @@ mod tests {
         );
         assert_eq!(excludes_burn(Tf32, &tensor_cores, DType::F32), None);
         assert_eq!(excludes_burn(Exact, &tensor_cores, DType::F64), None);
+    }
+
+    #[test]
+    fn exact_keeps_f32_off_every_tensor_core_tile() {
+        use ConvPrecision::{Exact, Tf32};
+        let (plain, tensor_cores) = (wgpu_properties(), tf32_properties());
+
+        assert!(
+            excludes_tensor_cores(Exact, &tensor_cores, DType::F32)
+                .is_some_and(|reason| reason.contains("Exact"))
+        );
+        assert_eq!(excludes_tensor_cores(Tf32, &tensor_cores, DType::F32), None);
+        assert!(
+            excludes_tensor_cores(Tf32, &plain, DType::F32)
+                .is_some_and(|reason| reason.contains("no TF32"))
+        );
+        assert!(excludes_tensor_cores(Tf32, &tensor_cores, DType::F64).is_some());
+        for precision in [Exact, Tf32] {
+            for dtype in [DType::F16, DType::BF16] {
+                // Products of half operands are exact in the f32 accumulators.
+                assert_eq!(excludes_tensor_cores(precision, &plain, dtype), None);
+            }
+        }
     }
 
     #[test]

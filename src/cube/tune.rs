@@ -3,10 +3,11 @@
 //! Each pass (forward, input gradient, weight gradient; `conv_transpose` reaches them through
 //! `conv_routing`) has one CubeCL [`LocalTuner`] whose candidates are our kernels in three
 //! settings ([`OURS`]: the shape's schedule double-buffered, its direct schedule spread, and
-//! its tiled schedule single-buffered), each declined where it changes nothing, and Burn's
-//! (`builtin.rs`: the call Burn's own autodiff makes for the pass, itself autotuned over Burn's
-//! tensor-core implicit GEMMs, depthwise, 1x1 and direct kernels, and for an input gradient its
-//! transposed conv too), except where Burn's would compute less precisely than the device's
+//! its tiled schedule single-buffered), each declined where it changes nothing; our GEMM on
+//! tensor cores ([`TENSOR_CORES`]: cmma and mma tiles), where the precision allows it and the
+//! device's tensor cores take the pass; and Burn's (`builtin.rs`: the call Burn's own autodiff
+//! makes for the pass, itself autotuned over Burn's tensor-core implicit GEMMs, depthwise, 1x1
+//! and direct kernels, and for an input gradient its transposed conv too), except where Burn's would compute less precisely than the device's
 //! [`ConvPrecision`] allows: f32 rounded to TF32 under `Exact`, and half-precision operands
 //! summed in their own type (`precision.rs`). Each candidate is timed with the repair that
 //! makes it exact where a non-finite operand meets the padding (`conv/repair.rs`). The key
@@ -20,10 +21,10 @@
 //! compiled on first use, and the compiles, not the timings, are most of a tuning round (the
 //! first epoch of `examples/resnet`; its README has the measurements). The untiled schedule
 //! where the tiled one is the default won none of the example's keys and was dropped. cubek's
-//! GEMM routines over our layouts (`ConvSchedule::Gemm`) are no candidate: with register tiles
-//! they are a second plain-core GEMM beside the tiled one. An input gradient's Burn candidate
-//! is `conv_data_backward`, whose own tuner already times Burn's transposed conv among its
-//! implicit GEMMs, so a second Burn candidate would pay Burn's tuning twice.
+//! GEMM routines over our layouts on plain cores (`GemmTile::Register` and `Interleaved`) are
+//! no candidate: they are a second plain-core GEMM beside the tiled one. An input gradient's
+//! Burn candidate is `conv_data_backward`, whose own tuner already times Burn's transposed conv
+//! among its implicit GEMMs, so a second Burn candidate would pay Burn's tuning twice.
 //!
 //! Burn's candidate runs its own tuner, and a tuning round cannot run inside another one's
 //! measurement (both take the device exclusively). So before our first round for a key, Burn's
@@ -34,6 +35,7 @@ use burn::tensor::DType;
 use burn_convpool_kernels::conv as kernels;
 use burn_cubecl::{CubeTuneId, tensor::CubeTensor};
 use cubecl::AutotuneKey;
+use cubecl::ir::DeviceProperties;
 use cubecl::tune::{LocalTuner, Tunable, TunableSet, anchor, local_tuner};
 use serde::{Deserialize, Serialize};
 
@@ -44,7 +46,7 @@ use super::choice::{
     Buffering, ConvSchedule, CubeKernels, GemmTile, OurKernels, Packing, kernels_of,
 };
 use super::conv;
-use super::precision::{ConvPrecision, excludes_burn, precision_of};
+use super::precision::{ConvPrecision, excludes_burn, excludes_tensor_cores, precision_of};
 use super::tensor::{LaunchError, channels_last, float_type};
 
 /// Which pass of a convolution.
@@ -140,6 +142,22 @@ const OURS: [OurKernels; 3] = {
     ]
 };
 
+/// Our tensor-core GEMMs among the candidates, each where the device's precision allows it
+/// for the operands ([`excluded`]) and its tensor cores take the pass.
+const TENSOR_CORES: [OurKernels; 2] = {
+    let default = OurKernels::DEFAULT;
+    [
+        OurKernels {
+            conv: ConvSchedule::Gemm(GemmTile::Cmma),
+            ..default
+        },
+        OurKernels {
+            conv: ConvSchedule::Gemm(GemmTile::Mma),
+            ..default
+        },
+    ]
+};
+
 /// A candidate of every set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Candidate {
@@ -158,6 +176,9 @@ impl core::fmt::Display for Candidate {
                 (ConvSchedule::Tiled(Buffering::Single), _) => "burn_convpool_single_buffered",
                 (ConvSchedule::Untiled, _) => "burn_convpool_direct",
                 (ConvSchedule::Gemm(GemmTile::Register), _) => "burn_convpool_gemm_register",
+                (ConvSchedule::Gemm(GemmTile::Interleaved), _) => "burn_convpool_gemm_interleaved",
+                (ConvSchedule::Gemm(GemmTile::Cmma), _) => "burn_convpool_gemm_cmma",
+                (ConvSchedule::Gemm(GemmTile::Mma), _) => "burn_convpool_gemm_mma",
             },
             Self::Burn => "burn_cubecl_autotune",
         })
@@ -203,11 +224,32 @@ fn run(pass: Pass, candidate: Candidate, inputs: Inputs) -> Result<CubeTensor, S
 }
 
 /// Why the device's [`ConvPrecision`] keeps `candidate` out of the tuner for a pass whose first
-/// operand is `a`: ours compute f32 exactly, Burn's may round it to TF32.
+/// operand is `a` ([`excluded_under`]).
 fn excluded(candidate: Candidate, a: &CubeTensor) -> Option<String> {
+    excluded_under(
+        candidate,
+        precision_of(&a.device),
+        a.client.properties(),
+        a.dtype,
+    )
+}
+
+/// Why `precision` keeps `candidate` out of the tuner for operands of `dtype` on a device with
+/// `properties`: our plain-core kernels compute f32 exactly; our tensor-core tiles and Burn's
+/// kernels may round it to TF32, and Burn's sum half operands in their own type.
+fn excluded_under(
+    candidate: Candidate,
+    precision: ConvPrecision,
+    properties: &DeviceProperties,
+    dtype: DType,
+) -> Option<String> {
     match candidate {
+        Candidate::Ours(OurKernels {
+            conv: ConvSchedule::Gemm(tile),
+            ..
+        }) if tile.uses_tensor_cores() => excludes_tensor_cores(precision, properties, dtype),
         Candidate::Ours(_) => None,
-        Candidate::Burn => excludes_burn(precision_of(&a.device), a.client.properties(), a.dtype),
+        Candidate::Burn => excludes_burn(precision, properties, dtype),
     }
 }
 
@@ -266,8 +308,9 @@ fn candidates(pass: Pass) -> Set {
             (bias.is_some(), activation.is_some()),
         )
     };
-    OURS.map(Candidate::Ours)
-        .into_iter()
+    OURS.into_iter()
+        .chain(TENSOR_CORES)
+        .map(Candidate::Ours)
         .chain([Candidate::Burn])
         .fold(TunableSet::new_cloning_inputs(key), |set, candidate| {
             set.with(Tunable::identified(
@@ -336,5 +379,75 @@ fn run_ours(
         // The operands come as (weight, output gradient) and (x, output gradient).
         Pass::Data => conv::gemm(&geometry, Data, b, a, bias, ours),
         Pass::Weight => conv::weight_gemm(&geometry, b, a, ours),
+    }
+}
+
+#[cfg(all(test, feature = "wgpu"))]
+mod tests {
+    use burn::tensor::DType;
+
+    use super::{Candidate, ConvPrecision, OURS, TENSOR_CORES, excluded_under};
+    use crate::cube::choice::ConvSchedule;
+    use crate::cube::precision::tests::tf32_properties;
+
+    /// Every candidate the tuner holds, in its order.
+    fn every_candidate() -> Vec<Candidate> {
+        let ours = OURS.into_iter().chain(TENSOR_CORES).map(Candidate::Ours);
+        ours.chain([Candidate::Burn]).collect()
+    }
+
+    /// Whether `candidate` computes f32 on plain cores, exactly.
+    fn plain_cores(candidate: Candidate) -> bool {
+        match candidate {
+            Candidate::Ours(ours) => match ours.conv {
+                ConvSchedule::Gemm(tile) => !tile.uses_tensor_cores(),
+                _ => true,
+            },
+            Candidate::Burn => false,
+        }
+    }
+
+    /// On a device that reports TF32, `Exact` offers only our plain-core kernels for f32
+    /// operands (no tensor-core tile of ours, none of Burn's TF32 implicit GEMMs); `Tf32`
+    /// offers every candidate.
+    #[test]
+    fn exact_offers_no_tf32_candidate_on_a_tf32_device() {
+        let properties = tf32_properties();
+        let offered = |precision| -> Vec<Candidate> {
+            every_candidate()
+                .into_iter()
+                .filter(|&candidate| {
+                    excluded_under(candidate, precision, &properties, DType::F32).is_none()
+                })
+                .collect()
+        };
+        let exact = offered(ConvPrecision::Exact);
+        assert_eq!(exact, OURS.map(Candidate::Ours).to_vec());
+        assert!(exact.iter().all(|&candidate| plain_cores(candidate)));
+        assert_eq!(offered(ConvPrecision::Tf32), every_candidate());
+    }
+
+    /// Half operands: our tensor-core tiles multiply them exactly into f32 accumulators under
+    /// either precision; Burn's direct kernel, which sums in the operands' type, is never
+    /// offered.
+    #[test]
+    fn half_operands_are_summed_in_f32_by_every_candidate() {
+        let properties = tf32_properties();
+        for precision in [ConvPrecision::Exact, ConvPrecision::Tf32] {
+            for dtype in [DType::F16, DType::BF16] {
+                let offered: Vec<Candidate> = every_candidate()
+                    .into_iter()
+                    .filter(|&candidate| {
+                        excluded_under(candidate, precision, &properties, dtype).is_none()
+                    })
+                    .collect();
+                let ours: Vec<Candidate> = OURS
+                    .into_iter()
+                    .chain(TENSOR_CORES)
+                    .map(Candidate::Ours)
+                    .collect();
+                assert_eq!(offered, ours, "{precision:?} {dtype:?}");
+            }
+        }
     }
 }

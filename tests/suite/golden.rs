@@ -243,7 +243,7 @@ fn run_file(stem: &str, family: &str) {
         for (device_name, device) in &devices {
             // On the CubeCL device our kernels run pinned, or Burn's: a tuning round per case
             // would time both for nearly every shape, most of the suite's time on lavapipe.
-            // `cube_cross::conv::builtin_and_tuned_kernels_match_cpu` checks the tuner.
+            // `cube_cross::conv::builtin_tuned_and_register_gemm_kernels_match_cpu` checks the tuner.
             #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
             let _pinned = {
                 use burn_convpool::cube_kernels::{CubeKernels, OurKernels};

@@ -37,6 +37,15 @@ fn group_channels(args: &ConvArgs, #[comptime] kind: GemmKind) -> (usize, usize)
     }
 }
 
+/// A forward or input-gradient GEMM's reduction index `k` as (channel read within the group,
+/// tap): `k` runs over taps, each over the group's `read_channels`, channel fastest, so
+/// consecutive `k` are consecutive channels, which a channels-last operand holds side by side
+/// (cubek's loaders then read them as one vector).
+#[cube]
+fn channel_and_tap(k: usize, read_channels: usize) -> (usize, usize) {
+    (k % read_channels, k / read_channels)
+}
+
 /// Whether `(row, col)` lies within a `rows` x `cols` matrix.
 #[cube]
 fn within(row: u32, col: u32, rows: u32, cols: u32) -> bool {
@@ -78,7 +87,9 @@ macro_rules! view_layout {
 }
 
 /// The lhs of a forward (`x`) or input-gradient (output gradient) GEMM: `m` rows of (batch,
-/// position written) by `k` columns of (channel read within the group, tap).
+/// position written) by `k` columns of (tap, channel read within the group), read `vector`
+/// channels at a time (more than one only where the launcher found them side by side and
+/// aligned: channels-last, the group's channels and every other stride a multiple of it).
 #[derive(CubeType, CubeLaunch, Clone)]
 #[expand(derive(Clone))]
 pub struct GemmLhs {
@@ -87,6 +98,8 @@ pub struct GemmLhs {
     pub k_len: u32,
     #[cube(comptime)]
     pub kind: GemmKind,
+    #[cube(comptime)]
+    pub vector: usize,
 }
 
 #[cube]
@@ -98,21 +111,25 @@ impl GemmLhs {
         let (m, k) = (row as usize, col as usize);
         let size = written_size(args, kind);
         let positions = volume(&size);
-        let taps = volume(&args.kernel);
         let at = unflatten(m % positions, &size);
-        let tap = unflatten(k % taps, &args.kernel);
-        let (source, reached) = tap_position(args, &at, &tap, kind);
         let (read_channels, _) = group_channels(args, kind);
-        let channel = group * read_channels + k / taps;
+        let (read, tap) = channel_and_tap(k, read_channels);
+        let tap = unflatten(tap, &args.kernel);
+        let (source, reached) = tap_position(args, &at, &tap, kind);
+        let channel = group * read_channels + read;
         let element = offset(&read_layout(args, kind), m / positions, channel, &source);
-        located(element, within(row, col, self.m_len, self.k_len) && reached)
+        let vector = comptime![self.vector];
+        located(
+            element / vector,
+            within(row, col, self.m_len, self.k_len) && reached,
+        )
     }
 }
 
 view_layout!(GemmLhs, m_len, k_len);
 
-/// The rhs of a forward or input-gradient GEMM: the contiguous weight as `k` rows of (channel
-/// read within the group, tap) by `n` columns of channels written within the group.
+/// The rhs of a forward or input-gradient GEMM: the contiguous weight as `k` rows of (tap,
+/// channel read within the group) by `n` columns of channels written within the group.
 #[derive(CubeType, CubeLaunch, Clone)]
 #[expand(derive(Clone))]
 pub struct GemmRhs {
@@ -128,9 +145,9 @@ impl GemmRhs {
     fn locate(&self, pos: BatchedCoords) -> (usize, bool) {
         let (group, row, col) = pos;
         let args = &self.args;
-        let taps = volume(&args.kernel);
         let (k, n) = (row as usize, col as usize);
-        let (read, tap) = (k / taps, k % taps);
+        let (read_channels, _) = group_channels(args, comptime![self.kind]);
+        let (read, tap) = channel_and_tap(k, read_channels);
         let first_out = group * args.out_channels;
         let element = if comptime![self.kind == GemmKind::Data] {
             weight_index(args, first_out + read, n, tap)
@@ -144,7 +161,8 @@ impl GemmRhs {
 view_layout!(GemmRhs, k_len, n_len);
 
 /// The result of a forward or input-gradient GEMM: `m` rows of (batch, position written) by
-/// `n` columns of channels written within the group, in the written side's layout.
+/// `n` columns of channels written within the group, in the written side's layout, written
+/// `vector` channels at a time (as [`GemmLhs`] reads them).
 #[derive(CubeType, CubeLaunch, Clone)]
 #[expand(derive(Clone))]
 pub struct GemmOut {
@@ -153,6 +171,8 @@ pub struct GemmOut {
     pub n_len: u32,
     #[cube(comptime)]
     pub kind: GemmKind,
+    #[cube(comptime)]
+    pub vector: usize,
 }
 
 #[cube]
@@ -168,19 +188,23 @@ impl GemmOut {
         let (_, written_channels) = group_channels(args, kind);
         let channel = group * written_channels + col as usize;
         let element = offset(&written_layout(args, kind), m / positions, channel, &at);
-        located(element, within(row, col, self.m_len, self.n_len))
+        let vector = comptime![self.vector];
+        located(element / vector, within(row, col, self.m_len, self.n_len))
     }
 }
 
 view_layout!(GemmOut, m_len, n_len);
 
 /// The bias as the initial accumulator of a forward or input-gradient GEMM: every row of
-/// column `n` of group `g` reads `bias[g * n_len + n]`.
+/// column `n` of group `g` reads `bias[g * n_len + n]`, `vector` columns at a time (as
+/// [`GemmOut`] writes them).
 #[derive(CubeType, CubeLaunch, Clone)]
 #[expand(derive(Clone))]
 pub struct GemmBias {
     pub m_len: u32,
     pub n_len: u32,
+    #[cube(comptime)]
+    pub vector: usize,
 }
 
 #[cube]
@@ -188,7 +212,8 @@ impl GemmBias {
     fn locate(&self, pos: BatchedCoords) -> (usize, bool) {
         let (group, row, col) = pos;
         let element = group * self.n_len as usize + col as usize;
-        located(element, within(row, col, self.m_len, self.n_len))
+        let vector = comptime![self.vector];
+        located(element / vector, within(row, col, self.m_len, self.n_len))
     }
 }
 

@@ -1,10 +1,11 @@
 //! Our passes on cubek-matmul's multi-level GEMM routines, reading and writing our tensors in
 //! place through the layouts of `burn_convpool_kernels::conv::gemm`: the routines Burn's
 //! implicit GEMMs run on, with our groups, layouts and exact semantics. The unit routine with
-//! register tiles runs on every device (CI's lavapipe included), so it checks the layouts that
-//! the tensor-core tiles share. Each result is repaired as Burn's are (`repair.rs`): the GEMM
-//! multiplies the padding's zeros like any other value. cubek has no split-k, so a weight
-//! gradient's long reduction runs in one cube per output tile.
+//! register tiles and the plane routine with interleaved tiles run on every device (CI's
+//! lavapipe included), so they check the layouts and the plane routine that the tensor-core
+//! tiles share. Each result is repaired as Burn's are (`repair.rs`): the GEMM multiplies the
+//! padding's zeros like any other value. cubek has no split-k, so a weight gradient's long
+//! reduction runs in one cube per output tile.
 
 use burn_convpool_kernels::conv::GemmKind;
 use burn_convpool_kernels::conv::gemm::{
@@ -21,8 +22,16 @@ use burn_convpool_kernels::cubek_matmul::multi_level::args::{
 use burn_convpool_kernels::cubek_matmul::multi_level::components::global::memory::{
     NoopLayout, NoopLayoutLaunch,
 };
-use burn_convpool_kernels::cubek_matmul::multi_level::launch_kernel_virtual;
+use burn_convpool_kernels::cubek_matmul::multi_level::components::stage::PartitionBuffering;
+use burn_convpool_kernels::cubek_matmul::multi_level::components::tile::TileMatmulKind;
+use burn_convpool_kernels::cubek_matmul::multi_level::definition::{
+    BatchMatmulBlueprint, TilingScheme,
+};
+use burn_convpool_kernels::cubek_matmul::multi_level::routines::batch::simple::{
+    SimpleAlgorithm, SimpleArgs,
+};
 use burn_convpool_kernels::cubek_matmul::multi_level::routines::batch::simple_unit::SimpleUnitAlgorithm;
+use burn_convpool_kernels::cubek_matmul::multi_level::{BatchMatmulRoutine, launch_kernel_virtual};
 use burn_convpool_kernels::cubek_matmul::routine::BlueprintStrategy;
 use burn_convpool_kernels::cubek_std::MatrixLayout;
 use burn_cubecl::tensor::CubeTensor;
@@ -33,23 +42,24 @@ use crate::spec::ConvGeometry;
 
 use super::repair::{repair_gemm, repair_weight};
 use super::{Sides, conv_args, empty_like_layout, gemm_sizes};
+use crate::cube::choice::GemmTile;
 use crate::cube::launches::{Launch, note};
+use crate::cube::precision::{excludes_tensor_cores, precision_of};
 use crate::cube::tensor::{
-    LaunchError, address_type, contiguous, empty, float_type, strided, zeros,
+    LaunchError, address_type, contiguous, dims5, empty, float_type, strided, strides5, zeros,
 };
 
 type Inputs = InputRuntimeArg<TensorArgs>;
 
 /// Our forward pass (`kind` `Forward`: `lhs` = x, `rhs` = weight) or input gradient (`Data`:
-/// `lhs` = output gradient, `rhs` = weight), `out = lhs (*) rhs [+ bias]`, on cubek's unit
-/// routine with register tiles; a strided input gradient reads the output gradient only where
-/// the stride divides (the rest is out of bounds).
+/// `lhs` = output gradient, `rhs` = weight), `out = lhs (*) rhs [+ bias]`, on cubek's routine
+/// for `tile`; a strided input gradient reads the output gradient only where the stride
+/// divides (the rest is out of bounds).
 pub fn gemm(
     geometry: &ConvGeometry,
     kind: GemmKind,
-    lhs: CubeTensor,
-    rhs: CubeTensor,
-    bias: Option<CubeTensor>,
+    tile: GemmTile,
+    (lhs, rhs, bias): (CubeTensor, CubeTensor, Option<CubeTensor>),
 ) -> Result<CubeTensor, LaunchError> {
     let (lhs, rhs, bias) = (strided(lhs), contiguous(rhs), bias.map(contiguous));
     let out_dims = match kind {
@@ -62,11 +72,25 @@ pub fn gemm(
     }
     let sides = Sides::of_gemm(kind, &lhs, &out);
     let (m, n, k) = sizes(geometry, kind)?;
+    let (read_channels, written_channels) = match kind {
+        GemmKind::Data => (geometry.out_per_group(), geometry.in_per_group()),
+        _ => (geometry.in_per_group(), geometry.out_per_group()),
+    };
+    let lhs_vector = channel_vector(&lhs, read_channels);
+    let out_vector = match &bias {
+        Some(bias) => channel_vector(&out, written_channels).min(aligned_vector(bias)),
+        None => channel_vector(&out, written_channels),
+    };
+    let vectors = MatmulVectorSizes {
+        lhs: lhs_vector,
+        rhs: 1,
+        out: out_vector,
+    };
     let inputs = TensorInputsLaunch::new(
         noop(),
         ViewArg::new_tensor::<GemmLhs>(
             lhs.clone().into_tensor_arg(),
-            GemmLhsLaunch::new(conv_args(geometry, &sides), m, k, kind),
+            GemmLhsLaunch::new(conv_args(geometry, &sides), m, k, kind, lhs_vector),
         ),
         noop(),
         ViewArg::new_tensor::<GemmRhs>(
@@ -76,30 +100,25 @@ pub fn gemm(
         bias.as_ref().map(|_| noop()).into(),
         bias.clone()
             .map(|bias| {
-                ViewArg::new_tensor::<GemmBias>(bias.into_tensor_arg(), GemmBiasLaunch::new(m, n))
+                let layout = GemmBiasLaunch::new(m, n, out_vector);
+                ViewArg::new_tensor::<GemmBias>(bias.into_tensor_arg(), layout)
             })
             .into(),
     );
     let output = ViewArg::new_tensor::<GemmOut>(
         out.clone().into_tensor_arg(),
-        GemmOutLaunch::new(conv_args(geometry, &sides), m, n, kind),
+        GemmOutLaunch::new(conv_args(geometry, &sides), m, n, kind, out_vector),
     );
     let operands = [&lhs, &rhs, &out];
-    launch(
-        geometry.groups,
-        (m, n, k),
-        &operands,
-        bias.is_some(),
-        inputs,
-        output,
-    )?;
+    let problem = problem(geometry.groups, (m, n, k), &operands, bias.is_some())?;
+    launch(tile, (problem, vectors), &operands, inputs, output)?;
     repair_gemm(geometry, kind, (lhs, rhs, bias), out)
 }
 
-/// Our weight gradient, `weight_grad = out_grad (*) x`, on cubek's unit routine with register
-/// tiles.
+/// Our weight gradient, `weight_grad = out_grad (*) x`, on cubek's routine for `tile`.
 pub fn weight(
     geometry: &ConvGeometry,
+    tile: GemmTile,
     out_grad: CubeTensor,
     x: CubeTensor,
 ) -> Result<CubeTensor, LaunchError> {
@@ -129,7 +148,8 @@ pub fn weight(
         WeightOutLaunch::new(conv_args(geometry, &sides), m, n),
     );
     let operands = [&out_grad, &x, &out];
-    launch(geometry.groups, (m, n, k), &operands, false, inputs, output)?;
+    let problem = problem(geometry.groups, (m, n, k), &operands, false)?;
+    launch(tile, (problem, ONE_ELEMENT), &operands, inputs, output)?;
     repair_weight(geometry, x, out_grad, out)
 }
 
@@ -145,17 +165,14 @@ fn noop() -> VirtualLayoutLaunch<Coords1d, Coords1d> {
     VirtualLayoutLaunch::new::<NoopLayout>(NoopLayoutLaunch::new())
 }
 
-/// Launch cubek's unit routine on `groups` GEMMs of `(m, n, k)` (its batch axis), reading
-/// `inputs` and writing `output`; `operands` are the tensors the launch addresses, the first
-/// one's dtype the GEMM's (the caller checked them).
-fn launch(
+/// The problem of `groups` GEMMs of `(m, n, k)` (cubek's batch axis) over `operands`, the
+/// first one's dtype the GEMM's (the caller checked them), with a bias where `has_bias`.
+fn problem(
     groups: usize,
     (m, n, k): (u32, u32, u32),
     operands: &[&CubeTensor],
     has_bias: bool,
-    inputs: Inputs,
-    output: ViewArg<BatchedCoords>,
-) -> Result<(), LaunchError> {
+) -> Result<MatmulProblem, LaunchError> {
     let dtype = float_type(operands[0])?;
     let [m, n, k] = [m, n, k].map(|size| size as usize);
     let mut problem = MatmulProblem::from_parameters(
@@ -179,22 +196,220 @@ fn launch(
     if has_bias {
         problem.accumulator = AccumulatorOperand::Present;
     }
-    note(Launch::Kernel("cubek_gemm_unit"));
-    launch_kernel_virtual::<TensorArgs, SimpleUnitAlgorithm>(
-        &operands[0].client,
-        inputs,
-        TensorOutputLaunch::new(output, noop()),
-        (),
-        problem,
-        // One element per load: our layouts gather along every axis.
-        MatmulVectorSizes {
-            lhs: 1,
-            rhs: 1,
-            out: 1,
+    Ok(problem)
+}
+
+/// cubek's plane routine: planes of a cube share staged operands, each multiplying its tiles.
+type PlaneRoutine = SimpleAlgorithm;
+
+/// One element per load and store: the weight gradient's layouts gather along every axis.
+const ONE_ELEMENT: MatmulVectorSizes = MatmulVectorSizes {
+    lhs: 1,
+    rhs: 1,
+    out: 1,
+};
+
+/// How many channels at a time a GEMM reads from or writes to the activation `tensor`, whose
+/// groups hold `per_group` channels each: the widest vector the device moves fast (16 bytes on
+/// most) where the channels lie side by side (channels-last) and every vector starts aligned
+/// (each group's channels and every other stride a multiple of it), else one.
+fn channel_vector(tensor: &CubeTensor, per_group: usize) -> usize {
+    let (dims, strides) = (dims5(tensor), strides5(tensor));
+    if strides[1] != 1 {
+        return 1;
+    }
+    let fits = |vector: usize| {
+        per_group.is_multiple_of(vector)
+            && (0..5).all(|axis| axis == 1 || dims[axis] == 1 || strides[axis] % vector == 0)
+    };
+    let widest = aligned_vector(tensor);
+    let sizes = tensor.client.io_optimized_vector_sizes(tensor.dtype.size());
+    sizes
+        .filter(|&size| size <= widest)
+        .find(|&size| fits(size))
+        .unwrap_or(1)
+}
+
+/// The widest vector `tensor`'s first element is aligned to (its buffer may start inside a
+/// larger allocation).
+fn aligned_vector(tensor: &CubeTensor) -> usize {
+    let bytes = tensor.handle.offset_start.unwrap_or(0) as usize;
+    let elements = bytes / tensor.dtype.size();
+    match elements {
+        0 => usize::MAX,
+        elements => 1 << elements.trailing_zeros(),
+    }
+}
+
+/// Launch `problem` reading `inputs` and writing `output` on cubek's routine for `tile`: the
+/// unit routine for register tiles, the plane routine for the others; `operands` are the
+/// tensors the launch addresses. A tensor-core tile first asks the device's precision whether
+/// it may take the operands.
+fn launch(
+    tile: GemmTile,
+    (problem, vectors): (MatmulProblem, MatmulVectorSizes),
+    operands: &[&CubeTensor],
+    inputs: Inputs,
+    output: ViewArg<BatchedCoords>,
+) -> Result<(), LaunchError> {
+    let client = &operands[0].client;
+    let output = TensorOutputLaunch::new(output, noop());
+    let tile = match tile {
+        // cubek's interleaved tile loads no accumulator ("Interleaved acc load from shared").
+        GemmTile::Interleaved if problem.accumulator == AccumulatorOperand::Present => {
+            GemmTile::Register
+        }
+        tile => tile,
+    };
+    let launched = match tile {
+        GemmTile::Register => launch_kernel_virtual::<TensorArgs, SimpleUnitAlgorithm>(
+            client,
+            inputs,
+            output,
+            (),
+            problem,
+            vectors,
+            &BlueprintStrategy::Inferred(Default::default()),
+        ),
+        GemmTile::Interleaved => {
+            let settings = <PlaneRoutine as BatchMatmulRoutine<()>>::device_settings;
+            let plane_dim = settings(client, vectors).plane_dim;
+            let blueprint = interleaved_blueprint(plane_dim, vectors.lhs as u32, &problem)?;
+            launch_kernel_virtual::<TensorArgs, PlaneRoutine>(
+                client,
+                inputs,
+                output,
+                (),
+                problem,
+                vectors,
+                &BlueprintStrategy::Forced(blueprint),
+            )
+        }
+        GemmTile::Cmma | GemmTile::Mma => {
+            let precision = precision_of(&operands[0].device);
+            let dtype = operands[0].dtype;
+            if let Some(reason) = excludes_tensor_cores(precision, client.properties(), dtype) {
+                return Err(LaunchError::Routine { reason });
+            }
+            let tile_matmul = match tile {
+                GemmTile::Cmma => TileMatmulKind::Cmma,
+                _ => TileMatmulKind::Mma,
+            };
+            launch_kernel_virtual::<TensorArgs, PlaneRoutine>(
+                client,
+                inputs,
+                output,
+                (),
+                problem,
+                vectors,
+                &BlueprintStrategy::Inferred(SimpleArgs {
+                    tile_matmul,
+                    multi_rows: false,
+                }),
+            )
+        }
+    };
+    launched.map_err(|err| LaunchError::Routine {
+        reason: match tile.uses_tensor_cores() {
+            true => format!("the device's tensor cores take no tile of this pass: {err:?}"),
+            false => format!("{err:?}"),
         },
-        &BlueprintStrategy::Inferred(Default::default()),
+    })?;
+    note(Launch::Kernel(match tile {
+        GemmTile::Register => "cubek_gemm_unit",
+        GemmTile::Interleaved => "cubek_gemm_interleaved",
+        GemmTile::Cmma => "cubek_gemm_cmma",
+        GemmTile::Mma => "cubek_gemm_mma",
+    }));
+    Ok(())
+}
+
+/// The plane routine's blueprint for interleaved tiles: each plane's units split a tile's `k`
+/// into one lhs vector each, so a tile is `plane_dim * lhs_vector` deep; four planes per cube,
+/// each owning a 16x16 partition of four 8x8 tiles (cubek's selector sizes only tensor-core
+/// tiles).
+fn interleaved_blueprint(
+    plane_dim: u32,
+    lhs_vector: u32,
+    problem: &MatmulProblem,
+) -> Result<BatchMatmulBlueprint, LaunchError> {
+    let scheme = TilingScheme::builder()
+        .with_tile_size((8, 8, plane_dim * lhs_vector).into())
+        .with_partition_size((2, 2, 1).into())
+        .with_stage_size((2, 2, 1).into())
+        .build()
+        .map_err(|reason| LaunchError::Routine {
+            reason: reason.into(),
+        })?;
+    Ok(
+        BatchMatmulBlueprint::builder(TileMatmulKind::Interleaved, scheme, plane_dim, problem)
+            .partition_buffering(PartitionBuffering::Single)
+            .build(),
     )
-    .map_err(|err| LaunchError::Routine {
-        reason: format!("{err:?}"),
-    })
+}
+
+#[cfg(all(test, feature = "wgpu"))]
+mod tests {
+    use burn::backend::ops::FloatTensorOps;
+    use burn::tensor::ops::ConvOptions;
+    use burn::tensor::{Device, TensorData};
+    use burn_convpool_kernels::conv::GemmKind;
+    use burn_cubecl::CubeBackend;
+
+    use super::{GemmTile, gemm};
+    use crate::cube::per_device::cube_device;
+    use crate::cube::tensor::LaunchError;
+    use crate::spec::ConvGeometry;
+
+    /// Channels-last activations are read and written four f32 channels at a time (16 bytes)
+    /// where each group's channels allow it, fewer where they do not; contiguous (NCHW) ones
+    /// one element at a time.
+    #[test]
+    fn channels_last_activations_move_as_vectors() {
+        use burn_cubecl::ops::permute;
+
+        use super::channel_vector;
+        use crate::cube::tensor::{contiguous, dims5};
+
+        let device = cube_device(&Device::wgpu(Default::default())).expect("a CubeCL device");
+        let nchw = CubeBackend::float_from_data(
+            TensorData::new(vec![0f32; 2 * 8 * 3 * 5], [2, 8, 1, 3, 5]),
+            &device,
+        );
+        let ndhwc = contiguous(permute(nchw.clone(), &[0, 2, 3, 4, 1]));
+        let channels_last = permute(ndhwc, &[0, 4, 1, 2, 3]);
+        assert_eq!(dims5(&channels_last), [2, 8, 1, 3, 5]);
+        assert_eq!(channel_vector(&channels_last, 8), 4);
+        assert_eq!(channel_vector(&channels_last, 4), 4);
+        assert_eq!(channel_vector(&channels_last, 2), 2);
+        assert_eq!(channel_vector(&channels_last, 1), 1);
+        assert_eq!(channel_vector(&nchw, 8), 1);
+    }
+
+    /// A tensor-core tile pinned on f32 operands under the default `ConvPrecision::Exact`
+    /// (lavapipe has no tensor cores either) refuses with the precision's reason before cubek
+    /// selects or compiles anything.
+    #[test]
+    fn tensor_core_tiles_refuse_f32_under_exact() {
+        let device = cube_device(&Device::wgpu(Default::default())).expect("a CubeCL device");
+        let tensor = |dims: [usize; 5]| {
+            let values = vec![1f32; dims.iter().product()];
+            CubeBackend::float_from_data(TensorData::new(values, dims), &device)
+        };
+        let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+        let geometry =
+            ConvGeometry::conv(&[1, 2, 1, 4, 4], &[3, 2, 1, 3, 3], &options).normalised();
+        for tile in [GemmTile::Cmma, GemmTile::Mma] {
+            let operands = (tensor([1, 2, 1, 4, 4]), tensor([3, 2, 1, 3, 3]), None);
+            match gemm(&geometry, GemmKind::Forward, tile, operands) {
+                Err(LaunchError::Routine { reason }) => {
+                    assert!(
+                        reason.contains("ConvPrecision::Exact"),
+                        "{tile:?}: {reason}"
+                    )
+                }
+                other => panic!("{tile:?} ran f32 under Exact: {:?}", other.map(|_| ())),
+            }
+        }
+    }
 }

@@ -33,7 +33,7 @@ use burn_cubecl::tensor::CubeTensor;
 
 use crate::spec::{Activation, ConvGeometry};
 
-use super::choice::{ConvSchedule, OurKernels};
+use super::choice::{ConvSchedule, GemmTile, OurKernels};
 use super::launches::{Launch, note};
 use super::limits::MAX_LOOP_ITERATIONS;
 use super::tensor::{
@@ -217,8 +217,8 @@ pub fn gemm(
         Some(activation) => activate_result(out, activation),
         None => Ok(out),
     };
-    if on_cubek(geometry, kind, ours) {
-        return gemm::gemm(geometry, kind, lhs, rhs, bias).and_then(activated);
+    if let Some(tile) = on_cubek(geometry, kind, ours) {
+        return gemm::gemm(geometry, kind, tile, (lhs, rhs, bias)).and_then(activated);
     }
     // The activation is read in its own layout; the weight and bias are small.
     let (lhs, rhs) = (strided(lhs), contiguous(rhs));
@@ -257,8 +257,8 @@ pub fn weight_gemm(
 ) -> Result<CubeTensor, LaunchError> {
     float_type(&x)?;
     float_type(&out_grad)?;
-    if on_cubek(geometry, GemmKind::Weight, ours) {
-        return gemm::weight(geometry, out_grad, x);
+    if let Some(tile) = on_cubek(geometry, GemmKind::Weight, ours) {
+        return gemm::weight(geometry, tile, out_grad, x);
     }
     let (out_grad, x) = (strided(out_grad), strided(x));
     let (_, _, k) = gemm_sizes(geometry, GemmKind::Weight);
@@ -283,11 +283,18 @@ pub fn weight_gemm(
     }
 }
 
-/// Whether the GEMM of `kind` runs on cubek's routine: `ours` pins `ConvSchedule::Gemm` and
-/// its reduction fits lavapipe's loop limit (each unit walks all of `k`).
-fn on_cubek(geometry: &ConvGeometry, kind: GemmKind, ours: OurKernels) -> bool {
-    matches!(ours.conv, ConvSchedule::Gemm(_))
-        && gemm_sizes(geometry, kind).2 <= MAX_LOOP_ITERATIONS
+/// The tile cubek's routine runs the GEMM of `kind` with, where it does: `ours` pins
+/// `ConvSchedule::Gemm`, and a plain-core tile's reduction fits lavapipe's loop limit (each
+/// unit walks all of `k`). Tensor-core tiles never run on lavapipe, which has none.
+fn on_cubek(geometry: &ConvGeometry, kind: GemmKind, ours: OurKernels) -> Option<GemmTile> {
+    match ours.conv {
+        ConvSchedule::Gemm(tile)
+            if tile.uses_tensor_cores() || gemm_sizes(geometry, kind).2 <= MAX_LOOP_ITERATIONS =>
+        {
+            Some(tile)
+        }
+        _ => None,
+    }
 }
 
 /// Whether the weight gradient runs the tiled schedule (more outputs per group than the

@@ -253,8 +253,9 @@ pub fn gpu() -> Device {
 /// Our kernels' settings the CubeCL tests pin in turn. Together they run every schedule the
 /// tuner may pick on some device: the tiled GEMM single- and double-buffered, the direct
 /// schedule packed and spread, the untiled schedules on every shape, and the pools packed and
-/// spread (lavapipe's tuner would keep only the packed launches); and cubek's GEMM routines
-/// over our layouts with register tiles, the layouts its tensor-core tiles read on a GPU.
+/// spread (lavapipe's tuner would keep only the packed launches); and cubek's plane GEMM
+/// routine over our layouts with interleaved tiles: the layouts and routine its tensor-core
+/// tiles run on a GPU (a pass that adds a bias runs the unit routine with register tiles).
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 pub const OUR_KERNELS: [(&str, burn_convpool::cube_kernels::OurKernels); 4] = {
     use burn_convpool::cube_kernels::{Buffering, ConvSchedule, GemmTile, OurKernels, Packing};
@@ -282,9 +283,9 @@ pub const OUR_KERNELS: [(&str, burn_convpool::cube_kernels::OurKernels); 4] = {
             },
         ),
         (
-            "cubek's GEMM, register tiles",
+            "cubek's GEMM, plane routine, interleaved tiles",
             OurKernels {
-                conv: ConvSchedule::Gemm(GemmTile::Register),
+                conv: ConvSchedule::Gemm(GemmTile::Interleaved),
                 ..default
             },
         ),

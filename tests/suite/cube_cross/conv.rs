@@ -3,7 +3,7 @@
 //! launches, f64 sums and empty batches.
 
 use burn::tensor::{DType, Device, Tensor, TensorData};
-use burn_convpool::cube_kernels::{Buffering, ConvSchedule, CubeKernels, OurKernels};
+use burn_convpool::cube_kernels::{Buffering, ConvSchedule, CubeKernels, GemmTile, OurKernels};
 use burn_convpool::*;
 
 use super::{Layout, Leaf, assert_close, bias_of, cross, cross_pinned, failure, rng, wgpu};
@@ -79,12 +79,14 @@ fn tiled_convs_match_cpu() {
             o().with_padding([1, 1]),
             Layout::Permuted,
         ),
+        // Channels-last: cubek's GEMM reads each group's 8 channels and writes its 16 as
+        // vectors.
         (
             "grouped",
             [2, 32, 8, 8],
             [64, 8, 3, 3],
             o().with_padding([1, 1]).with_groups(4),
-            Layout::Contiguous,
+            Layout::ChannelsLast,
         ),
         // 32 channels per group on every pass's channel side (ResNeXt's later stages): the tiles
         // narrowed to 32 along it, two groups, with bias.
@@ -440,11 +442,13 @@ fn conv_precision_is_held_per_device() {
 }
 
 /// Burn's own kernels (pinned: every pass through `builtin.rs`, as Burn's own autodiff calls
-/// them) and the tuner's choice between them and ours, on each kind of layer: grouped, strided
-/// and dilated 2D on channels-last input, depthwise, 1D, 3D and transposed. The golden cases
-/// run our kernels and Burn's pinned, so this is where a tuning round runs end to end.
+/// them), the tuner's choice between them and ours, and cubek's unit routine with register
+/// tiles (which `common::OUR_KERNELS` runs only where a bias is added), on each kind of layer:
+/// grouped, strided and dilated 2D on channels-last input, depthwise, 1D, 3D and transposed.
+/// The golden cases run our kernels and Burn's pinned, so this is where a tuning round runs
+/// end to end.
 #[test]
-fn builtin_and_tuned_kernels_match_cpu() {
+fn builtin_tuned_and_register_gemm_kernels_match_cpu() {
     let mut rng = rng("builtin");
     let x = Leaf::random(&mut rng, [2, 4, 9, 8]);
     let w = Leaf::random(&mut rng, [6, 2, 3, 2]);
@@ -497,9 +501,11 @@ fn builtin_and_tuned_kernels_match_cpu() {
         let options = ConvNdOptions::<3>::default().with_padding([1, 1, 1]);
         conv3d(t[0].clone(), t[1].clone(), None, options)
     };
+    let register = OurKernels::default().with_conv(ConvSchedule::Gemm(GemmTile::Register));
     for (kernels, label) in [
         (CubeKernels::Burn, "Burn's kernels"),
         (CubeKernels::Tuned, "tuned"),
+        (CubeKernels::Ours(register), "cubek's GEMM, register tiles"),
     ] {
         cross_pinned(kernels, label, "builtin_grouped", &grouped, grouped_op);
         cross_pinned(

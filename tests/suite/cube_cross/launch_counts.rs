@@ -325,15 +325,14 @@ fn catalogue_conv_passes_launch_what_the_table_says() {
     assert_eq!(got, expected, "the catalogue's launches:\n{table}");
 }
 
-/// Pinned, cubek's GEMM routine runs every pass of a padded grouped conv (and its repair, as
-/// after Burn's kernels); a weight gradient whose reduction passes lavapipe's loop limit runs
-/// our schedule instead, as `ConvSchedule::Gemm` says.
+/// Pinned, cubek's GEMM routines run every pass of a padded grouped conv (and its repair, as
+/// after Burn's kernels): the unit routine for register tiles, the plane routine for
+/// interleaved ones. A weight gradient whose reduction passes lavapipe's loop limit runs our
+/// schedule instead, as `ConvSchedule::Gemm` says.
 #[test]
-fn the_gemm_pin_runs_cubeks_routine() {
+fn the_gemm_pins_run_cubeks_routines() {
     use burn_convpool::cube_kernels::{ConvSchedule, GemmTile};
     type B = Dispatch;
-    let gemm = OurKernels::default().with_conv(ConvSchedule::Gemm(GemmTile::Register));
-    let _pinned = common::pin(CubeKernels::Ours(gemm));
     let device = wgpu();
     let sync = || device.sync().expect("device sync");
     let tensor = |dims: [usize; 5]| {
@@ -350,24 +349,31 @@ fn the_gemm_pin_runs_cubeks_routine() {
         let out_grad = tensor(out.shape().to_vec().try_into().unwrap());
         pass_runs((&x, &weight, &out_grad), &options, &sync)
     };
-    let grouped = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 2);
-    let runs_of = passes([2, 4, 1, 9, 8], [6, 2, 1, 3, 3], grouped);
-    assert_eq!(
-        runs_of,
-        [
-            "cubek_gemm_unit x1, nonfinite_flags x1, repair_gemm x1",
-            "cubek_gemm_unit x1, nonfinite_flags x1, repair_gemm x1",
-            "cubek_gemm_unit x1, repair_weight x1",
-        ]
-    );
-    // 298 x 298 output positions: a reduction of 88,804 in the weight gradient.
-    let long = passes(
-        [1, 1, 1, 300, 300],
-        [2, 1, 1, 3, 3],
-        ConvOptions::new([1; 3], [0; 3], [1; 3], 1),
-    );
-    assert!(long[0].starts_with("cubek_gemm_unit"), "{}", long[0]);
-    assert!(!long[2].contains("cubek"), "{}", long[2]);
+    for (tile, routine) in [
+        (GemmTile::Register, "cubek_gemm_unit"),
+        (GemmTile::Interleaved, "cubek_gemm_interleaved"),
+    ] {
+        let gemm = OurKernels::default().with_conv(ConvSchedule::Gemm(tile));
+        let _pinned = common::pin(CubeKernels::Ours(gemm));
+        let grouped = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 2);
+        let runs_of = passes([2, 4, 1, 9, 8], [6, 2, 1, 3, 3], grouped);
+        assert_eq!(
+            runs_of,
+            [
+                format!("{routine} x1, nonfinite_flags x1, repair_gemm x1"),
+                format!("{routine} x1, nonfinite_flags x1, repair_gemm x1"),
+                format!("{routine} x1, repair_weight x1"),
+            ]
+        );
+        // 298 x 298 output positions: a reduction of 88,804 in the weight gradient.
+        let long = passes(
+            [1, 1, 1, 300, 300],
+            [2, 1, 1, 3, 3],
+            ConvOptions::new([1; 3], [0; 3], [1; 3], 1),
+        );
+        assert!(long[0].starts_with(routine), "{}", long[0]);
+        assert!(!long[2].contains("cubek"), "{}", long[2]);
+    }
 }
 
 /// A fused activation costs our kernels no launch: the tiled kernel, the sum of split-k

@@ -7,7 +7,8 @@
 //!
 //! One family per file: `conv.rs` (every conv pass and schedule), `pool.rs` (every pool on
 //! contiguous and permuted inputs, indices), `layouts.rs` (channels-last inputs and
-//! whole-plane windows), `limits.rs` (half precision, 32-bit limits and index dtypes); here
+//! whole-plane windows), `limits.rs` (half precision, 32-bit limits and index dtypes),
+//! `tensor_cores.rs` (our GEMM on tensor cores, where the device has them); here
 //! the harness that runs an op on both devices and compares.
 #![cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 
@@ -16,6 +17,7 @@ mod launch_counts;
 mod layouts;
 mod limits;
 mod pool;
+mod tensor_cores;
 
 use crate::common::{self, Lcg};
 use burn::tensor::{Device, Int, Tensor, TensorData};
