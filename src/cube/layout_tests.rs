@@ -274,7 +274,8 @@ fn check_case(case: &Case, options: &ConvOptions<3>, expected: &Expected, laid_l
 
 /// Pinned to cubek's GEMM routines (the unit routine's register tiles, the plane routine's
 /// interleaved ones), each pass reads channels-last operands (as vectors of channels) and
-/// contiguous ones, and writes its result in their layout, with Flex's values.
+/// contiguous ones, and writes its result in their layout (the weight gradient contiguous),
+/// with Flex's values.
 #[test]
 fn gemm_pins_read_and_write_each_layout() {
     use super::choice::{ConvSchedule, GemmTile};
@@ -288,17 +289,19 @@ fn gemm_pins_read_and_write_each_layout() {
                 let x = on_device(data(&case.x, 1), laid_last);
                 let weight = on_device(data(&case.weight, 2), false);
                 let out_grad = on_device(data(&expected.out_dims, 3), laid_last);
-                let x_size = spatial(&case.x);
+                let (x_size, kernel) = (spatial(&case.x), spatial(&case.weight));
                 let results = [
                     CubeBackend::conv(x.clone(), weight.clone(), options.clone(), None),
-                    CubeBackend::conv_x_backward(weight, out_grad, x_size, options.clone()),
+                    CubeBackend::conv_x_backward(weight, out_grad.clone(), x_size, options.clone()),
+                    CubeBackend::conv_weight_backward(x, out_grad, kernel, options.clone()),
                 ];
                 for (i, result) in results.into_iter().enumerate() {
                     let what = format!(
                         "{tile:?}: {}, channels-last {laid_last}, {}",
                         case.name, PASSES[i]
                     );
-                    check_layout(&what, &result, case.x.len(), laid_last);
+                    // The weight gradient is contiguous like the weight.
+                    check_layout(&what, &result, case.x.len(), laid_last && i < 2);
                     assert_close(&what, read(result), expected.passes[i].clone());
                 }
             }

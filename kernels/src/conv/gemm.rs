@@ -37,13 +37,13 @@ fn group_channels(args: &ConvArgs, #[comptime] kind: GemmKind) -> (usize, usize)
     }
 }
 
-/// A forward or input-gradient GEMM's reduction index `k` as (channel read within the group,
-/// tap): `k` runs over taps, each over the group's `read_channels`, channel fastest, so
-/// consecutive `k` are consecutive channels, which a channels-last operand holds side by side
-/// (cubek's loaders then read them as one vector).
+/// A GEMM index over (tap, channel) as (channel within the group, tap): a forward or
+/// input-gradient GEMM's `k`, a weight gradient's `n`. It runs over taps, each over the group's
+/// `channels`, channel fastest, so consecutive indices are consecutive channels, which a
+/// channels-last operand holds side by side (cubek's loaders then read them as one vector).
 #[cube]
-fn channel_and_tap(k: usize, read_channels: usize) -> (usize, usize) {
-    (k % read_channels, k / read_channels)
+fn channel_and_tap(index: usize, channels: usize) -> (usize, usize) {
+    (index % channels, index / channels)
 }
 
 /// Whether `(row, col)` lies within a `rows` x `cols` matrix.
@@ -220,13 +220,16 @@ impl GemmBias {
 view_layout!(GemmBias, m_len, n_len);
 
 /// The lhs of a weight-gradient GEMM: the output gradient as `m` rows of output channels
-/// within the group by `k` columns of (batch, output position).
+/// within the group by `k` columns of (batch, output position), read `vector` channels (rows)
+/// at a time, as [`GemmLhs`] reads its.
 #[derive(CubeType, CubeLaunch, Clone)]
 #[expand(derive(Clone))]
 pub struct WeightLhs {
     pub args: ConvArgs,
     pub m_len: u32,
     pub k_len: u32,
+    #[cube(comptime)]
+    pub vector: usize,
 }
 
 #[cube]
@@ -239,20 +242,24 @@ impl WeightLhs {
         let at = unflatten(k % positions, &args.out_size);
         let channel = group * args.out_channels + row as usize;
         let element = offset(&args.out_layout, k / positions, channel, &at);
-        located(element, within(row, col, self.m_len, self.k_len))
+        let vector = comptime![self.vector];
+        located(element / vector, within(row, col, self.m_len, self.k_len))
     }
 }
 
 view_layout!(WeightLhs, m_len, k_len);
 
 /// The rhs of a weight-gradient GEMM: `x` gathered as `k` rows of (batch, output position) by
-/// `n` columns of (input channel within the group, tap).
+/// `n` columns of (tap, input channel within the group), channel fastest, read `vector`
+/// channels at a time.
 #[derive(CubeType, CubeLaunch, Clone)]
 #[expand(derive(Clone))]
 pub struct WeightRhs {
     pub args: ConvArgs,
     pub k_len: u32,
     pub n_len: u32,
+    #[cube(comptime)]
+    pub vector: usize,
 }
 
 #[cube]
@@ -262,20 +269,25 @@ impl WeightRhs {
         let args = &self.args;
         let (k, n) = (row as usize, col as usize);
         let positions = volume(&args.out_size);
-        let taps = volume(&args.kernel);
         let at = unflatten(k % positions, &args.out_size);
-        let tap = unflatten(n % taps, &args.kernel);
+        let (read, tap) = channel_and_tap(n, args.in_channels);
+        let tap = unflatten(tap, &args.kernel);
         let (source, reached) = tap_position(args, &at, &tap, GemmKind::Forward);
-        let channel = group * args.in_channels + n / taps;
+        let channel = group * args.in_channels + read;
         let element = offset(&args.in_layout, k / positions, channel, &source);
-        located(element, within(row, col, self.k_len, self.n_len) && reached)
+        let vector = comptime![self.vector];
+        located(
+            element / vector,
+            within(row, col, self.k_len, self.n_len) && reached,
+        )
     }
 }
 
 view_layout!(WeightRhs, k_len, n_len);
 
 /// The result of a weight-gradient GEMM: the contiguous weight gradient as `m` rows of output
-/// channels within the group by `n` columns of (input channel within the group, tap).
+/// channels within the group by `n` columns of (tap, input channel within the group), as
+/// [`WeightRhs`] orders them.
 #[derive(CubeType, CubeLaunch, Clone)]
 #[expand(derive(Clone))]
 pub struct WeightOut {
@@ -288,10 +300,9 @@ pub struct WeightOut {
 impl WeightOut {
     fn locate(&self, pos: BatchedCoords) -> (usize, bool) {
         let (group, row, col) = pos;
-        let taps = volume(&self.args.kernel);
-        let n = col as usize;
+        let (read, tap) = channel_and_tap(col as usize, self.args.in_channels);
         let out_channel = group * self.args.out_channels + row as usize;
-        let element = weight_index(&self.args, out_channel, n / taps, n % taps);
+        let element = weight_index(&self.args, out_channel, read, tap);
         located(element, within(row, col, self.m_len, self.n_len))
     }
 }

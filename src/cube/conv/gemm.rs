@@ -46,7 +46,8 @@ use crate::cube::choice::GemmTile;
 use crate::cube::launches::{Launch, note};
 use crate::cube::precision::{excludes_tensor_cores, precision_of};
 use crate::cube::tensor::{
-    LaunchError, address_type, contiguous, dims5, empty, float_type, strided, strides5, zeros,
+    LaunchError, address_type, channels_last, contiguous, dims5, empty, float_type, strided,
+    strides5, zeros,
 };
 
 type Inputs = InputRuntimeArg<TensorArgs>;
@@ -110,7 +111,16 @@ pub fn gemm(
         GemmOutLaunch::new(conv_args(geometry, &sides), m, n, kind, out_vector),
     );
     let operands = [&lhs, &rhs, &out];
-    let problem = problem(geometry.groups, (m, n, k), &operands, bias.is_some())?;
+    // The activation is read along `k` (channels, where it is channels-last), the weight
+    // along `k` too.
+    let layouts = (MatrixLayout::RowMajor, MatrixLayout::ColMajor);
+    let problem = problem(
+        geometry.groups,
+        (m, n, k),
+        layouts,
+        &operands,
+        bias.is_some(),
+    )?;
     launch(tile, (problem, vectors), &operands, inputs, output)?;
     repair_gemm(geometry, kind, (lhs, rhs, bias), out)
 }
@@ -129,16 +139,28 @@ pub fn weight(
     }
     let out = empty(&x, &geometry.weight_shape(), x.dtype);
     let sides = Sides::new(&x, &out_grad);
+    // Channels-last operands run along channels: the output gradient down `m`, `x` along `n`.
+    let lhs_vector = channel_vector(&out_grad, geometry.out_per_group());
+    let rhs_vector = channel_vector(&x, geometry.in_per_group());
+    let vectors = MatmulVectorSizes {
+        lhs: lhs_vector,
+        rhs: rhs_vector,
+        out: 1,
+    };
+    let layouts = (
+        along(channels_last(&out_grad), MatrixLayout::ColMajor),
+        along(channels_last(&x), MatrixLayout::RowMajor),
+    );
     let inputs = TensorInputsLaunch::new(
         noop(),
         ViewArg::new_tensor::<WeightLhs>(
             out_grad.clone().into_tensor_arg(),
-            WeightLhsLaunch::new(conv_args(geometry, &sides), m, k),
+            WeightLhsLaunch::new(conv_args(geometry, &sides), m, k, lhs_vector),
         ),
         noop(),
         ViewArg::new_tensor::<WeightRhs>(
             x.clone().into_tensor_arg(),
-            WeightRhsLaunch::new(conv_args(geometry, &sides), k, n),
+            WeightRhsLaunch::new(conv_args(geometry, &sides), k, n, rhs_vector),
         ),
         None.into(),
         None.into(),
@@ -148,8 +170,8 @@ pub fn weight(
         WeightOutLaunch::new(conv_args(geometry, &sides), m, n),
     );
     let operands = [&out_grad, &x, &out];
-    let problem = problem(geometry.groups, (m, n, k), &operands, false)?;
-    launch(tile, (problem, ONE_ELEMENT), &operands, inputs, output)?;
+    let problem = problem(geometry.groups, (m, n, k), layouts, &operands, false)?;
+    launch(tile, (problem, vectors), &operands, inputs, output)?;
     repair_weight(geometry, x, out_grad, out)
 }
 
@@ -165,11 +187,23 @@ fn noop() -> VirtualLayoutLaunch<Coords1d, Coords1d> {
     VirtualLayoutLaunch::new::<NoopLayout>(NoopLayoutLaunch::new())
 }
 
+/// The layout cubek's loaders walk an operand in: along its channels (`channels`) where they
+/// lie side by side, else the other way.
+fn along(channels_side_by_side: bool, channels: MatrixLayout) -> MatrixLayout {
+    match (channels_side_by_side, channels) {
+        (true, layout) => layout,
+        (false, MatrixLayout::RowMajor) => MatrixLayout::ColMajor,
+        (false, MatrixLayout::ColMajor) => MatrixLayout::RowMajor,
+    }
+}
+
 /// The problem of `groups` GEMMs of `(m, n, k)` (cubek's batch axis) over `operands`, the
-/// first one's dtype the GEMM's (the caller checked them), with a bias where `has_bias`.
+/// first one's dtype the GEMM's (the caller checked them), whose lhs and rhs the loaders walk
+/// as `layouts` say, with a bias where `has_bias`.
 fn problem(
     groups: usize,
     (m, n, k): (u32, u32, u32),
+    (lhs_layout, rhs_layout): (MatrixLayout, MatrixLayout),
     operands: &[&CubeTensor],
     has_bias: bool,
 ) -> Result<MatmulProblem, LaunchError> {
@@ -181,8 +215,8 @@ fn problem(
         k,
         [groups].into(),
         [groups].into(),
-        MatrixLayout::RowMajor,
-        MatrixLayout::ColMajor,
+        lhs_layout,
+        rhs_layout,
         MatrixLayout::RowMajor,
         None,
         None,
@@ -201,13 +235,6 @@ fn problem(
 
 /// cubek's plane routine: planes of a cube share staged operands, each multiplying its tiles.
 type PlaneRoutine = SimpleAlgorithm;
-
-/// One element per load and store: the weight gradient's layouts gather along every axis.
-const ONE_ELEMENT: MatmulVectorSizes = MatmulVectorSizes {
-    lhs: 1,
-    rhs: 1,
-    out: 1,
-};
 
 /// How many channels at a time a GEMM reads from or writes to the activation `tensor`, whose
 /// groups hold `per_group` channels each: the widest vector the device moves fast (16 bytes on
@@ -271,10 +298,8 @@ fn launch(
             vectors,
             &BlueprintStrategy::Inferred(Default::default()),
         ),
-        GemmTile::Interleaved => {
-            let settings = <PlaneRoutine as BatchMatmulRoutine<()>>::device_settings;
-            let plane_dim = settings(client, vectors).plane_dim;
-            let blueprint = interleaved_blueprint(plane_dim, vectors.lhs as u32, &problem)?;
+        _ => {
+            let strategy = plane_strategy(tile, operands[0], &problem, vectors)?;
             launch_kernel_virtual::<TensorArgs, PlaneRoutine>(
                 client,
                 inputs,
@@ -282,30 +307,7 @@ fn launch(
                 (),
                 problem,
                 vectors,
-                &BlueprintStrategy::Forced(blueprint),
-            )
-        }
-        GemmTile::Cmma | GemmTile::Mma => {
-            let precision = precision_of(&operands[0].device);
-            let dtype = operands[0].dtype;
-            if let Some(reason) = excludes_tensor_cores(precision, client.properties(), dtype) {
-                return Err(LaunchError::Routine { reason });
-            }
-            let tile_matmul = match tile {
-                GemmTile::Cmma => TileMatmulKind::Cmma,
-                _ => TileMatmulKind::Mma,
-            };
-            launch_kernel_virtual::<TensorArgs, PlaneRoutine>(
-                client,
-                inputs,
-                output,
-                (),
-                problem,
-                vectors,
-                &BlueprintStrategy::Inferred(SimpleArgs {
-                    tile_matmul,
-                    multi_rows: false,
-                }),
+                &strategy,
             )
         }
     };
@@ -322,6 +324,36 @@ fn launch(
         GemmTile::Mma => "cubek_gemm_mma",
     }));
     Ok(())
+}
+
+/// How cubek's plane routine runs `problem` on `tile` (not `Register`) for operands like
+/// `first`: a blueprint of ours for interleaved tiles; for tensor-core tiles, cubek's selector,
+/// once the device's precision lets them take the operands.
+fn plane_strategy(
+    tile: GemmTile,
+    first: &CubeTensor,
+    problem: &MatmulProblem,
+    vectors: MatmulVectorSizes,
+) -> Result<BlueprintStrategy<(), PlaneRoutine>, LaunchError> {
+    let client = &first.client;
+    let tile_matmul = match tile {
+        GemmTile::Cmma => TileMatmulKind::Cmma,
+        GemmTile::Mma => TileMatmulKind::Mma,
+        _ => {
+            let settings = <PlaneRoutine as BatchMatmulRoutine<()>>::device_settings;
+            let plane_dim = settings(client, vectors).plane_dim;
+            let blueprint = interleaved_blueprint(plane_dim, vectors.lhs as u32, problem)?;
+            return Ok(BlueprintStrategy::Forced(blueprint));
+        }
+    };
+    let precision = precision_of(&first.device);
+    if let Some(reason) = excludes_tensor_cores(precision, client.properties(), first.dtype) {
+        return Err(LaunchError::Routine { reason });
+    }
+    Ok(BlueprintStrategy::Inferred(SimpleArgs {
+        tile_matmul,
+        multi_rows: false,
+    }))
 }
 
 /// The plane routine's blueprint for interleaved tiles: each plane's units split a tile's `k`

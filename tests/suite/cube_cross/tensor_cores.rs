@@ -41,31 +41,28 @@ impl Operands {
 
     /// Each value rounded to `dtype` (on Flex) and back to f32.
     fn rounded(&self, dtype: DType) -> Self {
-        let round = |values: &[f32]| -> Vec<f32> {
+        self.map(|values| {
             let tensor = Tensor::<1>::from_data(
                 TensorData::new(values.to_vec(), [values.len()]),
                 &Device::flex(),
             );
             read(tensor.cast(dtype))
-        };
-        Self {
-            x: round(&self.x),
-            weight: round(&self.weight),
-            bias: round(&self.bias),
-            r: round(&self.r),
-            ..*self
-        }
+        })
     }
 
     /// Every value's magnitude: run through the passes (bilinear in their operands), they bound
     /// each result's sum of absolute products.
     fn magnitudes(&self) -> Self {
-        let abs = |values: &[f32]| values.iter().map(|v| v.abs()).collect();
+        self.map(|values| values.iter().map(|v| v.abs()).collect())
+    }
+
+    /// `f` of each operand's values.
+    fn map(&self, f: impl Fn(&[f32]) -> Vec<f32>) -> Self {
         Self {
-            x: abs(&self.x),
-            weight: abs(&self.weight),
-            bias: abs(&self.bias),
-            r: abs(&self.r),
+            x: f(&self.x),
+            weight: f(&self.weight),
+            bias: f(&self.bias),
+            r: f(&self.r),
             ..*self
         }
     }
