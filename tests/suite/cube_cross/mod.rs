@@ -36,7 +36,7 @@ struct Leaf<const D: usize> {
 }
 
 /// How a leaf's values lie in memory under the view the op gets.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Layout {
     Contiguous,
     /// The last two axes swapped: a view no kernel can read as contiguous rows.

@@ -10,7 +10,7 @@ use burn_convpool::cube_kernels::{
 };
 use burn_convpool::*;
 
-use super::{rng, wgpu};
+use super::{Layout, Leaf, rng, wgpu};
 use crate::common;
 
 /// A conv's operands: input, weight, bias and the output gradient `r` of `sum(out * r)`, with
@@ -78,26 +78,32 @@ fn read<const D: usize>(tensor: Tensor<D>) -> Vec<f32> {
 }
 
 /// The forward values and the input, weight and bias gradients of `sum(conv2d(..) * r)` on
-/// `device`, every operand cast to `dtype`.
+/// `device`, every operand cast to `dtype`, `x` laid out as `x_layout` (its gradient in that
+/// layout's memory order).
 fn passes(
     device: &Device,
     dtype: DType,
-    operands: &Operands,
+    (operands, x_layout): (&Operands, Layout),
     options: &ConvNdOptions<2>,
 ) -> [Vec<f32>; 4] {
     let device = &device.clone().autodiff();
-    let leaf = |values: &[f32], dims: [usize; 4]| {
-        Tensor::<4>::from_data(TensorData::new(values.to_vec(), dims), device).require_grad()
+    let leaf = |values: &[f32], dims: [usize; 4], layout: Layout| {
+        let leaf = Leaf {
+            values: values.to_vec(),
+            dims,
+            layout,
+        };
+        leaf.on(device)
     };
-    let x = leaf(&operands.x, operands.x_dims);
-    let weight = leaf(&operands.weight, operands.weight_dims);
+    let (x, x_view) = leaf(&operands.x, operands.x_dims, x_layout);
+    let (weight, _) = leaf(&operands.weight, operands.weight_dims, Layout::Contiguous);
     let bias = Tensor::<1>::from_data(
         TensorData::new(operands.bias.clone(), [operands.bias.len()]),
         device,
     )
     .require_grad();
     let out = conv2d(
-        x.clone().cast(dtype),
+        x_view.cast(dtype),
         weight.clone().cast(dtype),
         Some(bias.clone().cast(dtype)),
         options.clone(),
@@ -122,7 +128,9 @@ fn relative_bound(dtype: DType) -> f32 {
 
 /// Where the device's tensor cores take a pass, its values are within the format's rounding;
 /// where they do not, the pinned tile refuses with the reason rather than running another
-/// kernel.
+/// kernel. The interleaved tile, the same plane routine on plain cores, runs everywhere and so
+/// checks this harness on every device, CI's included. The grouped case reads `x`
+/// channels-last (its channels loaded as vectors), the strided one contiguous.
 #[test]
 fn tensor_core_tiles_match_cpu_within_their_format() {
     let gpu = wgpu();
@@ -152,10 +160,18 @@ fn tensor_core_tiles_match_cpu_within_their_format() {
         .into_iter()
         .filter(|&dtype| gpu.supports_dtype(dtype))
         .collect();
-    for tile in [GemmTile::Cmma, GemmTile::Mma] {
+    // The grouped case channels-last (8 channels a group: two vectors of f32), the strided
+    // one contiguous.
+    let layouts = [Layout::ChannelsLast, Layout::Contiguous];
+    for tile in [GemmTile::Interleaved, GemmTile::Cmma, GemmTile::Mma] {
+        // Built with `cuda`, the GPU runs' sm_80+ devices take every tile.
+        let must_run = !tile.uses_tensor_cores() || cfg!(feature = "cuda");
         let ours = OurKernels::default().with_conv(ConvSchedule::Gemm(tile));
         burn_convpool::cube_kernels::set_cube_kernels(&gpu, CubeKernels::Ours(ours));
-        for (name, x_dims, weight_dims, options) in cases.clone() {
+        let each_case = cases.clone().into_iter();
+        for ((name, x_dims, weight_dims, options), x_layout) in
+            each_case.zip(layouts.iter().cycle())
+        {
             let out = conv2d(
                 Tensor::<4>::zeros(x_dims, &Device::flex()),
                 Tensor::<4>::zeros(weight_dims, &Device::flex()),
@@ -165,24 +181,27 @@ fn tensor_core_tiles_match_cpu_within_their_format() {
             let operands = Operands::random(name, x_dims, weight_dims, out.dims().iter().product());
             for &dtype in &dtypes {
                 let operands = operands.rounded(dtype);
-                let what = format!("{name}, {tile:?}, {dtype:?}");
+                let what = format!("{name}, {tile:?}, {dtype:?}, x {x_layout:?}");
+                let on = |device: &Device, dtype, operands| {
+                    passes(device, dtype, (operands, *x_layout), &options)
+                };
                 let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    passes(&gpu, dtype, &operands, &options)
+                    on(&gpu, dtype, &operands)
                 }));
                 let actual = match ran {
                     Ok(actual) => actual,
                     Err(refusal) => {
                         let message = refusal.downcast::<String>().expect("a formatted panic");
-                        if cfg!(feature = "cuda") {
-                            panic!("{what}: an sm_80+ CUDA device must run it: {message}");
+                        if must_run {
+                            panic!("{what}: this device must run it: {message}");
                         }
                         assert!(message.contains("tensor cores"), "{what}: {message}");
                         continue;
                     }
                 };
                 let flex = Device::flex();
-                let expected = passes(&flex, DType::F32, &operands, &options);
-                let bound = passes(&flex, DType::F32, &operands.magnitudes(), &options);
+                let expected = on(&flex, DType::F32, &operands);
+                let bound = on(&flex, DType::F32, &operands.magnitudes());
                 let names = ["forward", "x grad", "weight grad", "bias grad"];
                 for (pass, ((a, e), m)) in
                     names.iter().zip(actual.iter().zip(&expected).zip(&bound))
