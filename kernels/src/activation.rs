@@ -66,12 +66,13 @@ pub fn activate<A: Float>(x: A, slope: A, #[comptime] kind: ActivationKind) -> A
 #[cube]
 pub fn derivative<A: Float>(saved: A, slope: A, #[comptime] kind: ActivationKind) -> A {
     let x = saved;
-    let mut d = A::new(0.0);
+    let mut d = A::new(1.0);
     match comptime![kind] {
-        // A NaN is not `> 0`: PyTorch's ReLU backward gives 0 there, the leaky one the slope.
+        // PyTorch's ReLU backward stops the gradient where the output is `<= 0`, so it passes
+        // at a NaN; the leaky one's test is `> 0`, so a NaN takes the slope.
         ActivationKind::Relu => {
-            if x > A::new(0.0) {
-                d = A::new(1.0);
+            if x <= A::new(0.0) {
+                d = A::new(0.0);
             }
         }
         ActivationKind::LeakyRelu => {

@@ -44,15 +44,15 @@ pub fn apply<T: Element>(activation: Activation, x: T) -> T {
 
 /// The derivative of `activation` at the value `saved` holds: its output where
 /// [`Activation::derivative_from_output`] holds, its input otherwise. PyTorch's backward
-/// formulas: ReLU's gradient passes where the output is positive, the leaky ReLU's where the
-/// value is.
+/// formulas: ReLU's gradient stops where the output is `<= 0` (`threshold_backward`, so it
+/// passes at a NaN), the leaky ReLU's passes where the value is `> 0` (a NaN takes the slope).
 pub fn derivative<T: Element>(activation: Activation, saved: T) -> T {
     match activation {
         Activation::Relu => {
-            if saved > T::ZERO {
-                T::ONE
-            } else {
+            if saved <= T::ZERO {
                 T::ZERO
+            } else {
+                T::ONE
             }
         }
         Activation::LeakyRelu { negative_slope } => {
@@ -164,6 +164,28 @@ mod tests {
     fn nan_propagates() {
         for activation in ALL {
             assert!(apply(activation, f32::NAN).is_nan(), "{activation:?}");
+        }
+    }
+
+    /// PyTorch 2.15's `x.grad` after `f(x).backward(ones)` at 0 and at NaN.
+    #[test]
+    fn derivatives_at_zero_and_nan_are_pytorchs() {
+        let leaky = Activation::LeakyRelu {
+            negative_slope: 0.01,
+        };
+        for (activation, at_zero, at_nan) in [
+            (Activation::Relu, 0.0, Some(1.0)),
+            (leaky, 0.01, Some(0.01)),
+            (Activation::Silu, 0.5, None),
+            (Activation::Gelu, 0.5, None),
+            (Activation::GeluTanh, 0.5, None),
+        ] {
+            assert_eq!(derivative(activation, 0.0f64), at_zero, "{activation:?}");
+            let nan = derivative(activation, f64::NAN);
+            match at_nan {
+                Some(expected) => assert_eq!(nan, expected, "{activation:?}"),
+                None => assert!(nan.is_nan(), "{activation:?}"),
+            }
         }
     }
 

@@ -1,8 +1,9 @@
-//! Runs a golden `conv*` / `conv_transpose*` case: forward, then backward of
-//! `(out * grad_output).sum()`, checking every gradient the case stores.
+//! Runs a golden `conv*` / `conv_transpose*` case, with its fused activation if it names one:
+//! forward, then backward of `(out * grad_output).sum()`, checking every gradient the case
+//! stores.
 
 use burn::tensor::{Device, Tensor};
-use burn_convpool::{ConvNdOptions, ConvTransposeNdOptions, Padding, PaddingMode};
+use burn_convpool::{Activation, ConvNdOptions, ConvTransposeNdOptions, Padding, PaddingMode};
 
 use super::{Case, Tolerance, check_close, values};
 
@@ -40,6 +41,28 @@ fn padding_mode(case: &Case) -> PaddingMode {
     }
 }
 
+/// `activation` (`conv_activation.json`): the function PyTorch applies after the conv, by its
+/// PyTorch name and arguments; absent means none.
+fn activation(case: &Case) -> Option<Activation> {
+    let activation = case.params.get("activation")?;
+    let name = activation["name"].as_str();
+    Some(match name {
+        Some("relu") => Activation::Relu,
+        Some("leaky_relu") => Activation::LeakyRelu {
+            negative_slope: activation["negative_slope"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("case {}: leaky_relu without a slope", case.name)),
+        },
+        Some("silu") => Activation::Silu,
+        Some("gelu") => match activation["approximate"].as_str() {
+            Some("none") => Activation::Gelu,
+            Some("tanh") => Activation::GeluTanh,
+            other => panic!("case {}: unknown gelu approximation {other:?}", case.name),
+        },
+        other => panic!("case {}: unknown activation {other:?}", case.name),
+    })
+}
+
 /// The public per-rank functions under test, for one spatial rank `N` (tensor rank `D`).
 pub struct ConvFns<const N: usize, const D: usize> {
     pub conv: fn(Tensor<D>, Tensor<D>, Option<Tensor<1>>, ConvNdOptions<N>) -> Tensor<D>,
@@ -63,6 +86,10 @@ impl<const N: usize, const D: usize> ConvFns<N, D> {
                 .with_padding_out(case.axes("output_padding"))
                 .with_dilation(case.axes("dilation"))
                 .with_groups(case.usize("groups"));
+            let options = match activation(case) {
+                Some(activation) => options.with_activation(activation),
+                None => options,
+            };
             (self.transpose)(x, weight, bias, options)
         } else {
             let options = ConvNdOptions::default()
@@ -71,6 +98,10 @@ impl<const N: usize, const D: usize> ConvFns<N, D> {
                 .with_dilation(case.axes("dilation"))
                 .with_groups(case.usize("groups"))
                 .with_padding_mode(padding_mode(case));
+            let options = match activation(case) {
+                Some(activation) => options.with_activation(activation),
+                None => options,
+            };
             (self.conv)(x, weight, bias, options)
         }
     }
