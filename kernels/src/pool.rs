@@ -57,8 +57,8 @@ pub struct PoolArgs {
     pub dilation: Index3,
     /// Fractional pooling's `(len - kernel) / (out - 1)` per axis, computed on the host.
     pub alpha: Axes<f32>,
-    /// `divisor_override`, or 0 for none.
-    pub divisor_override: usize,
+    /// `divisor_override` (any nonzero integer, as a float), or 0 for none.
+    pub divisor_override: f32,
     pub norm: f32,
     pub inv_norm: f32,
     pub norm_minus_one: f32,
@@ -373,18 +373,18 @@ pub(crate) fn sum_term<F: Float, A: Float>(
 /// PyTorch's average divisor: `divisor_override` if set, else the window's taps inside the
 /// input (`count`) or, with `count_include_pad`, its volume clipped to the padded input.
 #[cube]
-pub(crate) fn average_divisor(
+pub(crate) fn average_divisor<A: Float>(
     args: &PoolArgs,
     count: usize,
     padded: usize,
     #[comptime] count_include_pad: bool,
-) -> usize {
-    let mut divisor = count;
+) -> A {
+    let mut divisor = A::cast_from(count);
     if comptime![count_include_pad] {
-        divisor = padded;
+        divisor = A::cast_from(padded);
     }
-    if args.divisor_override > 0 {
-        divisor = args.divisor_override;
+    if args.divisor_override != 0.0 {
+        divisor = A::cast_from(args.divisor_override);
     }
     divisor
 }
@@ -426,8 +426,8 @@ pub(crate) fn sum_value<F: Float, A: Float>(
 ) -> F {
     let mut result = F::new(0.0);
     if comptime![reduction == Reduction::Avg] {
-        let divisor = average_divisor(args, count, padded, count_include_pad);
-        result = F::cast_from(sum / A::cast_from(divisor));
+        let divisor = average_divisor::<A>(args, count, padded, count_include_pad);
+        result = F::cast_from(sum / divisor);
     } else {
         let nan = not_a_number::<F>();
         let kernel_volume = volume(&args.kernel);

@@ -91,13 +91,13 @@ fn average_whole_plane<F: Float, A: Float>(
         let sd = span_of::<F>(spans, grad, args, plane, 0, 0usize, placement);
         let sh = span_of::<F>(spans, grad, args, plane, 0, 1usize, placement);
         let sw = span_of::<F>(spans, grad, args, plane, 0, 2usize, placement);
-        let divisor = average_divisor(
+        let divisor = average_divisor::<A>(
             args,
             sd.count * sh.count * sw.count,
             sd.padded * sh.padded * sw.padded,
             count_include_pad,
         );
-        let share = F::cast_from(A::cast_from(grad[plane]) / A::cast_from(divisor));
+        let share = F::cast_from(A::cast_from(grad[plane]) / divisor);
         #[unroll]
         for j in 0..block_w {
             if first + j < in_volume {
@@ -149,13 +149,12 @@ fn gather_output<F: Float, I: Int, A: Float>(
     } else {
         let sw = span_of::<F>(spans, grad, args, block.plane, ow, 2usize, placement);
         if comptime![reduction == Reduction::Avg] {
-            let divisor = average_divisor(
+            share /= average_divisor::<A>(
                 args,
                 dh_count * sw.count,
                 dh_padded * sw.padded,
                 count_include_pad,
             );
-            share /= A::cast_from(divisor);
         }
         if comptime![reduction == Reduction::Lp && shares_from_output] {
             share = lp_share::<F, A>(share, output[at], args, dh_count * sw.count);

@@ -69,7 +69,7 @@ pub struct WindowReduction {
     /// Average divisor counts the padding.
     pub count_include_pad: bool,
     /// Average divisor override (0 for none).
-    pub divisor_override: usize,
+    pub divisor_override: i64,
     /// LP norm `p`.
     pub norm: f64,
     /// LP kernel size (`K` is its volume).
@@ -172,7 +172,7 @@ pub(super) fn pool_args(
         axes(padding_end),
         axes(dilation),
         axes([alpha(0), alpha(1), alpha(2)]),
-        params.divisor_override,
+        params.divisor_override as f32,
         p as f32,
         (1.0 / p) as f32,
         (p - 1.0) as f32,

@@ -135,8 +135,7 @@ pub(super) fn try_avg_pool<const N: usize, const D: usize>(
     let (x, shape) = lift_pool_input::<N, D>(op, x)?;
     let options = check_avg_pool(op, &shape.dims, &options)?;
     let out_dims = shapes::avg_pool(&x.dims(), &options);
-    let mut params = window_params(&out_dims, &avg_window(&options));
-    params.push(("divisor_override", options.divisor_override.unwrap_or(0)));
+    let params = window_params(&out_dims, &avg_window(&options));
     check_pool_device(op, &x, &shape, out_dims, None, params)?;
     let out = <Dispatch as ConvPoolBackend>::avg_pool(x.into_dispatch(), options);
     Ok(shape.restore(out))

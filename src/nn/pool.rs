@@ -186,7 +186,7 @@ macro_rules! avg_pool_module {
             pub ceil_mode: bool,
             /// Divide every window's sum by this instead of its size.
             #[config(default = "None")]
-            pub divisor_override: Option<usize>,
+            pub divisor_override: Option<i64>,
         }
 
         $(#[$doc])*
@@ -205,7 +205,7 @@ macro_rules! avg_pool_module {
             pub ceil_mode: bool,
             /// Divide every window's sum by this instead of its size.
             #[module(skip)]
-            pub divisor_override: Option<usize>,
+            pub divisor_override: Option<i64>,
         }
 
         impl $config {

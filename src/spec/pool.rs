@@ -38,8 +38,9 @@ pub struct AvgPoolNdOptions<const N: usize> {
     pub count_include_pad: bool,
     /// Round the output size up.
     pub ceil_mode: bool,
-    /// Divide every window by this instead.
-    pub divisor_override: Option<usize>,
+    /// Divide every window by this instead: any nonzero integer, a negative one too, as
+    /// PyTorch takes it.
+    pub divisor_override: Option<i64>,
 }
 
 impl<const N: usize> AvgPoolNdOptions<N> {
@@ -79,8 +80,8 @@ impl<const N: usize> AvgPoolNdOptions<N> {
         self.ceil_mode = ceil_mode;
         self
     }
-    /// Fixed divisor.
-    pub fn with_divisor_override(mut self, divisor: usize) -> Self {
+    /// Fixed divisor: any nonzero integer, of either sign.
+    pub fn with_divisor_override(mut self, divisor: i64) -> Self {
         self.divisor_override = Some(divisor);
         self
     }
@@ -323,8 +324,8 @@ pub fn check_avg_pool<const N: usize>(
     x: &[usize],
     options: &AvgPoolNdOptions<N>,
 ) -> SpecResult<AvgPoolNdOptions<3>> {
-    if let Some(divisor) = options.divisor_override {
-        check_nonzero(op, "divisor_override", &[divisor])?;
+    if options.divisor_override == Some(0) {
+        check_nonzero(op, "divisor_override", &[0])?;
     }
     let window = check_window(op, x, &avg_window(options))?;
     Ok(AvgPoolNdOptions {

@@ -79,8 +79,8 @@ impl<const N: usize, const D: usize> PoolFns<N, D> {
                     .with_padding(case.axes("padding"))
                     .with_ceil_mode(case.flag("ceil_mode"))
                     .with_count_include_pad(case.flag("count_include_pad"));
-                if let Some(divisor) = case.params["divisor_override"].as_u64() {
-                    options = options.with_divisor_override(divisor as usize);
+                if let Some(divisor) = case.params["divisor_override"].as_i64() {
+                    options = options.with_divisor_override(divisor);
                 }
                 ((self.avg)(x, options), None)
             }

@@ -105,7 +105,7 @@ fn specials() -> impl Strategy<Value = Specials> {
 fn pool_kind() -> impl Strategy<Value = PoolKind> {
     prop_oneof![
         3 => Just(PoolKind::Sliding(Sliding::Max)),
-        3 => (any::<bool>(), proptest::option::weighted(0.2, 0usize..=5)).prop_map(
+        3 => (any::<bool>(), proptest::option::weighted(0.2, -5i64..=5)).prop_map(
             |(count_include_pad, divisor_override)| {
                 PoolKind::Sliding(Sliding::Avg { count_include_pad, divisor_override })
             }

@@ -471,7 +471,7 @@ pub enum Sliding {
     Max,
     Avg {
         count_include_pad: bool,
-        divisor_override: Option<usize>,
+        divisor_override: Option<i64>,
     },
     /// PyTorch's `lp_pool`: `(sign(s) * relu(|s|) * K)^(1/p)` of the average `s` of `x^p`
     /// over a window clipped to the input (no padding).

@@ -6,7 +6,7 @@ use rayon::prelude::*;
 
 use crate::spec::{AvgPoolNdOptions, Span, Spans};
 
-use super::{box_sum, for_each_box, for_each_tap, per_plane};
+use super::{box_sum, for_each_box, for_each_tap, per_plane, tap_count};
 use crate::cpu::kernels::element::{Element, min_items_per_task};
 use crate::cpu::kernels::sum::{LEAF, lane_sum};
 
@@ -82,14 +82,14 @@ pub fn avg_pool<T: Element>(
     x: &[T],
     in_size: [usize; 3],
     spans: &Spans,
-    divisor: impl Fn([&Span; 3]) -> usize + Sync,
+    divisor: impl Fn([&Span; 3]) -> f64 + Sync,
 ) -> Vec<T> {
     let in_volume: usize = in_size.iter().product();
     let out_volume: usize = spans.iter().map(Vec::len).product();
     let planes = x.len().checked_div(in_volume).unwrap_or(0);
     let mut out = vec![T::ZERO; planes * out_volume];
     if let Some(boxed) = whole_plane(in_size, spans) {
-        let divisor = T::from_f64(divisor(boxed) as f64);
+        let divisor = T::from_f64(divisor(boxed));
         global_avg_pool(x, in_volume, divisor, &mut out);
         return out;
     }
@@ -101,7 +101,7 @@ pub fn avg_pool<T: Element>(
             let x_plane = &x[p * in_volume..][..in_volume];
             for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
                 let sum = box_sum(x_plane, in_size, boxed, |x| x);
-                out_plane[o] = sum.div(T::from_f64(divisor(boxed) as f64));
+                out_plane[o] = sum.div(T::from_f64(divisor(boxed)));
             });
         },
     );
@@ -113,7 +113,7 @@ pub fn avg_pool_backward<T: Element>(
     out_grad: &[T],
     in_size: [usize; 3],
     spans: &Spans,
-    divisor: impl Fn([&Span; 3]) -> usize + Sync,
+    divisor: impl Fn([&Span; 3]) -> f64 + Sync,
 ) -> Vec<T> {
     let in_volume: usize = in_size.iter().product();
     let out_volume: usize = spans.iter().map(Vec::len).product();
@@ -121,7 +121,7 @@ pub fn avg_pool_backward<T: Element>(
     let mut x_grad = vec![T::ZERO; planes * in_volume];
     if let Some(boxed) = whole_plane(in_size, spans) {
         // One share per plane, everywhere in it (what adding it to zero at each tap gives).
-        let divisor = T::from_f64(divisor(boxed) as f64);
+        let divisor = T::from_f64(divisor(boxed));
         per_plane(&mut x_grad, in_volume, in_volume, |p, x_grad_plane| {
             x_grad_plane.fill(out_grad[p].div(divisor));
         });
@@ -134,7 +134,7 @@ pub fn avg_pool_backward<T: Element>(
         |p, x_grad_plane| {
             let grad_plane = &out_grad[p * out_volume..][..out_volume];
             for_each_box([&spans[0], &spans[1], &spans[2]], |o, boxed| {
-                let share = grad_plane[o].div(T::from_f64(divisor(boxed) as f64));
+                let share = grad_plane[o].div(T::from_f64(divisor(boxed)));
                 for_each_tap(in_size, boxed, |i| x_grad_plane[i] += share);
             });
         },
@@ -142,12 +142,19 @@ pub fn avg_pool_backward<T: Element>(
     x_grad
 }
 
-/// The divisor rule of `avg_pool`: `divisor_override`, else the window clipped to the padded
-/// input (`count_include_pad`), else the taps inside the input.
-pub fn avg_divisor(options: &AvgPoolNdOptions<3>) -> impl Fn([&Span; 3]) -> usize + Sync + '_ {
+/// The divisor rule of `avg_pool`: `divisor_override` (of either sign), else the window
+/// clipped to the padded input (`count_include_pad`), else the taps inside the input.
+pub fn avg_divisor(options: &AvgPoolNdOptions<3>) -> impl Fn([&Span; 3]) -> f64 + Sync + '_ {
     move |boxed| match options.divisor_override {
-        Some(divisor) => divisor,
-        None if options.count_include_pad => boxed.iter().map(|s| s.padded).product(),
-        None => boxed.iter().map(|s| s.count).product(),
+        Some(divisor) => divisor as f64,
+        None if options.count_include_pad => {
+            boxed.iter().map(|s| s.padded).product::<usize>() as f64
+        }
+        None => adaptive_divisor(boxed),
     }
+}
+
+/// The divisor of adaptive average pooling: the taps in the box.
+pub fn adaptive_divisor(boxed: [&Span; 3]) -> f64 {
+    tap_count(boxed) as f64
 }
