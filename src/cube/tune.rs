@@ -299,6 +299,15 @@ static WEIGHT_TUNER: LocalTuner<ConvPassKey, CubeTuneId> = local_tuner!("weight"
 
 type Set = TunableSet<ConvPassKey, Inputs, CubeTensor, Candidate>;
 
+/// Every candidate the tuner holds, in its order: ours on plain cores, ours on tensor cores,
+/// then Burn's.
+fn every_candidate() -> impl Iterator<Item = Candidate> {
+    OURS.into_iter()
+        .chain(TENSOR_CORES)
+        .map(Candidate::Ours)
+        .chain([Candidate::Burn])
+}
+
 fn candidates(pass: Pass) -> Set {
     let key = move |(geometry, a, b, (bias, activation)): &Inputs| {
         ConvPassKey::of(
@@ -308,19 +317,15 @@ fn candidates(pass: Pass) -> Set {
             (bias.is_some(), activation.is_some()),
         )
     };
-    OURS.into_iter()
-        .chain(TENSOR_CORES)
-        .map(Candidate::Ours)
-        .chain([Candidate::Burn])
-        .fold(TunableSet::new_cloning_inputs(key), |set, candidate| {
-            set.with(Tunable::identified(
-                candidate,
-                move |inputs: Inputs| match excluded(candidate, &inputs.1) {
-                    Some(reason) => Err(reason),
-                    None => run(pass, candidate, inputs),
-                },
-            ))
-        })
+    every_candidate().fold(TunableSet::new_cloning_inputs(key), |set, candidate| {
+        set.with(Tunable::identified(
+            candidate,
+            move |inputs: Inputs| match excluded(candidate, &inputs.1) {
+                Some(reason) => Err(reason),
+                None => run(pass, candidate, inputs),
+            },
+        ))
+    })
 }
 
 /// The kernel for `pass` on these operands that the device's [`CubeKernels`] picks: tuned on
@@ -386,14 +391,17 @@ fn run_ours(
 mod tests {
     use burn::tensor::DType;
 
-    use super::{Candidate, ConvPrecision, OURS, TENSOR_CORES, excluded_under};
+    use super::{Candidate, ConvPrecision, OURS, TENSOR_CORES, every_candidate, excluded_under};
     use crate::cube::choice::ConvSchedule;
     use crate::cube::precision::tests::tf32_properties;
 
-    /// Every candidate the tuner holds, in its order.
-    fn every_candidate() -> Vec<Candidate> {
-        let ours = OURS.into_iter().chain(TENSOR_CORES).map(Candidate::Ours);
-        ours.chain([Candidate::Burn]).collect()
+    /// The candidates the tuner offers for `dtype` operands under `precision` on a device that
+    /// reports TF32, in its order.
+    fn offered(precision: ConvPrecision, dtype: DType) -> Vec<Candidate> {
+        let properties = tf32_properties();
+        every_candidate()
+            .filter(|&candidate| excluded_under(candidate, precision, &properties, dtype).is_none())
+            .collect()
     }
 
     /// Whether `candidate` computes f32 on plain cores, exactly.
@@ -412,19 +420,11 @@ mod tests {
     /// offers every candidate.
     #[test]
     fn exact_offers_no_tf32_candidate_on_a_tf32_device() {
-        let properties = tf32_properties();
-        let offered = |precision| -> Vec<Candidate> {
-            every_candidate()
-                .into_iter()
-                .filter(|&candidate| {
-                    excluded_under(candidate, precision, &properties, DType::F32).is_none()
-                })
-                .collect()
-        };
-        let exact = offered(ConvPrecision::Exact);
+        let exact = offered(ConvPrecision::Exact, DType::F32);
         assert_eq!(exact, OURS.map(Candidate::Ours).to_vec());
         assert!(exact.iter().all(|&candidate| plain_cores(candidate)));
-        assert_eq!(offered(ConvPrecision::Tf32), every_candidate());
+        let tf32 = offered(ConvPrecision::Tf32, DType::F32);
+        assert_eq!(tf32, every_candidate().collect::<Vec<_>>());
     }
 
     /// Half operands: our tensor-core tiles multiply them exactly into f32 accumulators under
@@ -432,21 +432,14 @@ mod tests {
     /// offered.
     #[test]
     fn half_operands_are_summed_in_f32_by_every_candidate() {
-        let properties = tf32_properties();
+        let ours: Vec<Candidate> = OURS
+            .into_iter()
+            .chain(TENSOR_CORES)
+            .map(Candidate::Ours)
+            .collect();
         for precision in [ConvPrecision::Exact, ConvPrecision::Tf32] {
             for dtype in [DType::F16, DType::BF16] {
-                let offered: Vec<Candidate> = every_candidate()
-                    .into_iter()
-                    .filter(|&candidate| {
-                        excluded_under(candidate, precision, &properties, dtype).is_none()
-                    })
-                    .collect();
-                let ours: Vec<Candidate> = OURS
-                    .into_iter()
-                    .chain(TENSOR_CORES)
-                    .map(Candidate::Ours)
-                    .collect();
-                assert_eq!(offered, ours, "{precision:?} {dtype:?}");
+                assert_eq!(offered(precision, dtype), ours, "{precision:?} {dtype:?}");
             }
         }
     }
