@@ -83,6 +83,20 @@ def conv_fns(case, transposed, device):
     }
 
 
+def epilogue_fns(case, device):
+    """A conv, its bias and a ReLU as a PyTorch user writes them (`benches/epilogue.rs`)."""
+    x = torch.rand(case["x"], device=device)
+    w = torch.rand([case["out_channels"], case["x"][1]] + case["kernel"], device=device)
+    b = torch.rand([case["out_channels"]], device=device)
+    kw = dict(stride=list(case["stride"]), padding=list(case["padding"]))
+    return {"forward": lambda: F.relu(F.conv2d(x, w, b, **kw))}
+
+
+def epilogue_case(case):
+    """The ResNet rows `benches/epilogue.rs` times: 2D, one group."""
+    return case["name"].startswith("resnet") and len(case["kernel"]) == 2 and case["groups"] == 1
+
+
 def laid_out(t, case):
     """`t` channels-last in memory where the case asks for it (as our bench lays its tensors)."""
     if not case.get("channels_last"):
@@ -146,13 +160,19 @@ def cpu_name():
     return platform.processor() or platform.machine()
 
 
-def time_rows(device, full):
-    """One process's time of every row of the profile, by id."""
+# The row families this script times: `{family}/{case}/{pass}`.
+FAMILIES = ("conv", "conv_transpose", "pool", "conv_epilogue")
+
+
+def time_rows(device, full, families):
+    """One process's time of every row of the profile in `families`, by id."""
     with open(os.path.join(HERE, "catalogue.json")) as f:
         catalogue = json.load(f)
     results = {}
     torch.set_grad_enabled(False)
     for family, key in (("conv", "conv"), ("conv_transpose", "conv_transpose"), ("pool", "pool")):
+        if family not in families:
+            continue
         for case in catalogue[key]:
             if not (full or case["quick"]):
                 continue
@@ -164,6 +184,11 @@ def time_rows(device, full):
                 row = "%s/%s/%s" % (family, case["name"], pass_name)
                 results[row] = timed(fn, device)
                 print("%s: %.3f ms" % (row, results[row] * 1e3), flush=True)
+    for case in catalogue["conv"] if "conv_epilogue" in families else []:
+        if (full or case["quick"]) and epilogue_case(case):
+            row = "conv_epilogue/%s/forward" % case["name"]
+            results[row] = timed(epilogue_fns(case, device)["forward"], device)
+            print("%s: %.3f ms" % (row, results[row] * 1e3), flush=True)
     return results
 
 
@@ -176,12 +201,19 @@ def main():
                         help="separate processes that time every row; the fastest is kept")
     parser.add_argument("--append", action="store_true",
                         help="keep the processes already in benches/pytorch.json and add these")
+    parser.add_argument("--families", default=",".join(FAMILIES),
+                        help="comma-separated row families to time (default: all of %s)"
+                        % ",".join(FAMILIES))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     full = args.full or os.environ.get("BENCH_PROFILE") == "full"
+    families = args.families.split(",")
+    unknown = set(families) - set(FAMILIES)
+    if unknown:
+        parser.error("unknown families %s" % sorted(unknown))
     if args.child:
         with open(args.child, "w") as f:
-            json.dump(time_rows(args.device, full), f)
+            json.dump(time_rows(args.device, full, families), f)
         return
     name = torch.cuda.get_device_name() if args.device == "cuda" else (
         cpu_name() + ", %d threads" % torch.get_num_threads())
@@ -191,7 +223,8 @@ def main():
         print("process %d of %d" % (process + 1, args.processes), flush=True)
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
             command = [sys.executable, os.path.abspath(__file__), "--device", args.device,
-                       "--child", out.name] + (["--full"] if full else [])
+                       "--families", args.families, "--child", out.name] + (
+                           ["--full"] if full else [])
             subprocess.run(command, check=True)
             with open(out.name) as f:
                 runs.append(json.load(f))

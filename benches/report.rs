@@ -23,12 +23,14 @@ mod common {
     pub mod machine;
     pub mod peak;
     pub mod pool_case;
+    pub mod pytorch;
 }
 use common::catalogue::load;
 use common::conv_case::ConvCase;
 use common::machine::machine;
 use common::peak::Peaks;
 use common::pool_case::PoolCase;
+use common::pytorch::PyTorchResults;
 
 const FONT: &[u8] = include_bytes!("../examples/assets/DejaVuSansMono.ttf");
 
@@ -89,26 +91,6 @@ struct Estimates {
 #[derive(Deserialize)]
 struct Estimate {
     point_estimate: f64,
-}
-
-#[derive(Deserialize)]
-struct PyTorchResults {
-    torch_version: String,
-    device: String,
-    device_name: String,
-    /// `{family}/{case}/{pass}` to mean seconds (the fastest process's).
-    results: BTreeMap<String, f64>,
-    /// Separate processes that timed every row (1 for files written before the script ran
-    /// several).
-    #[serde(default = "one_process")]
-    processes: usize,
-    /// Per row, the slowest process's time over the fastest's.
-    #[serde(default)]
-    spread: BTreeMap<String, f64>,
-}
-
-fn one_process() -> usize {
-    1
 }
 
 /// The criterion results newer than `since` in each of `dirs` (one per round of
@@ -188,24 +170,8 @@ fn rows(timings: &BTreeMap<String, Timing>, pytorch: Option<&PyTorchResults>) ->
         .collect();
     devices.sort();
     devices.dedup();
-    // PyTorch's CPU column goes with Flex, its CUDA column with the GPU runtimes (CUDA, and
-    // Vulkan, which only runs on a real GPU).
-    // The time and the spread of PyTorch's row `key`.
     let pytorch_for = |device: &str, key: String| {
-        let Some(torch) = pytorch else {
-            return (None, None);
-        };
-        let same = matches!(
-            (torch.device.as_str(), device),
-            ("cpu", "flex") | ("cuda", "cuda" | "vulkan")
-        );
-        if !same {
-            return (None, None);
-        }
-        (
-            torch.results.get(&key).copied(),
-            torch.spread.get(&key).copied(),
-        )
+        pytorch.map_or((None, None), |torch| torch.for_device(device, &key))
     };
     let mut rows = Vec::new();
     for device in &devices {
@@ -635,7 +601,13 @@ fn main() {
         .iter()
         .map(|(id, timing)| (id.clone(), (timing.ours, timing.burn)))
         .collect();
-    let epilogues = common::epilogue_table::section(&means, duration);
+    let epilogue_pytorch = |device: &str, case: &str| {
+        let key = format!("conv_epilogue/{case}/forward");
+        pytorch
+            .as_ref()
+            .and_then(|torch| torch.for_device(device, &key).0)
+    };
+    let epilogues = common::epilogue_table::section(&means, epilogue_pytorch, duration);
     if rows.is_empty() && epilogues.is_empty() {
         eprintln!(
             "no fresh results under {}: run `bash benches/report.sh`",

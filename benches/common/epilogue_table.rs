@@ -5,9 +5,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Markdown for the `conv_epilogue/{device}/{case}/{unfused|builtin}` ids of `means` (id to
-/// ours and burn, seconds), or nothing when none ran. `duration` formats a time.
+/// ours and burn, seconds), or nothing when none ran. `pytorch(device, case)` is PyTorch's
+/// time for the same conv, bias and ReLU, where it ran on that device's kind; `duration`
+/// formats a time.
 pub fn section(
     means: &BTreeMap<String, (Option<f64>, Option<f64>)>,
+    pytorch: impl Fn(&str, &str) -> Option<f64>,
     duration: impl Fn(Option<f64>) -> String,
 ) -> String {
     // (device, case) to each comparison's (fused, composition): against the unfused, against
@@ -34,9 +37,12 @@ pub fn section(
          this crate's conv with `with_activation(Activation::Relu)`, one call. Unfused: this \
          crate's conv, then Burn's add and ReLU. Built-in: Burn's conv with its bias, then \
          Burn's ReLU. Each ratio divides the two times of one comparison; fused is the faster \
-         of its two. **Below 1, the fused call is faster.**\n\n\
-         | device | case | fused | unfused | fused / unfused | built-in | fused / built-in |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
+         of its two. PyTorch: `F.relu(F.conv2d(x, weight, bias, ...))` as a PyTorch user writes \
+         it (`benches/pytorch_bench.py`, f32, contiguous), the fastest of its processes. \
+         **Below 1, the fused call is faster.**\n\n\
+         | device | case | fused | unfused | fused / unfused | built-in | fused / built-in | \
+         PyTorch | fused / PyTorch |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) => format!("{:.2}", a / b),
@@ -48,14 +54,17 @@ pub fn section(
             (Some(a), Some(b)) => Some(a.min(*b)),
             (a, b) => a.or(*b),
         };
+        let torch = pytorch(device, case);
         let _ = writeln!(
             md,
-            "| {device} | {case} | {} | {} | {} | {} | {} |",
+            "| {device} | {case} | {} | {} | {} | {} | {} | {} | {} |",
             duration(fused),
             duration(*unfused),
             ratio(*fused_u, *unfused),
             duration(*builtin),
             ratio(*fused_b, *builtin),
+            duration(torch),
+            ratio(fused, torch),
         );
     }
     md
