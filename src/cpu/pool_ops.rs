@@ -187,7 +187,7 @@ pub fn adaptive_avg_pool<H: HostTensors>(x: H::Tensor, output_size: [usize; 3]) 
     let spans = adaptive_spans3(in_size, output_size);
     let dtype = H::dtype(&x);
     with_element!("adaptive_avg_pool", dtype, |T| {
-        let out = pool::avg_pool::<T>(&H::values(&x), in_size, &spans, pool::adaptive_divisor);
+        let out = pool::avg_pool::<T>(&H::values(&x), in_size, &spans, pool::tap_divisor);
         H::from_values(out, &out_dims(&dims, output_size), dtype)
     })
 }
@@ -202,12 +202,8 @@ pub fn adaptive_avg_pool_backward<H: HostTensors>(
     let spans = adaptive_spans3(x_size, out_size);
     let dtype = H::dtype(&out_grad);
     with_element!("adaptive_avg_pool_backward", dtype, |T| {
-        let x_grad = pool::avg_pool_backward::<T>(
-            &H::values(&out_grad),
-            x_size,
-            &spans,
-            pool::adaptive_divisor,
-        );
+        let x_grad =
+            pool::avg_pool_backward::<T>(&H::values(&out_grad), x_size, &spans, pool::tap_divisor);
         H::from_values(x_grad, &out_dims(&dims, x_size), dtype)
     })
 }

@@ -80,28 +80,22 @@ impl<const N: usize, const D: usize> ConvFns<N, D> {
         bias: Option<Tensor<1>>,
     ) -> Tensor<D> {
         if case.op.starts_with("conv_transpose") {
-            let options = ConvTransposeNdOptions::default()
+            let mut options = ConvTransposeNdOptions::default()
                 .with_stride(case.axes("stride"))
                 .with_padding(case.axes("padding"))
                 .with_padding_out(case.axes("output_padding"))
                 .with_dilation(case.axes("dilation"))
                 .with_groups(case.usize("groups"));
-            let options = match activation(case) {
-                Some(activation) => options.with_activation(activation),
-                None => options,
-            };
+            options.activation = activation(case);
             (self.transpose)(x, weight, bias, options)
         } else {
-            let options = ConvNdOptions::default()
+            let mut options = ConvNdOptions::default()
                 .with_stride(case.axes("stride"))
                 .with_padding(conv_padding::<N>(case))
                 .with_dilation(case.axes("dilation"))
                 .with_groups(case.usize("groups"))
                 .with_padding_mode(padding_mode(case));
-            let options = match activation(case) {
-                Some(activation) => options.with_activation(activation),
-                None => options,
-            };
+            options.activation = activation(case);
             (self.conv)(x, weight, bias, options)
         }
     }

@@ -150,11 +150,12 @@ pub fn avg_divisor(options: &AvgPoolNdOptions<3>) -> impl Fn([&Span; 3]) -> f64 
         None if options.count_include_pad => {
             boxed.iter().map(|s| s.padded).product::<usize>() as f64
         }
-        None => adaptive_divisor(boxed),
+        None => tap_divisor(boxed),
     }
 }
 
-/// The divisor of adaptive average pooling: the taps in the box.
-pub fn adaptive_divisor(boxed: [&Span; 3]) -> f64 {
+/// The divisor that averages over the taps in the box: adaptive average pooling's, and a
+/// sliding window's without `count_include_pad`.
+pub fn tap_divisor(boxed: [&Span; 3]) -> f64 {
     tap_count(boxed) as f64
 }

@@ -16,7 +16,7 @@ use crate::spec::Span;
 use super::element::{Element, min_items_per_task};
 use super::sum::{BLOCK, PairwiseSum};
 
-pub use average::{adaptive_divisor, avg_divisor, avg_pool, avg_pool_backward};
+pub use average::{avg_divisor, avg_pool, avg_pool_backward, tap_divisor};
 pub use lp::{lp_pool, lp_pool_backward};
 pub use max::max_pool;
 pub use unpool::{gather_by_index, scatter_by_index};

@@ -26,7 +26,7 @@ fn global_average_of_every_plane() {
                 .collect();
             let spans = adaptive_spans3(in_size, [1, 1, 1]);
             assert!(whole_plane(in_size, &spans).is_some());
-            let out = avg_pool(&x, in_size, &spans, adaptive_divisor);
+            let out = avg_pool(&x, in_size, &spans, tap_divisor);
             assert_eq!(out.len(), planes);
             let expected = x
                 .chunks(volume)
@@ -38,7 +38,7 @@ fn global_average_of_every_plane() {
                     "{in_size:?} x {planes}, plane {p}: {got} vs {expected}"
                 );
             }
-            let grad = avg_pool_backward(&out, in_size, &spans, adaptive_divisor);
+            let grad = avg_pool_backward(&out, in_size, &spans, tap_divisor);
             let divisor = T::from_f64(volume as f64);
             for (plane, &share) in grad.chunks(volume).zip(&out) {
                 assert!(plane.iter().all(|&v| v == share.div(divisor)));
