@@ -1,16 +1,21 @@
 //! Fused epilogues: `conv2d + bias + ReLU` in one call of this crate's conv
 //! (`ConvNdOptions::with_activation`) against the same conv followed by Burn's add and ReLU,
 //! and against Burn's built-in conv (with its bias) followed by Burn's ReLU, on the ResNet rows
-//! of the catalogue (`benches/catalogue.json`), forward only.
+//! of the catalogue (`benches/catalogue.json`), forward only. And the training step of
+//! ResNet's block, `nn::ConvBnAct2d` (conv, then batch norm and ReLU in two passes each way)
+//! against our conv followed by burn-nn's `BatchNorm` and Burn's ReLU: forward and backward.
 //!
-//! `cargo bench --bench epilogue`. Ids are `conv_epilogue/{device}/{case}/{unfused|builtin}`,
-//! `ours` (fused) against `burn` (the composition named); `benches/report.sh` puts them in
-//! `benches/REPORT.md`'s fused-epilogue table.
+//! `cargo bench --bench epilogue`. Ids are `conv_epilogue/{device}/{case}/{unfused|builtin}`
+//! and `conv_bn_act/{device}/{case}/unfused`, `ours` (fused) against `burn` (the composition
+//! named); `benches/report.sh` puts the first in `benches/REPORT.md`'s fused-epilogue table.
 
+use burn::module::Param;
+use burn::nn::{BatchNormConfig, PaddingConfig2d};
 use burn::tensor::activation::relu;
 use burn::tensor::module::conv2d as builtin_conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Distribution, Tensor};
+use burn_convpool::nn::{Conv2dConfig, ConvBnAct2d};
 use burn_convpool::{Activation, ConvNdOptions, conv2d};
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -74,11 +79,44 @@ fn bench_case(c: &mut Criterion, device_name: &str, device: &Device, case: &Conv
     compare(c, &id("builtin"), device, fused, Some(&mut builtin));
 }
 
+/// One training step of ResNet's block (a bias-free conv, batch norm, ReLU) on an autodiff
+/// device: the block against the composition, each with its own batch norm.
+fn bench_block(c: &mut Criterion, device_name: &str, device: &Device, case: &ConvCase) {
+    let device = device.clone().autodiff();
+    let [pad_h, pad_w] = array::<2>(&case.padding);
+    let conv = Conv2dConfig::new([case.x[1], case.out_channels], array(&case.kernel))
+        .with_stride(array(&case.stride))
+        .with_padding(PaddingConfig2d::Explicit(pad_h, pad_w, pad_h, pad_w))
+        .with_bias(false)
+        .init(&device);
+    let weight = Tensor::<4>::random(conv.weight.dims(), Distribution::Default, &device);
+    let pair = || {
+        let mut conv = conv.clone();
+        conv.weight = Param::from_tensor(weight.clone());
+        (conv, BatchNormConfig::new(case.out_channels).init(&device))
+    };
+    let x = Tensor::<4>::random(array::<4>(&case.x), Distribution::Default, &device);
+    let (conv_b, bn_b) = pair();
+    let block = {
+        let (conv, bn) = pair();
+        ConvBnAct2d::new(conv, bn, Some(Activation::Relu))
+    };
+    let fused = || block.forward(x.clone()).sum().backward();
+    let mut unfused = || {
+        relu(bn_b.forward(conv_b.forward(x.clone())))
+            .sum()
+            .backward()
+    };
+    let id = format!("conv_bn_act/{device_name}/{}/unfused", case.name);
+    compare(c, &id, &device, fused, Some(&mut unfused));
+}
+
 fn epilogue(c: &mut Criterion) {
     let cases = resnet_rows();
     for (device_name, device) in devices() {
         for case in &cases {
             bench_case(c, device_name, &device, case);
+            bench_block(c, device_name, &device, case);
         }
     }
 }

@@ -102,6 +102,23 @@ pub(crate) mod fusion_shapes {
         at_rank_of(shapes::lp_pool(&lifted_dims(x), options), x)
     }
 
+    /// A batch norm's result (the input's shape) and two per-channel vectors.
+    pub fn batch_norm(
+        x: &burn::backend::fusion::custom::TensorSpec,
+    ) -> (
+        burn::backend::fusion::custom::TensorSpec,
+        burn::backend::fusion::custom::TensorSpec,
+        burn::backend::fusion::custom::TensorSpec,
+    ) {
+        use burn::backend::fusion::custom::TensorSpec;
+        let channels = TensorSpec::new(Shape::from(vec![x.shape[1]]), x.dtype);
+        (
+            TensorSpec::new(x.shape.clone(), x.dtype),
+            channels.clone(),
+            channels,
+        )
+    }
+
     /// Values and indices of an index-producing pool with output dims `out`.
     pub fn with_indices(
         x: &burn::backend::fusion::custom::TensorSpec,
@@ -214,6 +231,35 @@ pub trait ConvPoolBackend: Backend {
         out_grad: FloatTensor<Self>,
         activation: Activation,
     ) -> FloatTensor<Self>;
+
+    /// `activation(batch_norm(x))` over the batch's own statistics, PyTorch's
+    /// `F.batch_norm(training=True)`: `(out, mean, variance)`, the per-channel mean and biased
+    /// variance of `x` over every axis but the channel (shape `(C)`), and
+    /// `out = activation((x - mean) / sqrt(variance + epsilon) * gamma + beta)`.
+    #[fusion(meta = |x, _gamma, _beta, _epsilon, _activation| crate::backend::fusion_shapes::batch_norm(x))]
+    fn batch_norm_act(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+        activation: Option<Activation>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+
+    /// Gradients of [`batch_norm_act`](Self::batch_norm_act) with respect to `x`, `gamma` and
+    /// `beta`, from its output's gradient and the `mean` and `variance` it returned; the
+    /// activation's input is recomputed from `x`.
+    #[fusion(meta = |x, _gamma, _beta, _mean, _variance, _out_grad, _epsilon, _activation| crate::backend::fusion_shapes::batch_norm(x))]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_norm_act_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        variance: FloatTensor<Self>,
+        out_grad: FloatTensor<Self>,
+        epsilon: f64,
+        activation: Option<Activation>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
 
     /// Gradient of `conv_transpose` with respect to `x`, whose spatial size is `x_size`.
     #[fusion(dtype = out_grad, shape = crate::backend::fusion_shapes::conv_transpose_x(weight, out_grad, x_size))]

@@ -89,8 +89,8 @@ pub use cube::choice as cube_kernels;
 pub use cube::launches as cube_launches;
 pub use functional::*;
 pub use spec::{
-    Activation, AvgPoolNdOptions, ConvNdOptions, ConvTransposeNdOptions, FractionalMaxPoolOptions,
-    FractionalOutput, LpPoolOptions, MAX_SIZE, MaxPoolOptions, MaxUnpoolOptions, Padding,
-    PaddingMode, SpecError, SpecErrorKind,
+    Activation, AvgPoolNdOptions, BatchNormActOptions, ConvNdOptions, ConvTransposeNdOptions,
+    FractionalMaxPoolOptions, FractionalOutput, LpPoolOptions, MAX_SIZE, MaxPoolOptions,
+    MaxUnpoolOptions, Padding, PaddingMode, SpecError, SpecErrorKind,
 };
 pub mod nn;

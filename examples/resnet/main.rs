@@ -37,6 +37,8 @@ enum Ops {
     Ours,
     /// `burn::nn`, Burn's built-in modules and ops.
     Builtin,
+    /// `burn_convpool::nn`, each conv run with its batch norm and ReLU as one block.
+    Fused,
 }
 
 /// Who runs the epochs.
@@ -67,7 +69,7 @@ struct Args {
     out: PathBuf,
 }
 
-const USAGE: &str = "usage: resnet [--dataset digits|mnist10k] [--ops ours|builtin] \
+const USAGE: &str = "usage: resnet [--dataset digits|mnist10k] [--ops ours|builtin|fused] \
 [--trainer loop|learner] [--device flex|wgpu|vulkan|cuda] [--kernels tuned|ours] [--precision exact|tf32] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
 [--seed N] [--out DIR]";
 
@@ -102,7 +104,10 @@ fn parse_args() -> Result<Args, String> {
                 args.ops = match value.as_str() {
                     "ours" => Ops::Ours,
                     "builtin" => Ops::Builtin,
-                    other => return Err(format!("--ops {other}: expected ours or builtin")),
+                    "fused" => Ops::Fused,
+                    other => {
+                        return Err(format!("--ops {other}: expected ours, builtin or fused"));
+                    }
                 }
             }
             "--trainer" => {
@@ -246,6 +251,7 @@ fn main() {
     let ops_name = match args.ops {
         Ops::Ours => "ours",
         Ops::Builtin => "builtin",
+        Ops::Fused => "fused",
     };
     let config = ResNetConfig {
         in_channels: 1,
@@ -254,8 +260,10 @@ fn main() {
         classes: 10,
     };
     let mut model = ResNet::new(config, &device);
-    if args.ops == Ops::Builtin {
-        model = model.into_builtin();
+    match args.ops {
+        Ops::Ours => {}
+        Ops::Builtin => model = model.into_builtin(),
+        Ops::Fused => model = model.into_fused(),
     }
     println!(
         "{} ({} train / {} test, {}x{}), ops: {ops_name}, device: {}, {} parameters, {} epochs of \

@@ -5,34 +5,55 @@
 //! Every conv and pool comes from `burn_convpool::nn`. [`ResNet::into_builtin`] converts each of
 //! them to burn-nn's module (the crate's `TryFrom`/`From`, parameters moved), so `--ops builtin`
 //! trains the same network from the same initial weights and only the operators differ.
-//! BatchNorm and Linear are Burn's in both.
+//! BatchNorm and Linear are Burn's in both. [`ResNet::into_fused`] keeps our convs and runs
+//! each conv with the batch norm (and ReLU) after it as one block (`ConvBnAct2d::forward_pair`),
+//! what `--fused` trains.
 
 use burn::module::Module;
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
-use burn_convpool::nn::{AdaptiveAvgPool2dConfig, Conv2dConfig, MaxPool2dConfig};
+use burn_convpool::Activation;
+use burn_convpool::nn::{AdaptiveAvgPool2dConfig, Conv2dConfig, ConvBnAct2d, MaxPool2dConfig};
 
-/// A conv layer on either set of operators.
+/// A conv layer on either set of operators; every one has a batch norm after it.
 #[derive(Module, Debug)]
 pub enum Conv {
     Ours(burn_convpool::nn::Conv2d),
     Builtin(burn::nn::conv::Conv2d),
+    /// Ours, run with its batch norm and activation as one block.
+    Fused(burn_convpool::nn::Conv2d),
 }
 
 impl Conv {
-    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
-        match self {
-            Self::Ours(conv) => conv.forward(x),
-            Self::Builtin(conv) => conv.forward(x),
-        }
+    /// `activation(bn(conv(x)))`, ReLU where `relu`.
+    fn forward_bn(&self, bn: &BatchNorm, relu_after: bool, x: Tensor<4>) -> Tensor<4> {
+        let out = match self {
+            Self::Ours(conv) => bn.forward(conv.forward(x)),
+            Self::Builtin(conv) => bn.forward(conv.forward(x)),
+            Self::Fused(conv) => {
+                let activation = relu_after.then_some(Activation::Relu);
+                return ConvBnAct2d::forward_pair(conv, bn, activation, x);
+            }
+        };
+        if relu_after { relu(out) } else { out }
     }
 
     /// The same layer, parameters moved, on burn-nn's conv.
     fn into_builtin(self) -> Self {
         match self {
-            Self::Ours(conv) => Self::Builtin(conv.try_into().expect("zero padding")),
+            Self::Ours(conv) | Self::Fused(conv) => {
+                Self::Builtin(conv.try_into().expect("zero padding"))
+            }
             builtin => builtin,
+        }
+    }
+
+    /// The same layer run with its batch norm as one block.
+    fn into_fused(self) -> Self {
+        match self {
+            Self::Ours(conv) => Self::Fused(conv),
+            other => other,
         }
     }
 }
@@ -98,13 +119,22 @@ impl BasicBlock {
         }
     }
 
+    fn into_fused(self) -> Self {
+        Self {
+            conv1: self.conv1.into_fused(),
+            conv2: self.conv2.into_fused(),
+            shortcut: self.shortcut.map(|(conv, bn)| (conv.into_fused(), bn)),
+            ..self
+        }
+    }
+
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         let identity = match &self.shortcut {
-            Some((conv, bn)) => bn.forward(conv.forward(x.clone())),
+            Some((conv, bn)) => conv.forward_bn(bn, false, x.clone()),
             None => x.clone(),
         };
-        let out = relu(self.bn1.forward(self.conv1.forward(x)));
-        let out = self.bn2.forward(self.conv2.forward(out));
+        let out = self.conv1.forward_bn(&self.bn1, true, x);
+        let out = self.conv2.forward_bn(&self.bn2, false, out);
         relu(out + identity)
     }
 }
@@ -179,9 +209,23 @@ impl ResNet {
         }
     }
 
+    /// The same network, parameters kept, with each conv and its batch norm run as one block
+    /// (what `--fused` trains).
+    pub fn into_fused(self) -> Self {
+        Self {
+            stem: self.stem.into_fused(),
+            stages: self
+                .stages
+                .into_iter()
+                .map(BasicBlock::into_fused)
+                .collect(),
+            ..self
+        }
+    }
+
     /// Logits `(batch, classes)` of images `(batch, channels, height, width)`.
     pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
-        let x = relu(self.stem_bn.forward(self.stem.forward(images)));
+        let x = self.stem.forward_bn(&self.stem_bn, true, images);
         let mut x = match &self.stem_pool {
             MaxPool::Ours(pool) => pool.forward(x),
             MaxPool::Builtin(pool) => pool.forward(x),

@@ -105,7 +105,7 @@ pub fn derivative<A: Float>(saved: A, slope: A, #[comptime] kind: ActivationKind
 /// The offset in `tensor` of the element at row-major index `index` of `dims` (a contiguous
 /// tensor of the same shape).
 #[cube]
-fn offset_of<F: Float>(tensor: &Tensor<F>, dims: &mut Tensor<F>, index: usize) -> usize {
+pub(crate) fn offset_of<F: Float>(tensor: &Tensor<F>, dims: &mut Tensor<F>, index: usize) -> usize {
     let mut offset = 0;
     for axis in 0..tensor.rank() {
         offset += (index / dims.stride(axis)) % dims.shape(axis) * tensor.stride(axis);

@@ -5,6 +5,8 @@
 //!
 //! - [`activation`]: the activations a fused convolution applies as it stores (PyTorch's ReLU,
 //!   leaky ReLU, SiLU, GELU), their derivatives, and element-wise kernels of both.
+//! - [`batch_norm`]: batch normalization over the batch's statistics with an activation after
+//!   it: per-channel sums (one cube per channel) and element-wise passes, forward and backward.
 //! - [`axes`]: the per-axis values (D, H, W) every kernel's arguments are made of, and the
 //!   index arithmetic of a rank-3 volume.
 //! - [`conv`]: one description of the three convolution GEMMs (forward, input gradient, weight
@@ -30,6 +32,7 @@ pub use cubek_std;
 
 pub mod activation;
 pub mod axes;
+pub mod batch_norm;
 pub mod conv;
 pub mod pairwise;
 pub mod pool;

@@ -4,6 +4,7 @@
 //! with Burn's own conv and pool ops.
 
 mod activation;
+mod batch_norm;
 mod conv;
 mod pool;
 
@@ -98,6 +99,30 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
         _: Activation,
     ) -> FloatTensor<Self> {
         no_double_backward("activation_backward")
+    }
+
+    fn batch_norm_act(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+        activation: Option<Activation>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [out, mean, variance] = batch_norm::record::<B, C>(x, gamma, beta, epsilon, activation);
+        (out, mean, variance)
+    }
+
+    fn batch_norm_act_backward(
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: FloatTensor<Self>,
+        _: f64,
+        _: Option<Activation>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        no_double_backward("batch_norm_act_backward")
     }
 
     fn conv_transpose_x_backward(

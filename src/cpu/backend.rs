@@ -158,6 +158,37 @@ macro_rules! impl_cpu_backend {
             ) -> Self::FloatTensorPrimitive {
                 $crate::cpu::conv_ops::activation_backward::<Self>(saved, out_grad, activation)
             }
+            fn batch_norm_act(
+                x: Self::FloatTensorPrimitive,
+                gamma: Self::FloatTensorPrimitive,
+                beta: Self::FloatTensorPrimitive,
+                epsilon: f64,
+                activation: Option<$crate::spec::Activation>,
+            ) -> (
+                Self::FloatTensorPrimitive,
+                Self::FloatTensorPrimitive,
+                Self::FloatTensorPrimitive,
+            ) {
+                $crate::cpu::norm_ops::batch_norm_act::<Self>(x, gamma, beta, epsilon, activation)
+            }
+            fn batch_norm_act_backward(
+                x: Self::FloatTensorPrimitive,
+                gamma: Self::FloatTensorPrimitive,
+                beta: Self::FloatTensorPrimitive,
+                mean: Self::FloatTensorPrimitive,
+                variance: Self::FloatTensorPrimitive,
+                out_grad: Self::FloatTensorPrimitive,
+                epsilon: f64,
+                activation: Option<$crate::spec::Activation>,
+            ) -> (
+                Self::FloatTensorPrimitive,
+                Self::FloatTensorPrimitive,
+                Self::FloatTensorPrimitive,
+            ) {
+                $crate::cpu::norm_ops::batch_norm_act_backward::<Self>(
+                    x, gamma, beta, mean, variance, out_grad, epsilon, activation,
+                )
+            }
             fn conv_transpose_x_backward(
                 weight: Self::FloatTensorPrimitive,
                 out_grad: Self::FloatTensorPrimitive,

@@ -1,5 +1,5 @@
 //! CPU implementation of the extension trait: shared slice kernels (`kernels/`) plus one thin
-//! adapter per backend ([`host::HostTensors`]): `conv_ops.rs` and `pool_ops.rs` read a
+//! adapter per backend ([`host::HostTensors`]): `conv_ops.rs`, `norm_ops.rs` and `pool_ops.rs` read a
 //! backend's tensors as slices and run the kernels, `backend.rs` forwards the trait to them,
 //! `flex.rs` and `ndarray.rs` are the two backends' adapters.
 
@@ -12,4 +12,5 @@ pub(crate) mod host;
 mod kernels;
 #[cfg(feature = "ndarray")]
 mod ndarray;
+pub(crate) mod norm_ops;
 pub(crate) mod pool_ops;

@@ -1,5 +1,6 @@
 //! The tensor API: per-rank functions over `burn::Tensor`, each with a `try_` twin.
 
+mod batch_norm;
 pub(crate) mod conv;
 mod device;
 mod lift;
@@ -8,6 +9,7 @@ mod pool;
 mod pool_fns;
 mod reshape;
 
+pub use batch_norm::*;
 pub use conv::*;
 pub use pool::*;
 pub use pool_fns::*;

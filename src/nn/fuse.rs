@@ -95,16 +95,49 @@ pub fn try_fuse_conv_bn<C: FuseBatchNorm>(conv: C, bn: &BatchNorm) -> SpecResult
     }
     // Untracked, as PyTorch folds under `no_grad`: the fused conv's parameters are new leaves.
     // (`detach` alone keeps a parameter's value requiring a gradient.)
-    let device = bn.gamma.device();
+    let (scale, bias) = folded_affine(
+        conv.bias_value().map(untracked),
+        untracked(bn.gamma.val()),
+        untracked(bn.beta.val()),
+        bn,
+    );
+    Ok(conv.scaled(scale, bias))
+}
+
+/// The fold's per-output-channel `scale = gamma / sqrt(running_var + epsilon)` and fused bias
+/// `(bias - running_mean) * scale + beta`, from `bias`, `gamma` and `beta` as given (tracked
+/// or not; the running statistics never are).
+fn folded_affine(
+    bias: Option<Tensor<1>>,
+    gamma: Tensor<1>,
+    beta: Tensor<1>,
+    bn: &BatchNorm,
+) -> (Tensor<1>, Tensor<1>) {
+    let device = gamma.device();
     let mean = untracked(bn.running_mean.value());
     let var = untracked(bn.running_var.value());
-    let scale = untracked(bn.gamma.val()) * var.add_scalar(bn.epsilon).sqrt().recip();
-    let bias = conv
-        .bias_value()
-        .map(|bias| untracked(bias).to_device(&device).cast(mean.dtype()))
+    let scale = gamma * var.add_scalar(bn.epsilon).sqrt().recip();
+    let bias = bias
+        .map(|bias| bias.to_device(&device).cast(mean.dtype()))
         .unwrap_or_else(|| mean.zeros_like());
-    let bias = (bias - mean) * scale.clone() + untracked(bn.beta.val());
-    Ok(conv.scaled(scale, bias))
+    let bias = (bias - mean) * scale.clone() + beta;
+    (scale, bias)
+}
+
+/// The weight and bias of `conv` with `bn` (inference mode) folded in, computed from the
+/// parameters' tracked values: a batch norm whose statistics are frozen, trained through.
+///
+/// # Panics
+/// Where [`try_fuse_conv_bn`] returns an error; callers check first.
+pub(super) fn folded_params<const W: usize, C: FuseBatchNorm>(
+    conv: &C,
+    weight: Tensor<W>,
+    bias: Option<Tensor<1>>,
+    bn: &BatchNorm,
+) -> (Tensor<W>, Tensor<1>) {
+    let (scale, bias) = folded_affine(bias, bn.gamma.val(), bn.beta.val(), bn);
+    let bias = bias.to_device(&weight.device()).cast(weight.dtype());
+    (scale_out_channels(weight, scale, conv.out_view()), bias)
 }
 
 /// `weight * scale` along the output channels, the weight seen as `view` (see

@@ -83,6 +83,7 @@
 
 mod adaptive;
 mod conv;
+mod conv_bn_act;
 mod conv_transpose;
 mod convert;
 mod dims;
@@ -95,6 +96,7 @@ mod validate;
 
 pub use adaptive::*;
 pub use conv::*;
+pub use conv_bn_act::*;
 pub use conv_transpose::*;
 pub use dims::{Dims, PaddingConfigNd};
 pub use fractional::*;

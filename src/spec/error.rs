@@ -124,6 +124,17 @@ pub enum SpecErrorKind {
         /// The activation's name, e.g. `"relu"`.
         activation: &'static str,
     },
+    /// A batch norm's epsilon that is not finite and positive.
+    Epsilon {
+        /// The epsilon.
+        epsilon: f64,
+    },
+    /// A training-mode batch norm over one value per channel, whose variance is undefined
+    /// (PyTorch refuses it too).
+    OneValuePerChannel {
+        /// The input dims.
+        dims: Vec<usize>,
+    },
     /// A module setting that burn-nn's module of the same name cannot hold.
     NotInBurnNn {
         /// The setting, e.g. `"divisor_override"`.
@@ -393,6 +404,13 @@ impl fmt::Display for SpecErrorKind {
                 f,
                 "padding_mode \"{mode}\" cannot pad {padding} on spatial dim {dim} of an input \
                  of length {len}"
+            ),
+            Epsilon { epsilon } => {
+                write!(f, "epsilon must be finite and positive, got {epsilon}")
+            }
+            OneValuePerChannel { dims } => write!(
+                f,
+                "expected more than 1 value per channel when training, got input {dims:?}"
             ),
             NotInBurnNn { setting } => write!(f, "burn-nn's module has no {setting}"),
             FoldAfterActivation { activation } => write!(

@@ -3,6 +3,7 @@
 //! all agree on one formula for each shape.
 
 mod activation;
+mod batch_norm;
 mod bounds;
 mod check;
 mod conv;
@@ -16,6 +17,7 @@ mod spans;
 mod window;
 
 pub use activation::*;
+pub use batch_norm::*;
 pub use bounds::*;
 pub use check::*;
 pub use conv::*;

@@ -4,7 +4,8 @@
 //! `golden!`, or a case whose op has no runner, fails.
 
 use crate::common::{
-    Case, autodiff_devices, case_file, case_file_stems, conv_cases, fuse_cases, pool_cases,
+    Case, autodiff_devices, case_file, case_file_stems, conv_bn_act_cases, conv_cases, fuse_cases,
+    pool_cases,
 };
 use burn::tensor::Device;
 
@@ -84,6 +85,7 @@ fn run_case(case: &Case, device: &Device) -> Result<(), String> {
             ),
         ),
         "fuse_conv_bn" => fuse_cases::run(case, device),
+        "conv_bn_act" => conv_bn_act_cases::run(case, device),
         other => Err(format!("no runner for op {other:?}")),
     }
 }
@@ -132,6 +134,7 @@ golden!(
     conv2d,
     conv3d,
     conv_activation,
+    conv_bn_act,
     conv_padding_mode,
     conv_transpose1d,
     conv_transpose2d,
@@ -174,6 +177,7 @@ mod burn_kernels {
         conv2d,
         conv3d,
         conv_activation,
+        conv_bn_act,
         conv_padding_mode,
         conv_transpose1d,
         conv_transpose2d,

@@ -2,7 +2,8 @@
 //! 1e-6 relative (16 running sums of a million terms each gave 0.10099), and so do 100 x 100
 //! windows that are not whole planes, in f64 and f16 too (f16 sums in f32), on every backend,
 //! forward and backward; an LP pool with p = 1 sums 2^24 terms and a convolution's bias
-//! gradient 2^20 as accurately, and so does its weight gradient on the CPU. The reference is the value the tensor holds, times the count.
+//! gradient 2^20 as accurately, and so does its weight gradient on the CPU, and a batch norm
+//! its channel's mean and `beta` gradient. The reference is the value the tensor holds, times the count.
 
 use burn::tensor::{DType, Device, Tensor};
 use burn_convpool::*;
@@ -153,6 +154,39 @@ fn lp_pools_and_bias_gradients_sum_millions_of_tenths_within_1e_6() {
                 let what = what("conv2d weight gradient");
                 assert_all_near(weight_grad, product * positions, &what);
             }
+        }
+    }
+}
+
+#[test]
+fn batch_norm_statistics_and_gradients_sum_millions_of_tenths_within_1e_6() {
+    for (name, base) in devices() {
+        let device = base.clone().autodiff();
+        for dtype in [DType::F32, DType::F64] {
+            if !base.supports_dtype(dtype) {
+                continue;
+            }
+            let what = |op: &str| format!("{op} on {name}, {dtype:?}");
+            // One channel of 2^20 tenths: its mean is the tenth, and `beta`'s gradient (with
+            // an output gradient of a tenth everywhere) sums 2^20 tenths.
+            let (x, value) = tenths(CONV_SIDE, &device, dtype);
+            let gamma = Tensor::<1>::full([1], 1.0, (&device, dtype)).require_grad();
+            let beta = Tensor::<1>::full([1], 0.0, (&device, dtype)).require_grad();
+            let result = batch_norm_act_train(
+                x.detach(),
+                gamma,
+                beta.clone(),
+                BatchNormActOptions::default(),
+            );
+            assert_all_near(result.mean, value, &what("batch_norm_act_train mean"));
+            let grads = (result.output * 0.1).sum().backward();
+            let positions = (CONV_SIDE * CONV_SIDE) as f64;
+            let beta_grad = beta.grad(&grads).expect("beta gradient");
+            assert_all_near(
+                beta_grad,
+                value * positions,
+                &what("batch norm beta gradient"),
+            );
         }
     }
 }

@@ -3,6 +3,7 @@
 //! `cargo test --test suite conv_errors::`.
 
 mod common;
+mod conv_bn_act;
 mod conv_errors;
 mod conv_gradcheck;
 mod cpu_algorithms;

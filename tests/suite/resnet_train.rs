@@ -2,7 +2,8 @@
 //! by hand and under burn-train's `Learner` (on one device and data-parallel on two), whose
 //! checkpoint reloads into the same network. It also checks that the `--ops builtin` network is
 //! the same network: converted to burn-nn's modules with the same weights, it gives the same
-//! logits.
+//! logits; and so is the `--ops fused` one, in training (logits, loss gradients, the running
+//! statistics after the step) and in inference.
 
 #[path = "../../examples/resnet/data.rs"]
 #[allow(dead_code)]
@@ -72,6 +73,47 @@ fn the_builtin_network_is_the_same_network() {
     for (a, e) in actual.iter().zip(&expected) {
         assert!((a - e).abs() < 1e-4, "builtin {a} vs ours {e}");
     }
+}
+
+#[test]
+fn the_fused_network_is_the_same_network() {
+    let (train, _) = digits();
+    let device = Device::flex().autodiff();
+    // The same weights (the record copied), each network its own running statistics.
+    device.seed(6);
+    let ours = ResNet::new(TINY, &device);
+    let fused = ResNet::new(TINY, &device)
+        .load_record(ours.clone().into_record())
+        .into_fused();
+    let mut models = [ours, fused];
+    let loss_fn = CrossEntropyLossConfig::new().init(&device);
+    let (images, labels) = train.batch(&(0..32).collect::<Vec<_>>(), &device);
+    let close = |a: &[f32], e: &[f32], what: &str| {
+        assert_eq!(a.len(), e.len(), "{what}");
+        for (a, e) in a.iter().zip(e) {
+            assert!(
+                (a - e).abs() <= 1e-4 + 1e-3 * e.abs(),
+                "{what}: fused {a} vs {e}"
+            );
+        }
+    };
+    // A training step: the logits, then (through Adam's update and the running statistics)
+    // the inference logits after it.
+    let mut logits = Vec::new();
+    for model in &mut models {
+        let out = model.forward(images.clone());
+        logits.push(out.clone().into_data().iter::<f32>().collect::<Vec<f32>>());
+        let grads =
+            GradientsParams::from_grads(loss_fn.forward(out, labels.clone()).backward(), &*model);
+        *model = AdamConfig::new().init().step(1e-2, model.clone(), grads);
+    }
+    close(&logits[1], &logits[0], "training logits");
+    let (images, _) = train.batch(&(32..48).collect::<Vec<_>>(), &Device::flex());
+    let [ours, fused] = models.map(|model| {
+        let out = model.valid().forward(images.clone());
+        out.into_data().iter::<f32>().collect::<Vec<f32>>()
+    });
+    close(&fused, &ours, "inference logits after the step");
 }
 
 /// Mean cross-entropy of `model` (in inference mode) over every image of `split`.

@@ -2,6 +2,7 @@
 
 pub(super) mod activation;
 mod adjoint;
+pub(super) mod batch_norm;
 mod bordered;
 pub(super) mod conv;
 mod depthwise;

@@ -6,7 +6,7 @@
 use super::element::Element;
 
 /// Partial sums of [`lane_sum`]: one per vector lane, so the additions vectorize.
-const LANES: usize = 16;
+pub const LANES: usize = 16;
 
 /// Values per leaf of [`lane_sum`]'s pairwise tree: 16 additions per lane, so a leaf rounds
 /// like a 16-term sum, and the tree above it adds one rounding per level.
@@ -18,35 +18,41 @@ pub const LEAF: usize = LANES * 16;
 /// loop at memory speed.
 #[inline]
 pub fn lane_sum<T: Element>(values: &[T]) -> T {
+    lane_sum_map(values, |value| value)
+}
+
+/// [`lane_sum`] of `term(value)` for each of `values` (a batch norm's squared deviations).
+#[inline]
+pub fn lane_sum_map<T: Element>(values: &[T], term: impl Fn(T) -> T + Copy) -> T {
     // The short case inline: the recursion below cannot be.
     if values.len() <= LEAF {
-        leaf_sum(values)
+        leaf_sum(values, term)
     } else {
-        tree_sum(values)
+        tree_sum(values, term)
     }
 }
 
-/// [`lane_sum`] of more than a leaf: the first half rounded up to whole leaves (so every leaf
-/// but the last is full), then the rest.
-fn tree_sum<T: Element>(values: &[T]) -> T {
+/// [`lane_sum_map`] of more than a leaf: the first half rounded up to whole leaves (so every
+/// leaf but the last is full), then the rest.
+fn tree_sum<T: Element>(values: &[T], term: impl Fn(T) -> T + Copy) -> T {
     let half = (values.len() / 2).div_ceil(LEAF) * LEAF;
     let (first, second) = values.split_at(half);
-    lane_sum(first) + lane_sum(second)
+    lane_sum_map(first, term) + lane_sum_map(second, term)
 }
 
-/// One leaf of [`lane_sum`]: [`LANES`] interleaved partial sums, then the remainder.
+/// One leaf of [`lane_sum_map`]: [`LANES`] interleaved partial sums, then the remainder.
 #[inline]
-fn leaf_sum<T: Element>(values: &[T]) -> T {
+fn leaf_sum<T: Element>(values: &[T], term: impl Fn(T) -> T) -> T {
     let mut lanes = [T::ZERO; LANES];
     let blocks = values.chunks_exact(LANES);
     let rest = blocks.remainder();
     for block in blocks {
         for (lane, value) in lanes.iter_mut().zip(block) {
-            *lane += *value;
+            *lane += term(*value);
         }
     }
     let total = lanes.into_iter().fold(T::ZERO, |sum, lane| sum + lane);
-    rest.iter().fold(total, |sum, value| sum + *value)
+    rest.iter().fold(total, |sum, value| sum + term(*value))
 }
 
 /// Terms a [`PairwiseSum`] adds in a plain running sum before carrying it up its levels: a sum

@@ -14,7 +14,7 @@ use super::super::tensor::{
 };
 
 /// The kernels' comptime choice and runtime slope of `activation`.
-fn kind_of(activation: Activation) -> (ActivationKind, f32) {
+pub fn activation_kind(activation: Activation) -> (ActivationKind, f32) {
     match activation {
         Activation::Relu => (ActivationKind::Relu, 0.0),
         Activation::LeakyRelu { negative_slope } => {
@@ -33,7 +33,7 @@ pub(super) fn stored(
     activation: Option<Activation>,
     is_final: bool,
 ) -> (f32, Option<ActivationKind>) {
-    match activation.filter(|_| is_final).map(kind_of) {
+    match activation.filter(|_| is_final).map(activation_kind) {
         Some((kind, slope)) => (slope, Some(kind)),
         None => (0.0, None),
     }
@@ -67,7 +67,7 @@ pub fn activate_result(out: CubeTensor, activation: Activation) -> Result<CubeTe
     }
     let dtype = float_type(&out)?;
     let len = out.meta.num_elements();
-    let (kind, slope) = kind_of(activation);
+    let (kind, slope) = activation_kind(activation);
     let (cube_count, cube_dim) = elementwise(&out, len);
     note(Launch::Kernel("activate_dense"));
     activate_dense::launch(
@@ -89,7 +89,7 @@ pub fn activate(x: CubeTensor, activation: Activation) -> Result<CubeTensor, Lau
     let dtype = float_type(&x)?;
     let out = empty(&x, x.meta.shape(), x.dtype);
     let len = out.meta.num_elements();
-    let (kind, slope) = kind_of(activation);
+    let (kind, slope) = activation_kind(activation);
     let (cube_count, cube_dim) = elementwise(&out, len);
     note(Launch::Kernel("activate_strided"));
     activate_strided::launch(
@@ -115,7 +115,7 @@ pub fn activation_backward(
     let dtype = float_type(&out_grad)?;
     let grad = empty(&out_grad, out_grad.meta.shape(), out_grad.dtype);
     let len = grad.meta.num_elements();
-    let (kind, slope) = kind_of(activation);
+    let (kind, slope) = activation_kind(activation);
     let (cube_count, cube_dim) = elementwise(&grad, len);
     note(Launch::Kernel("activation_backward"));
     kernels::activation_backward::launch(

@@ -43,8 +43,12 @@ fn padding_mode(case: &Case) -> PaddingMode {
 
 /// `activation` (`conv_activation.json`): the function PyTorch applies after the conv, by its
 /// PyTorch name and arguments; absent means none.
-fn activation(case: &Case) -> Option<Activation> {
-    let activation = case.params.get("activation")?;
+/// The case's `params.activation`, `None` where absent or null.
+pub fn activation(case: &Case) -> Option<Activation> {
+    let activation = case
+        .params
+        .get("activation")
+        .filter(|value| !value.is_null())?;
     let name = activation["name"].as_str();
     Some(match name {
         Some("relu") => Activation::Relu,

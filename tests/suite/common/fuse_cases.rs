@@ -26,12 +26,15 @@ fn output<'a>(case: &'a Case, name: &str) -> Result<&'a JsonTensor, String> {
         .ok_or_else(|| format!("case {} has no output {name:?}", case.name))
 }
 
-/// The case's batch norm: its affine parameters, running statistics and epsilon.
-fn batch_norm(case: &Case, device: &Device) -> BatchNorm {
+/// The case's batch norm: its affine parameters, running statistics, epsilon and momentum
+/// (burn-nn's default where the case has none).
+pub fn batch_norm(case: &Case, device: &Device) -> BatchNorm {
     let features = case.input("bn_weight").shape[0];
     let epsilon = case.params["eps"].as_f64().expect("eps");
+    let momentum = case.params["momentum"].as_f64().unwrap_or(0.1);
     let mut bn = BatchNormConfig::new(features)
         .with_epsilon(epsilon)
+        .with_momentum(momentum)
         .init(device);
     bn.gamma = Param::from_tensor(case.input("bn_weight").float(device));
     bn.beta = Param::from_tensor(case.input("bn_bias").float(device));

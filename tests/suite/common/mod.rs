@@ -1,6 +1,7 @@
 //! Shared test machinery: the golden-case format of `tests/fixtures/`, tensor conversion, and
 //! closeness checks whose failures name the worst element.
 
+pub mod conv_bn_act_cases;
 pub mod conv_cases;
 pub mod fuse_cases;
 pub mod pool_cases;

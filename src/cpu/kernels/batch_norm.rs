@@ -1,0 +1,402 @@
+//! Batch normalization over the batch's own statistics, with an activation after it, in two
+//! passes each way (PyTorch's CPU kernel's order of work): the forward sums each channel
+//! (mean, then squared deviations from it) and writes `activation(x * scale + shift)`; the
+//! backward sums each channel's gradient terms and writes the input gradient. Every sum is
+//! pairwise over leaves (`sum.rs`), so a channel of millions of values keeps f32 accuracy.
+
+use rayon::prelude::*;
+
+use super::activation;
+use super::element::{Element, min_items_per_task};
+use super::sum::{LANES, LEAF, PairwiseSum, lane_sum, lane_sum_map};
+use crate::spec::Activation;
+
+/// `x = (N, C, volume)`, contiguous.
+#[derive(Debug, Clone, Copy)]
+pub struct Planes {
+    /// Batch.
+    pub batch: usize,
+    /// Channels.
+    pub channels: usize,
+    /// Values per `(n, c)` plane.
+    pub volume: usize,
+}
+
+impl Planes {
+    /// Values per channel, `N * volume`.
+    fn per_channel(&self) -> usize {
+        self.batch * self.volume
+    }
+
+    /// Channel `c`'s plane of batch item `n`.
+    fn plane<'a, T>(&self, values: &'a [T], n: usize, c: usize) -> &'a [T] {
+        &values[(n * self.channels + c) * self.volume..][..self.volume]
+    }
+}
+
+/// One channel's statistics and the affine map they give: `x * scale + shift` is
+/// `(x - mean) * inv_std * gamma + beta`, as PyTorch's CPU kernel folds it.
+#[derive(Debug, Clone, Copy)]
+struct Channel<T> {
+    mean: T,
+    inv_std: T,
+    scale: T,
+    shift: T,
+}
+
+impl<T: Element> Channel<T> {
+    fn new(mean: T, variance: T, gamma: T, beta: T, epsilon: f64) -> Self {
+        let inv_std = T::from_f64(1.0 / (variance.elem::<f64>() + epsilon).sqrt());
+        let scale = gamma * inv_std;
+        Self {
+            mean,
+            inv_std,
+            scale,
+            shift: beta - mean * scale,
+        }
+    }
+}
+
+/// The batch norm's result and each channel's mean and biased variance.
+pub struct Forward<T> {
+    /// `activation((x - mean) / sqrt(variance + epsilon) * gamma + beta)`, `x`'s shape.
+    pub out: Vec<T>,
+    /// `(C)`.
+    pub mean: Vec<T>,
+    /// `(C)`, biased (divided by `N * volume`).
+    pub variance: Vec<T>,
+}
+
+/// Each channel's mean and biased variance, two passes over it (the squared deviations from
+/// the mean, so a large mean costs no accuracy).
+fn moments<T: Element>(x: &[T], planes: Planes) -> (Vec<T>, Vec<T>) {
+    let count = T::from_f64(planes.per_channel() as f64);
+    (0..planes.channels)
+        .into_par_iter()
+        .with_min_len(min_items_per_task(2 * planes.per_channel()))
+        .map(|c| {
+            let mut sum = PairwiseSum::new();
+            for n in 0..planes.batch {
+                sum.add(lane_sum(planes.plane(x, n, c)));
+            }
+            let mean = sum.total().div(count);
+            let mut squares = PairwiseSum::new();
+            for n in 0..planes.batch {
+                squares.add(lane_sum_map(planes.plane(x, n, c), |v| {
+                    let deviation = v - mean;
+                    deviation * deviation
+                }));
+            }
+            (mean, squares.total().div(count))
+        })
+        .unzip()
+}
+
+/// `out[i] = f(x[i] * scale + shift)` over one plane; `f` is a closure so each activation's
+/// loop is compiled on its own (ReLU's vectorizes).
+#[inline]
+fn affine_into<T: Element>(out: &mut [T], x: &[T], scale: T, shift: T, f: impl Fn(T) -> T) {
+    for (out, x) in out.iter_mut().zip(x) {
+        *out = f(*x * scale + shift);
+    }
+}
+
+/// [`affine_into`] with `activation`'s function.
+fn normalize_plane<T: Element>(
+    out: &mut [T],
+    x: &[T],
+    channel: Channel<T>,
+    activation: Option<Activation>,
+) {
+    let (scale, shift) = (channel.scale, channel.shift);
+    match activation {
+        None => affine_into(out, x, scale, shift, |v| v),
+        Some(Activation::Relu) => affine_into(out, x, scale, shift, |v| {
+            // `clamp_min(0)`: NaN stays.
+            if v <= T::ZERO { T::ZERO } else { v }
+        }),
+        Some(activation) => affine_into(out, x, scale, shift, |v| activation::apply(activation, v)),
+    }
+}
+
+/// The channels' affine maps from their statistics and parameters.
+fn channels<T: Element>(
+    mean: &[T],
+    variance: &[T],
+    gamma: &[T],
+    beta: &[T],
+    epsilon: f64,
+) -> Vec<Channel<T>> {
+    (0..mean.len())
+        .map(|c| Channel::new(mean[c], variance[c], gamma[c], beta[c], epsilon))
+        .collect()
+}
+
+/// `activation(batch_norm(x))` with the batch's statistics.
+pub fn forward<T: Element>(
+    x: &[T],
+    planes: Planes,
+    gamma: &[T],
+    beta: &[T],
+    epsilon: f64,
+    activation: Option<Activation>,
+) -> Forward<T> {
+    let (mean, variance) = moments(x, planes);
+    let channels = channels(&mean, &variance, gamma, beta, epsilon);
+    let mut out = vec![T::ZERO; x.len()];
+    let volume = planes.volume.max(1);
+    out.par_chunks_mut(volume)
+        .zip(x.par_chunks(volume))
+        .enumerate()
+        .with_min_len(min_items_per_task(2 * volume))
+        .for_each(|(plane, (out, x))| {
+            normalize_plane(out, x, channels[plane % planes.channels], activation)
+        });
+    Forward {
+        out,
+        mean,
+        variance,
+    }
+}
+
+/// The gradients of [`forward`].
+pub struct Backward<T> {
+    /// `x`'s shape.
+    pub x_grad: Vec<T>,
+    /// `(C)`: the sum of the gradient before the activation times the normalized `x`.
+    pub gamma_grad: Vec<T>,
+    /// `(C)`: the sum of the gradient before the activation.
+    pub beta_grad: Vec<T>,
+}
+
+/// The gradient before the activation at one value from the gradient after it: a type per
+/// kind, so each backward loop is compiled for one (ReLU's vectorizes) and tests nothing per
+/// value.
+trait PreActivation<T>: Copy + Send + Sync {
+    /// `out_grad` times the activation's derivative at its input `x * scale + shift`,
+    /// recomputed here (for ReLU the test `<= 0` on the input is PyTorch's on the output).
+    fn grad(self, channel: &Channel<T>, x: T, out_grad: T) -> T;
+}
+
+/// No activation: the gradient passes.
+#[derive(Clone, Copy)]
+struct Identity;
+
+impl<T: Element> PreActivation<T> for Identity {
+    #[inline]
+    fn grad(self, _: &Channel<T>, _: T, out_grad: T) -> T {
+        out_grad
+    }
+}
+
+/// ReLU: the gradient stops where the input is `<= 0` (a NaN passes it).
+#[derive(Clone, Copy)]
+struct ReluMask;
+
+impl<T: Element> PreActivation<T> for ReluMask {
+    #[inline]
+    fn grad(self, channel: &Channel<T>, x: T, out_grad: T) -> T {
+        if x * channel.scale + channel.shift <= T::ZERO {
+            T::ZERO
+        } else {
+            out_grad
+        }
+    }
+}
+
+/// Any other activation, through its derivative.
+#[derive(Clone, Copy)]
+struct Derivative(Activation);
+
+impl<T: Element> PreActivation<T> for Derivative {
+    #[inline]
+    fn grad(self, channel: &Channel<T>, x: T, out_grad: T) -> T {
+        out_grad * activation::derivative(self.0, x * channel.scale + channel.shift)
+    }
+}
+
+/// A channel's sums of the gradient before the activation, and of it times the normalized
+/// input: each leaf of [`LEAF`] values in [`LANES`] interleaved partial sums (as `lane_sum`),
+/// the leaves summed pairwise.
+fn gradient_sums<T: Element>(
+    x: &[T],
+    out_grad: &[T],
+    planes: Planes,
+    c: usize,
+    channel: &Channel<T>,
+    pre: impl PreActivation<T>,
+) -> (T, T) {
+    let (mut grad_sum, mut weighted_sum) = (PairwiseSum::new(), PairwiseSum::new());
+    for n in 0..planes.batch {
+        let (x, out_grad) = (planes.plane(x, n, c), planes.plane(out_grad, n, c));
+        for (x, out_grad) in x.chunks(LEAF).zip(out_grad.chunks(LEAF)) {
+            let (mut grad, mut weighted) = ([T::ZERO; LANES], [T::ZERO; LANES]);
+            // A short last block fills the first lanes only.
+            for (x, out_grad) in x.chunks(LANES).zip(out_grad.chunks(LANES)) {
+                for (lane, (&x, &out_grad)) in x.iter().zip(out_grad).enumerate() {
+                    let g = pre.grad(channel, x, out_grad);
+                    grad[lane] += g;
+                    weighted[lane] += g * ((x - channel.mean) * channel.inv_std);
+                }
+            }
+            let total = |lanes: [T; LANES]| lanes.into_iter().fold(T::ZERO, |sum, v| sum + v);
+            grad_sum.add(total(grad));
+            weighted_sum.add(total(weighted));
+        }
+    }
+    (grad_sum.total(), weighted_sum.total())
+}
+
+/// The gradients of [`forward`] from its output's gradient and the statistics it returned.
+#[allow(clippy::too_many_arguments)]
+pub fn backward<T: Element>(
+    x: &[T],
+    out_grad: &[T],
+    planes: Planes,
+    [gamma, beta]: [&[T]; 2],
+    [mean, variance]: [&[T]; 2],
+    epsilon: f64,
+    activation: Option<Activation>,
+) -> Backward<T> {
+    let channels = channels(mean, variance, gamma, beta, epsilon);
+    match activation {
+        None => backward_with(x, out_grad, planes, gamma, &channels, Identity),
+        Some(Activation::Relu) => backward_with(x, out_grad, planes, gamma, &channels, ReluMask),
+        Some(activation) => {
+            let pre = Derivative(activation);
+            backward_with(x, out_grad, planes, gamma, &channels, pre)
+        }
+    }
+}
+
+/// [`backward`] for one kind of activation.
+fn backward_with<T: Element>(
+    x: &[T],
+    out_grad: &[T],
+    planes: Planes,
+    gamma: &[T],
+    channels: &[Channel<T>],
+    pre: impl PreActivation<T>,
+) -> Backward<T> {
+    let (beta_grad, gamma_grad): (Vec<T>, Vec<T>) = (0..planes.channels)
+        .into_par_iter()
+        .with_min_len(min_items_per_task(2 * planes.per_channel()))
+        .map(|c| gradient_sums(x, out_grad, planes, c, &channels[c], pre))
+        .unzip();
+    let count = T::from_f64(planes.per_channel() as f64);
+    let mut x_grad = vec![T::ZERO; x.len()];
+    let volume = planes.volume.max(1);
+    x_grad
+        .par_chunks_mut(volume)
+        .zip(x.par_chunks(volume).zip(out_grad.par_chunks(volume)))
+        .enumerate()
+        .with_min_len(min_items_per_task(3 * volume))
+        .for_each(|(plane, (x_grad, (x, out_grad)))| {
+            let c = plane % planes.channels;
+            let channel = &channels[c];
+            // PyTorch's `(dy - mean(dy) - x_hat * mean(dy * x_hat)) * inv_std * gamma`.
+            let grad_mean = beta_grad[c].div(count);
+            let weighted_mean = gamma_grad[c].div(count);
+            let factor = gamma[c] * channel.inv_std;
+            for ((x_grad, &x), &out_grad) in x_grad.iter_mut().zip(x).zip(out_grad) {
+                let g = pre.grad(channel, x, out_grad);
+                let x_hat = (x - channel.mean) * channel.inv_std;
+                *x_grad = (g - grad_mean - x_hat * weighted_mean) * factor;
+            }
+        });
+    Backward {
+        x_grad,
+        gamma_grad,
+        beta_grad,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An independent f64 definition of the forward and its gradients: the textbook formulas
+    /// on one channel.
+    fn reference(x: &[f64], out_grad: &[f64], gamma: f64, beta: f64) -> (Vec<f64>, [f64; 3]) {
+        let m = x.len() as f64;
+        let mean = x.iter().sum::<f64>() / m;
+        let variance = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / m;
+        let inv_std = 1.0 / (variance + 1e-5).sqrt();
+        let x_hat: Vec<f64> = x.iter().map(|v| (v - mean) * inv_std).collect();
+        let pre: Vec<f64> = x_hat.iter().map(|h| h * gamma + beta).collect();
+        let g: Vec<f64> = pre
+            .iter()
+            .zip(out_grad)
+            .map(|(p, d)| if *p > 0.0 { *d } else { 0.0 })
+            .collect();
+        let beta_grad = g.iter().sum::<f64>();
+        let gamma_grad = g.iter().zip(&x_hat).map(|(g, h)| g * h).sum::<f64>();
+        let x_grad = g
+            .iter()
+            .zip(&x_hat)
+            .map(|(g, h)| gamma * inv_std * (g - beta_grad / m - h * gamma_grad / m))
+            .collect();
+        (x_grad, [mean, gamma_grad, beta_grad])
+    }
+
+    #[test]
+    fn matches_the_definition_with_relu() {
+        // (N, C, volume) = (3, 2, 5): channel 1's planes at offsets 5, 15, 25.
+        let planes = Planes {
+            batch: 3,
+            channels: 2,
+            volume: 5,
+        };
+        let x: Vec<f64> = (0..30).map(|i| ((i * 7) % 11) as f64 * 0.3 - 1.2).collect();
+        let out_grad: Vec<f64> = (0..30).map(|i| ((i * 5) % 7) as f64 * 0.25 - 0.6).collect();
+        let (gamma, beta) = ([1.5, -0.7], [0.2, 0.1]);
+        let forward = forward(&x, planes, &gamma, &beta, 1e-5, Some(Activation::Relu));
+        let grads = backward(
+            &x,
+            &out_grad,
+            planes,
+            [&gamma, &beta],
+            [&forward.mean, &forward.variance],
+            1e-5,
+            Some(Activation::Relu),
+        );
+        let channel = |values: &[f64], c: usize| -> Vec<f64> {
+            (0..3)
+                .flat_map(|n| planes.plane(values, n, c).to_vec())
+                .collect()
+        };
+        for c in 0..2 {
+            let (x_grad, [mean, gamma_grad, beta_grad]) =
+                reference(&channel(&x, c), &channel(&out_grad, c), gamma[c], beta[c]);
+            assert!((forward.mean[c] - mean).abs() < 1e-12);
+            assert!((grads.gamma_grad[c] - gamma_grad).abs() < 1e-12);
+            assert!((grads.beta_grad[c] - beta_grad).abs() < 1e-12);
+            for (ours, theirs) in channel(&grads.x_grad, c).iter().zip(&x_grad) {
+                assert!((ours - theirs).abs() < 1e-12, "{ours} vs {theirs}");
+            }
+            for (out, x) in channel(&forward.out, c).iter().zip(channel(&x, c)) {
+                let expected = ((x - mean) / (forward.variance[c] + 1e-5).sqrt() * gamma[c]
+                    + beta[c])
+                    .max(0.0);
+                assert!((out - expected).abs() < 1e-12);
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_channel_keeps_f32_accuracy() {
+        // 2^22 values of 1 + 0.001 * (i % 3 - 1): a running f32 sum drifts far off the mean.
+        let planes = Planes {
+            batch: 4,
+            channels: 1,
+            volume: 1 << 20,
+        };
+        let x: Vec<f32> = (0..4 << 20)
+            .map(|i| 1.0 + 0.001 * ((i % 3) as f32 - 1.0))
+            .collect();
+        let forward = forward(&x, planes, &[1.0], &[0.0], 1e-5, None);
+        assert!((forward.mean[0] - 1.0).abs() < 1e-6, "{}", forward.mean[0]);
+        let variance = 2.0 / 3.0 * 1e-6;
+        assert!((forward.variance[0] / variance - 1.0).abs() < 1e-3);
+    }
+}
