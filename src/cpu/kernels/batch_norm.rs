@@ -231,13 +231,21 @@ fn gradient_sums<T: Element>(
         let (x, out_grad) = (planes.plane(x, n, c), planes.plane(out_grad, n, c));
         for (x, out_grad) in x.chunks(LEAF).zip(out_grad.chunks(LEAF)) {
             let (mut grad, mut weighted) = ([T::ZERO; LANES], [T::ZERO; LANES]);
-            // A short last block fills the first lanes only.
-            for (x, out_grad) in x.chunks(LANES).zip(out_grad.chunks(LANES)) {
-                for (lane, (&x, &out_grad)) in x.iter().zip(out_grad).enumerate() {
-                    let g = pre.grad(channel, x, out_grad);
-                    grad[lane] += g;
-                    weighted[lane] += g * ((x - channel.mean) * channel.inv_std);
+            let mut add = |lane: usize, x: T, out_grad: T| {
+                let g = pre.grad(channel, x, out_grad);
+                grad[lane] += g;
+                weighted[lane] += g * ((x - channel.mean) * channel.inv_std);
+            };
+            // Whole blocks of lanes (the loop the compiler vectorizes), then the rest.
+            let (blocks, blocks_grad) = (x.chunks_exact(LANES), out_grad.chunks_exact(LANES));
+            let (rest, rest_grad) = (blocks.remainder(), blocks_grad.remainder());
+            for (x, out_grad) in blocks.zip(blocks_grad) {
+                for lane in 0..LANES {
+                    add(lane, x[lane], out_grad[lane]);
                 }
+            }
+            for (lane, (&x, &out_grad)) in rest.iter().zip(rest_grad).enumerate() {
+                add(lane, x, out_grad);
             }
             let total = |lanes: [T; LANES]| lanes.into_iter().fold(T::ZERO, |sum, v| sum + v);
             grad_sum.add(total(grad));
