@@ -15,7 +15,8 @@ use crate::spec::Activation;
 use super::conv::activation_kind;
 use super::launches::{Launch, note};
 use super::tensor::{
-    LaunchError, accumulator_type, address_type, dims5, elementwise, empty, float_type, strided,
+    LaunchError, accumulator_type, address_type, contiguous, dims5, elementwise, empty, float_type,
+    strided,
 };
 
 /// Units per channel's cube: enough lanes to stream a channel at memory speed, and a power of
@@ -50,6 +51,8 @@ pub fn batch_norm_act(
     let dtype = float_type(&x)?;
     let types = [dtype, accumulator_type(dtype)];
     let x = strided(x);
+    // The kernels index the per-channel vectors by channel, so they are read contiguous.
+    let (gamma, beta) = (contiguous(gamma), contiguous(beta));
     let dims = dims5(&x);
     let (mean, variance) = (
         empty(&x, &[dims[1]], x.dtype),
@@ -114,6 +117,8 @@ pub fn batch_norm_act_backward(
     let dtype = float_type(&x)?;
     let types = [dtype, accumulator_type(dtype)];
     let (x, out_grad) = (strided(x), strided(out_grad));
+    let (gamma, beta) = (contiguous(gamma), contiguous(beta));
+    let (mean, variance) = (contiguous(mean), contiguous(variance));
     let dims = dims5(&x);
     let gamma_grad = empty(&x, &[dims[1]], x.dtype);
     let beta_grad = empty(&x, &[dims[1]], x.dtype);

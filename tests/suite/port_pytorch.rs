@@ -1,15 +1,20 @@
 //! The porting example's checkpoint (`examples/port_pytorch/`): PyTorch's state_dict, as
 //! safetensors and as `torch.save`, loads into the network built from our modules with
 //! burn-store, every key but the batch norm's step counter names a parameter, and the logits
-//! and every gradient match PyTorch's.
+//! and every gradient match PyTorch's. Its conv/batch-norm pair (`stem`, `norm`) also loads into
+//! a `ConvBnAct2d` block, which then computes what the pair and a ReLU compute.
 
 #[path = "../../examples/port_pytorch/checkpoint.rs"]
 mod checkpoint;
 #[path = "../../examples/port_pytorch/model.rs"]
 mod model;
 
-use burn::module::Param;
+use burn::module::{Module, Param};
+use burn::store::{ModuleSnapshot, PyTorchToBurnAdapter, SafetensorsStore};
+use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
+use burn_convpool::Activation;
+use burn_convpool::nn::ConvBnAct2d;
 use checkpoint::{Expected, Format, Values};
 use model::PortNet;
 
@@ -152,4 +157,52 @@ fn a_pytorch_checkpoint_loads_and_matches_pytorch() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A model whose one field is a conv/batch-norm block, as a port names it.
+#[derive(Module, Debug)]
+struct Stem {
+    block: ConvBnAct2d,
+}
+
+#[test]
+fn a_pytorch_conv_and_batch_norm_pair_loads_into_the_block() {
+    let expected = Expected::read().unwrap();
+    for (name, device) in autodiff_devices() {
+        let mut net = PortNet::new(&device);
+        checkpoint::load(&mut net, Format::Safetensors).unwrap();
+        let fresh = PortNet::new(&device);
+        let mut stem = Stem {
+            block: ConvBnAct2d::new(fresh.stem, fresh.norm, Some(Activation::Relu)),
+        };
+        let mut store = SafetensorsStore::from_file(checkpoint::dir().join("portnet.safetensors"))
+            .with_from_adapter(PyTorchToBurnAdapter)
+            .with_key_remapping(r"^stem\.", "block.conv.")
+            .with_key_remapping(r"^norm\.", "block.bn.");
+        let result = stem.load_from(&mut store).unwrap();
+        assert!(
+            result.missing.is_empty(),
+            "{name}: missing {:?}",
+            result.missing
+        );
+        assert!(result.errors.is_empty(), "{name}: {:?}", result.errors);
+        let x = expected.x.tensor::<4>(&device);
+        let error = |a: Tensor<4>, e: Tensor<4>| (a - e).abs().max().into_scalar::<f32>();
+        // Inference with the loaded running statistics first: a training step then updates
+        // them, burn-nn's with the biased variance and the block's with PyTorch's unbiased one.
+        let (net_valid, stem_valid, x_valid) = (net.valid(), stem.valid(), x.clone().inner());
+        let pair = relu(
+            net_valid
+                .norm
+                .forward(net_valid.stem.forward(x_valid.clone())),
+        );
+        let block = stem_valid.block.forward(x_valid);
+        assert!(error(block, pair) < 1e-4, "{name}: inference");
+        // Training, with the batch's statistics.
+        let pair = relu(net.norm.forward(net.stem.forward(x.clone())));
+        assert!(
+            error(stem.block.forward(x), pair) < 1e-4,
+            "{name}: training"
+        );
+    }
 }
