@@ -3,7 +3,6 @@
 //! sums each channel's gradient terms, then writes the input gradient. Operands are rank 5 in
 //! any layout (a conv's channels-last result is read in place); results are contiguous.
 
-use burn_convpool_kernels::activation::ActivationKind;
 use burn_convpool_kernels::batch_norm::{
     batch_norm_grad_sums, batch_norm_moments, batch_norm_normalize, batch_norm_x_grad,
 };
@@ -12,7 +11,7 @@ use cubecl::{CubeCount, CubeDim, calculate_cube_count_elemwise};
 
 use crate::spec::Activation;
 
-use super::conv::activation_kind;
+use super::conv::stored;
 use super::launches::{Launch, note};
 use super::tensor::{
     LaunchError, accumulator_type, address_type, contiguous, dims5, elementwise, empty, float_type,
@@ -30,14 +29,6 @@ fn per_channel(x: &CubeTensor, channels: usize) -> (CubeCount, CubeDim, usize) {
     let cube_dim = CubeDim::new_1d(units as u32);
     let count = calculate_cube_count_elemwise(&x.client, channels.max(1) * units, cube_dim);
     (count, cube_dim, units)
-}
-
-/// The kernels' comptime activation and runtime slope.
-fn kernel_activation(activation: Option<Activation>) -> (Option<ActivationKind>, f32) {
-    match activation.map(activation_kind) {
-        Some((kind, slope)) => (Some(kind), slope),
-        None => (None, 0.0),
-    }
 }
 
 /// `(activation(batch_norm(x)), mean, variance)` for a rank-5 `x`.
@@ -77,7 +68,8 @@ pub fn batch_norm_act(
         units,
         types,
     );
-    let (kind, slope) = kernel_activation(activation);
+    // Both kernels that apply it store final results.
+    let (slope, kind) = stored(activation, true);
     if out.meta.num_elements() == 0 {
         return Ok((out, mean, variance));
     }
@@ -126,7 +118,8 @@ pub fn batch_norm_act_backward(
     if dims[1] == 0 {
         return Ok((x_grad, gamma_grad, beta_grad));
     }
-    let (kind, slope) = kernel_activation(activation);
+    // Both kernels that apply it store final results.
+    let (slope, kind) = stored(activation, true);
     let (cube_count, cube_dim, units) = per_channel(&x, dims[1]);
     note(Launch::Kernel("batch_norm_grad_sums"));
     batch_norm_grad_sums::launch(

@@ -9,7 +9,7 @@ use burn::module::Module;
 use burn::nn::{BatchNorm, BatchNormConfig};
 use burn::tensor::{Device, Tensor};
 
-use super::fuse::folded_params;
+use super::fuse::{check_fold, folded_params};
 use super::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, Conv3d, Conv3dConfig};
 use crate::functional::conv::try_conv;
 use crate::functional::try_batch_norm_act_train;
@@ -38,32 +38,6 @@ fn update_running(bn: &BatchNorm, mean: Tensor<1>, variance: Tensor<1>, per_chan
         .update(blend(bn.running_mean.value_sync(), mean));
     bn.running_var
         .update(blend(bn.running_var.value_sync(), unbiased));
-}
-
-/// Refuse a pair the block cannot run: a conv that applies an activation (before the batch
-/// norm), or output channels other than the batch norm's features.
-fn check_pair(
-    op: &'static str,
-    out_channels: usize,
-    conv_activation: Option<Activation>,
-    bn: &BatchNorm,
-) -> SpecResult<()> {
-    if let Some(activation) = conv_activation {
-        let kind = SpecErrorKind::FoldAfterActivation {
-            activation: activation.name(),
-        };
-        return Err(SpecError::new(op, kind));
-    }
-    let [features] = bn.gamma.dims();
-    if features != out_channels {
-        let kind = SpecErrorKind::Mismatch {
-            what: "conv out_channels vs batch norm num_features",
-            expected: out_channels,
-            actual: features,
-        };
-        return Err(SpecError::new(op, kind));
-    }
-    Ok(())
 }
 
 macro_rules! conv_bn_act {
@@ -134,7 +108,7 @@ macro_rules! conv_bn_act {
                 bn: BatchNorm,
                 activation: Option<Activation>,
             ) -> SpecResult<Self> {
-                check_pair(stringify!($module), conv.weight.dims()[0], conv.activation, &bn)?;
+                check_fold(stringify!($module), conv.weight.dims()[0], conv.activation, &bn)?;
                 Ok(Self {
                     conv,
                     bn,
@@ -187,7 +161,7 @@ macro_rules! conv_bn_act {
                 x: Tensor<D>,
             ) -> SpecResult<Tensor<D>> {
                 const OP: &str = stringify!($module);
-                check_pair(OP, conv.weight.dims()[0], conv.activation, bn)?;
+                check_fold(OP, conv.weight.dims()[0], conv.activation, bn)?;
                 // A batch norm needs the batch axis (PyTorch's `BatchNorm2d` refuses a 3D
                 // input).
                 if !check_input_rank(OP, $n, D)? {

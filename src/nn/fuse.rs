@@ -76,23 +76,13 @@ pub fn fuse_conv_bn<C: FuseBatchNorm>(conv: C, bn: &BatchNorm) -> C {
 /// conv's output channels, or the activation when the conv applies one (the batch norm comes
 /// after it; set the activation on the fused conv instead).
 pub fn try_fuse_conv_bn<C: FuseBatchNorm>(conv: C, bn: &BatchNorm) -> SpecResult<C> {
-    if let Some(activation) = conv.activation() {
-        let kind = SpecErrorKind::FoldAfterActivation {
-            activation: activation.name(),
-        };
-        return Err(SpecError::new("fuse_conv_bn", kind));
-    }
-    let [features] = bn.gamma.dims();
     let [groups, _, out_per_group, _] = conv.out_view();
-    let out_channels = groups * out_per_group;
-    if features != out_channels {
-        let kind = SpecErrorKind::Mismatch {
-            what: "conv out_channels vs batch norm num_features",
-            expected: out_channels,
-            actual: features,
-        };
-        return Err(SpecError::new("fuse_conv_bn", kind));
-    }
+    check_fold(
+        "fuse_conv_bn",
+        groups * out_per_group,
+        conv.activation(),
+        bn,
+    )?;
     // Untracked, as PyTorch folds under `no_grad`: the fused conv's parameters are new leaves.
     // (`detach` alone keeps a parameter's value requiring a gradient.)
     let (scale, bias) = folded_affine(
@@ -102,6 +92,32 @@ pub fn try_fuse_conv_bn<C: FuseBatchNorm>(conv: C, bn: &BatchNorm) -> SpecResult
         bn,
     );
     Ok(conv.scaled(scale, bias))
+}
+
+/// Refuse a conv and batch norm that `op` cannot fold or fuse: a conv that applies an
+/// activation (before the batch norm), or output channels other than the batch norm's features.
+pub(super) fn check_fold(
+    op: &'static str,
+    out_channels: usize,
+    conv_activation: Option<crate::spec::Activation>,
+    bn: &BatchNorm,
+) -> SpecResult<()> {
+    if let Some(activation) = conv_activation {
+        let kind = SpecErrorKind::FoldAfterActivation {
+            activation: activation.name(),
+        };
+        return Err(SpecError::new(op, kind));
+    }
+    let [features] = bn.gamma.dims();
+    if features != out_channels {
+        let kind = SpecErrorKind::Mismatch {
+            what: "conv out_channels vs batch norm num_features",
+            expected: out_channels,
+            actual: features,
+        };
+        return Err(SpecError::new(op, kind));
+    }
+    Ok(())
 }
 
 /// The fold's per-output-channel `scale = gamma / sqrt(running_var + epsilon)` and fused bias

@@ -14,7 +14,7 @@ use super::super::tensor::{
 };
 
 /// The kernels' comptime choice and runtime slope of `activation`.
-pub fn activation_kind(activation: Activation) -> (ActivationKind, f32) {
+fn activation_kind(activation: Activation) -> (ActivationKind, f32) {
     match activation {
         Activation::Relu => (ActivationKind::Relu, 0.0),
         Activation::LeakyRelu { negative_slope } => {
@@ -29,10 +29,7 @@ pub fn activation_kind(activation: Activation) -> (ActivationKind, f32) {
 /// The runtime slope and comptime kind a conv kernel takes for `activation`, applied only
 /// where what the kernel stores `is_final`: a repair launch after it would recompute values
 /// before the activation, so the pass applies the activation after the repair instead.
-pub(super) fn stored(
-    activation: Option<Activation>,
-    is_final: bool,
-) -> (f32, Option<ActivationKind>) {
+pub fn stored(activation: Option<Activation>, is_final: bool) -> (f32, Option<ActivationKind>) {
     match activation.filter(|_| is_final).map(activation_kind) {
         Some((kind, slope)) => (slope, Some(kind)),
         None => (0.0, None),

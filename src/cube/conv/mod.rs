@@ -41,7 +41,7 @@ use super::tensor::{
     empty, empty_channels_last, float_type, strided, strides5, zeros,
 };
 
-pub use activation::{activate, activate_result, activation_backward, activation_kind};
+pub use activation::{activate, activate_result, activation_backward, stored};
 pub use repair::{repair_gemm, repair_weight};
 pub use weight::bias_backward;
 
