@@ -24,6 +24,20 @@ fn unfused(activation: Option<Activation>, x: Tensor<4>) -> Tensor<4> {
     }
 }
 
+/// Our default kernels on the CubeCL device while a test here runs: these tests check the
+/// block against its composition, not the tuner's choice (the golden cases run every
+/// kernel), and pinned they take turns with the tests that count launches.
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+fn pin_ours() -> crate::common::Pinned {
+    crate::common::pin(burn_convpool::cube_kernels::CubeKernels::Ours(
+        Default::default(),
+    ))
+}
+
+/// Nothing to pin without a CubeCL device.
+#[cfg(not(any(feature = "wgpu", feature = "vulkan", feature = "cuda")))]
+fn pin_ours() -> impl Sized {}
+
 fn close<const D: usize>(actual: Tensor<D>, expected: Tensor<D>, what: &str) {
     assert_tensors_close(actual, expected, Tolerance::new(2e-5, 1e-4), what);
 }
@@ -126,6 +140,7 @@ fn the_block_matches_conv_then_burns_batch_norm_then_the_activation() {
         (1, [3, 4], 5, true),
         (3, [2, 1], 4, false),
     ];
+    let _pinned = pin_ours();
     for (batch, channels, side, channels_last) in shapes {
         let operands = Operands::new(channels);
         for activation in activations {
@@ -155,6 +170,7 @@ fn the_block_matches_conv_then_burns_batch_norm_then_the_activation() {
 
 #[test]
 fn the_running_variance_is_unbiased_as_pytorchs() {
+    let _pinned = pin_ours();
     // burn-nn 0.22.1 blends the biased batch variance in; PyTorch (and the block) the unbiased
     // one: after one step from 1, `0.9 + 0.1 * v * M / (M - 1)` against `0.9 + 0.1 * v`.
     for (name, device) in autodiff_devices() {
@@ -180,6 +196,7 @@ fn the_running_variance_is_unbiased_as_pytorchs() {
 
 #[test]
 fn in_eval_mode_the_fold_matches_the_composition_and_trains_through() {
+    let _pinned = pin_ours();
     for (name, device) in autodiff_devices() {
         let operands = Operands::new([3, 4]);
         let (conv, mut bn) = operands.pair(&device);
@@ -254,6 +271,7 @@ fn the_block_and_the_functional_op_refuse_what_pytorch_refuses() {
 
 #[test]
 fn an_empty_batch_gives_an_empty_output_and_leaves_the_running_statistics() {
+    let _pinned = pin_ours();
     for (name, device) in autodiff_devices() {
         let operands = Operands::new([3, 4]);
         let (conv, bn) = operands.pair(&device);

@@ -147,6 +147,14 @@ pub fn min_items_per_task(work_per_item: usize) -> usize {
     TASK_MIN_WORK.div_ceil(work_per_item.max(1))
 }
 
+/// `f()` compiled for the machine's widest vectors (`pulp` picks them): a loop in `f` that the
+/// compiler vectorizes runs in them, where outside such a call it runs in the baseline's
+/// (SSE2 on x86-64).
+#[inline(always)]
+pub fn in_widest_vectors<R>(f: impl FnOnce() -> R) -> R {
+    pulp::Arch::new().dispatch(f)
+}
+
 /// Where the threads go: across independent batch items when there are enough of them
 /// (each GEMM then runs single-threaded), otherwise inside each GEMM.
 #[derive(Debug, Clone, Copy)]
@@ -187,13 +195,17 @@ pub fn items_per_thread(batch: usize) -> usize {
 }
 
 /// Whether every value lies strictly between `-bound` and `bound` (false for NaN): with an
-/// infinite bound, whether every value is finite.
+/// infinite bound, whether every value is finite. In the machine's widest vectors: a pass
+/// may scan both its operands before it runs.
 pub fn all_within<T: Element>(values: &[T], bound: f64) -> bool {
     let (low, high) = (T::from_f64(-bound), T::from_f64(bound));
-    values.chunks(1024).all(|chunk| {
-        chunk
-            .iter()
-            .fold(true, |ok, &v| ok & (v > low) & (v < high))
+    in_widest_vectors(|| {
+        // Branch-free within a chunk (so it vectorizes), stopping at the first chunk out.
+        values.chunks(1024).all(|chunk| {
+            chunk
+                .iter()
+                .fold(true, |ok, &v| ok & (v > low) & (v < high))
+        })
     })
 }
 

@@ -50,14 +50,23 @@ const MAX_STEPS: usize = 512;
 /// several times slower than the lowered path (the `example_resnet_stem_28` row).
 const MIN_OUT_CHANNELS: usize = 16;
 
+/// Output channels per group from which the rule takes the direct path on this machine:
+/// [`MIN_OUT_CHANNELS`], and a whole block of its vectors. A block half empty (16 channels
+/// in AVX-512's 32 lanes) does half the useful work per FMA, and the lowered path's GEMM,
+/// whose tiles are full, wins (the `example_resnet_stem_28` and `example_resnet_3x3_14`
+/// rows with AVX-512; with AVX2 a block is 16 channels and the direct path wins there).
+pub fn min_out_channels() -> usize {
+    MIN_OUT_CHANNELS.max(tiles::machine_lanes())
+}
+
 /// Whether, by rule, the direct forward pass beats the lowered one: a kernel of more than one
 /// tap (a 1x1 convolution's input is its own patch matrix), enough output channels to fill
-/// the vector lanes ([`MIN_OUT_CHANNELS`]), and weights per block that stay in cache
+/// a block's vector lanes ([`min_out_channels`]), and weights per block that stay in cache
 /// ([`MAX_STEPS`]): small layers, where the GEMM would be small.
 pub fn pays(geometry: &ConvGeometry) -> bool {
     let g = geometry;
     g.patch_len() > g.in_per_group()
-        && g.out_per_group() >= MIN_OUT_CHANNELS
+        && g.out_per_group() >= min_out_channels()
         && g.patch_len() <= MAX_STEPS
         && serves(g)
 }

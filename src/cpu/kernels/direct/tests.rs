@@ -251,7 +251,8 @@ fn other_element_types_are_refused() {
 }
 
 /// The rule takes the small layers of `examples/resnet` (3x3 kernels, 16 to 32 channels, any
-/// stride) and leaves 1x1 kernels, narrow outputs and long reductions to the lowered path.
+/// stride) whose output channels fill a block of this machine's vectors, and leaves 1x1
+/// kernels, narrow outputs and long reductions to the lowered path.
 #[test]
 fn pays_on_small_layers() {
     let layer = |cin: usize, cout: usize, kernel: usize, stride: usize| {
@@ -264,20 +265,41 @@ fn pays_on_small_layers() {
             options,
         ))
     };
-    assert!(layer(16, 16, 3, 1));
+    // 16 output channels fill AVX2's block of two vectors, half of AVX-512's.
+    let sixteen_fill = min_out_channels() <= 16;
+    assert_eq!(layer(16, 16, 3, 1), sixteen_fill);
+    assert_eq!(layer(1, 16, 3, 1), sixteen_fill);
     assert!(layer(16, 32, 3, 2));
     assert!(layer(32, 32, 3, 1));
-    assert!(layer(1, 16, 3, 1));
     assert!(!layer(16, 32, 1, 2));
     assert!(!layer(16, 1, 3, 1));
     assert!(!layer(64, 64, 3, 1));
     // The weight gradient: not for the stem's 9 steps.
     let weight_layer = |cin: usize| {
         let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
-        weight_pays(&geometry([64, cin, 1, 14, 14], 16, [1, 3, 3], options))
+        weight_pays(&geometry([64, cin, 1, 14, 14], 32, [1, 3, 3], options))
     };
     assert!(weight_layer(16));
     assert!(!weight_layer(1));
+}
+
+/// A block holds two of the widest vectors: 16 channels with AVX2, 32 with AVX-512, and the
+/// rule's minimum is at least that and at least 16.
+#[test]
+fn the_rule_fills_a_block_of_the_machines_vectors() {
+    let lanes = super::tiles::machine_lanes();
+    #[cfg(target_arch = "x86_64")]
+    {
+        let expected = if pulp::x86::V4::try_new().is_some() {
+            32
+        } else if pulp::x86::V3::try_new().is_some() {
+            16
+        } else {
+            lanes
+        };
+        assert_eq!(lanes, expected);
+    }
+    assert_eq!(min_out_channels(), lanes.max(16));
 }
 
 /// The rule takes the strided input gradients of `examples/resnet` and of DCGAN's 4x4 layers

@@ -3,7 +3,7 @@
 //! the sum of their offsets. The forward pass tiles output points and sums over input channels
 //! and taps; the weight gradient tiles input channels and taps and sums over output points.
 
-use pulp::Simd;
+use pulp::{Simd, WithSimd};
 
 /// Points per register tile: with a block of two vectors per point, 12 accumulators, the two
 /// block vectors and a broadcast fill AVX2's 16 registers, as in `gemm`'s own 16 x 6 f32
@@ -16,6 +16,20 @@ const BLOCK_VECTORS: usize = 2;
 /// Output channels per block with `S`'s vectors.
 pub fn lanes<S: Simd>() -> usize {
     BLOCK_VECTORS * size_of::<S::f32s>() / size_of::<f32>()
+}
+
+/// Output channels per block on this machine: [`lanes`] with the widest vectors it runs.
+pub fn machine_lanes() -> usize {
+    /// [`lanes`] of the instruction set `pulp` picks.
+    struct Lanes;
+    impl WithSimd for Lanes {
+        type Output = usize;
+        #[inline(always)]
+        fn with_simd<S: Simd>(self, _simd: S) -> usize {
+            lanes::<S>()
+        }
+    }
+    pulp::Arch::new().dispatch(Lanes)
 }
 
 /// A block's channels at one point: [`BLOCK_VECTORS`] vectors.
