@@ -7,7 +7,8 @@
 //!
 //! `cargo bench --bench epilogue`. Ids are `conv_epilogue/{device}/{case}/{unfused|builtin}`
 //! and `conv_bn_act/{device}/{case}/unfused`, `ours` (fused) against `burn` (the composition
-//! named); `benches/report.sh` puts the first in `benches/REPORT.md`'s fused-epilogue table.
+//! named); `benches/report.sh` puts the first in `benches/REPORT.md`'s fused-epilogue table and
+//! the second in its block table.
 
 use burn::module::Param;
 use burn::nn::{BatchNormConfig, PaddingConfig2d};

@@ -5,7 +5,8 @@
 
 Writes benches/pytorch.json: {"torch_version", "device", "device_name", "processes",
 "results": {id: seconds}, "spread": {id: slowest / fastest process}, "runs": [{id: seconds}]}
-with ids `{conv|conv_transpose|pool}/{case}/{pass}` as in the Rust benches. `--append` adds
+with ids `{conv|conv_transpose|pool}/{case}/{pass}` as in the Rust benches, plus
+`conv_epilogue/{case}/forward` and `conv_bn_act/{case}/step` for `benches/epilogue.rs`. `--append` adds
 this call's processes to the runs already in the file (same torch, device and rows), which
 is how `benches/report.sh` alternates PyTorch's processes with its Rust rounds. Needs torch;
 the build and the tests never run it.
@@ -92,6 +93,23 @@ def epilogue_fns(case, device):
     return {"forward": lambda: F.relu(F.conv2d(x, w, b, **kw))}
 
 
+def block_fns(case, device):
+    """ResNet's block as a PyTorch user trains it (`benches/epilogue.rs`'s `conv_bn_act` rows):
+    conv without bias, batch norm in training mode, ReLU; the gradient of the output's sum
+    for the three parameters."""
+    conv = torch.nn.Conv2d(case["x"][1], case["out_channels"], case["kernel"],
+                           stride=case["stride"], padding=case["padding"], bias=False).to(device)
+    bn = torch.nn.BatchNorm2d(case["out_channels"]).to(device)
+    x = torch.rand(case["x"], device=device)
+    params = [conv.weight, bn.weight, bn.bias]
+
+    def step():
+        with torch.enable_grad():
+            return torch.autograd.grad(F.relu(bn(conv(x))).sum(), params)
+
+    return {"step": step}
+
+
 def epilogue_case(case):
     """The ResNet rows `benches/epilogue.rs` times: 2D, one group."""
     return case["name"].startswith("resnet") and len(case["kernel"]) == 2 and case["groups"] == 1
@@ -161,7 +179,7 @@ def cpu_name():
 
 
 # The row families this script times: `{family}/{case}/{pass}`.
-FAMILIES = ("conv", "conv_transpose", "pool", "conv_epilogue")
+FAMILIES = ("conv", "conv_transpose", "pool", "conv_epilogue", "conv_bn_act")
 
 
 def time_rows(device, full, families):
@@ -188,6 +206,11 @@ def time_rows(device, full, families):
         if (full or case["quick"]) and epilogue_case(case):
             row = "conv_epilogue/%s/forward" % case["name"]
             results[row] = timed(epilogue_fns(case, device)["forward"], device)
+            print("%s: %.3f ms" % (row, results[row] * 1e3), flush=True)
+    for case in catalogue["conv"] if "conv_bn_act" in families else []:
+        if (full or case["quick"]) and epilogue_case(case):
+            row = "conv_bn_act/%s/step" % case["name"]
+            results[row] = timed(block_fns(case, device)["step"], device)
             print("%s: %.3f ms" % (row, results[row] * 1e3), flush=True)
     return results
 

@@ -607,7 +607,14 @@ fn main() {
             .as_ref()
             .and_then(|torch| torch.for_device(device, &key).0)
     };
-    let epilogues = common::epilogue_table::section(&means, epilogue_pytorch, duration);
+    let block_pytorch = |device: &str, case: &str| {
+        let key = format!("conv_bn_act/{case}/step");
+        pytorch
+            .as_ref()
+            .and_then(|torch| torch.for_device(device, &key).0)
+    };
+    let epilogues = common::epilogue_table::section(&means, epilogue_pytorch, duration)
+        + &common::epilogue_table::block_section(&means, block_pytorch, duration);
     if rows.is_empty() && epilogues.is_empty() {
         eprintln!(
             "no fresh results under {}: run `bash benches/report.sh`",

@@ -1,5 +1,6 @@
-//! The report's table of fused epilogues (`benches/epilogue.rs`): per device and ResNet row,
-//! the fused `conv2d + bias + ReLU` against its two compositions.
+//! The report's tables of fused epilogues (`benches/epilogue.rs`): per device and ResNet row,
+//! the fused `conv2d + bias + ReLU` against its two compositions, and the training step of the
+//! conv, batch norm and ReLU block against its composition.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -44,10 +45,6 @@ pub fn section(
          PyTorch | fused / PyTorch |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
-    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) => format!("{:.2}", a / b),
-        _ => "—".into(),
-    };
     for ((device, case), [(fused_u, unfused), (fused_b, builtin)]) in &rows {
         // The fused call was timed in both comparisons: its faster time.
         let fused = match (fused_u, fused_b) {
@@ -65,6 +62,61 @@ pub fn section(
             ratio(*fused_b, *builtin),
             duration(torch),
             ratio(fused, torch),
+        );
+    }
+    md
+}
+
+/// `a / b` to two decimals, or a dash where either is missing.
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2}", a / b),
+        _ => "—".into(),
+    }
+}
+
+/// Markdown for the `conv_bn_act/{device}/{case}/unfused` ids of `means` (id to ours and burn,
+/// seconds), or nothing when none ran. `pytorch(device, case)` is PyTorch's time for the same
+/// training step, where it ran on that device's kind; `duration` formats a time.
+pub fn block_section(
+    means: &BTreeMap<String, (Option<f64>, Option<f64>)>,
+    pytorch: impl Fn(&str, &str) -> Option<f64>,
+    duration: impl Fn(Option<f64>) -> String,
+) -> String {
+    let rows: Vec<(&str, &str, (Option<f64>, Option<f64>))> = means
+        .iter()
+        .filter_map(|(id, &pair)| {
+            let parts: Vec<&str> = id.split('/').collect();
+            let ["conv_bn_act", device, case, "unfused"] = parts[..] else {
+                return None;
+            };
+            Some((device, case, pair))
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from(
+        "\n## Conv, batch norm and ReLU: a training step\n\n`benches/epilogue.rs`, forward and \
+         backward of a batch (the sum of the output as the loss). Block: `nn::ConvBnAct2d` with \
+         ReLU, the batch norm in training mode. Unfused: this crate's conv, then burn-nn's \
+         `BatchNorm` and Burn's ReLU. PyTorch: `relu(bn(conv(x)))`, `Conv2d` without bias and \
+         `BatchNorm2d` in training mode, then `torch.autograd.grad` of the sum for the three \
+         parameters (`benches/pytorch_bench.py`, f32, contiguous), the fastest of its \
+         processes. **Below 1, the block is faster.**\n\n\
+         | device | case | block | unfused | block / unfused | PyTorch | block / PyTorch |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for (device, case, (block, unfused)) in rows {
+        let torch = pytorch(device, case);
+        let _ = writeln!(
+            md,
+            "| {device} | {case} | {} | {} | {} | {} | {} |",
+            duration(block),
+            duration(unfused),
+            ratio(block, unfused),
+            duration(torch),
+            ratio(block, torch),
         );
     }
     md
