@@ -21,15 +21,15 @@ pub fn lanes<S: Simd>() -> usize {
 /// Output channels per block on this machine: [`lanes`] with the widest vectors it runs.
 pub fn machine_lanes() -> usize {
     /// [`lanes`] of the instruction set `pulp` picks.
-    struct Lanes;
-    impl WithSimd for Lanes {
+    struct MachineLanes;
+    impl WithSimd for MachineLanes {
         type Output = usize;
         #[inline(always)]
         fn with_simd<S: Simd>(self, _simd: S) -> usize {
             lanes::<S>()
         }
     }
-    pulp::Arch::new().dispatch(Lanes)
+    pulp::Arch::new().dispatch(MachineLanes)
 }
 
 /// A block's channels at one point: [`BLOCK_VECTORS`] vectors.
