@@ -10,6 +10,30 @@ import sys
 OURS = "burn_convpool::"
 # A rayon worker between tasks: looking for work or going to sleep.
 IDLE = ("wait_until_cold", "rayon_core::sleep", "LockLatch::wait")
+# Where a thread runs a rayon job: the frames above it (leafward) are the job's, those below
+# are what the thread was doing when it took the job (a worker waiting in a join, the
+# training thread inside the example's pool among them, may run another op's task).
+JOB = ("as rayon_core::job::Job>::execute",)
+# Crates whose frames name a job as another library's (Burn's ops, its optimizer).
+OTHERS = ("burn_flex::", "burn_autodiff::", "burn_core::", "burn_optim::", "burn_nn::",
+          "burn_backend::", "burn_dispatch::", "burn_tensor::", "macerator::")
+
+
+def kind_of(frames):
+    """"idle", "ours" or "rest" for one sample's frames: by the innermost rayon job's own
+    frames where they name a library; else (a split of a parallel loop, whose frames are
+    rayon's and the kernel's inlined code) by every frame."""
+    job = next((i for i, frame in enumerate(frames) if any(j in frame for j in JOB)), None)
+    own = frames[:job] if job is not None else frames
+    named = any(mark in frame for frame in own for mark in (OURS,) + OTHERS + IDLE)
+    for judged in (own, frames) if not named else (own,):
+        if any(idle in frame for frame in judged for idle in IDLE):
+            return "idle"
+        if any(OURS in frame for frame in judged):
+            return "ours"
+        if any(other in frame for frame in judged for other in OTHERS):
+            return "rest"
+    return "rest"
 
 
 def samples(lines):
@@ -31,12 +55,8 @@ def main():
     counts = collections.Counter()
     leaves = collections.Counter()
     for frames in samples(sys.stdin):
-        if any(OURS in frame for frame in frames):
-            kind = "ours"
-        elif any(idle in frame for frame in frames for idle in IDLE):
-            kind = "idle"
-        else:
-            kind = "rest"
+        kind = kind_of(frames)
+        if kind == "rest":
             leaves[frames[0][:90]] += 1
         counts[kind] += 1
     busy = counts["ours"] + counts["rest"]
