@@ -202,16 +202,17 @@ def time_rows(device, full, families):
                 row = "%s/%s/%s" % (family, case["name"], pass_name)
                 results[row] = timed(fn, device)
                 print("%s: %.3f ms" % (row, results[row] * 1e3), flush=True)
-    for case in catalogue["conv"] if "conv_epilogue" in families else []:
-        if (full or case["quick"]) and epilogue_case(case):
-            row = "conv_epilogue/%s/forward" % case["name"]
-            results[row] = timed(epilogue_fns(case, device)["forward"], device)
-            print("%s: %.3f ms" % (row, results[row] * 1e3), flush=True)
-    for case in catalogue["conv"] if "conv_bn_act" in families else []:
-        if (full or case["quick"]) and epilogue_case(case):
-            row = "conv_bn_act/%s/step" % case["name"]
-            results[row] = timed(block_fns(case, device)["step"], device)
-            print("%s: %.3f ms" % (row, results[row] * 1e3), flush=True)
+    # The ResNet rows of `benches/epilogue.rs`: one pass name per family.
+    for family, fns in (("conv_epilogue", epilogue_fns), ("conv_bn_act", block_fns)):
+        if family not in families:
+            continue
+        for case in catalogue["conv"]:
+            if not ((full or case["quick"]) and epilogue_case(case)):
+                continue
+            for pass_name, fn in fns(case, device).items():
+                row = "%s/%s/%s" % (family, case["name"], pass_name)
+                results[row] = timed(fn, device)
+                print("%s: %.3f ms" % (row, results[row] * 1e3), flush=True)
     return results
 
 

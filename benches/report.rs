@@ -601,18 +601,16 @@ fn main() {
         .iter()
         .map(|(id, timing)| (id.clone(), (timing.ours, timing.burn)))
         .collect();
-    let epilogue_pytorch = |device: &str, case: &str| {
-        let key = format!("conv_epilogue/{case}/forward");
+    // PyTorch's time of row `{family}/{case}/{pass}` on the device's kind.
+    let pytorch_row = |device: &str, family: &str, case: &str, pass: &str| {
+        let key = format!("{family}/{case}/{pass}");
         pytorch
             .as_ref()
             .and_then(|torch| torch.for_device(device, &key).0)
     };
-    let block_pytorch = |device: &str, case: &str| {
-        let key = format!("conv_bn_act/{case}/step");
-        pytorch
-            .as_ref()
-            .and_then(|torch| torch.for_device(device, &key).0)
-    };
+    let epilogue_pytorch =
+        |device: &str, case: &str| pytorch_row(device, "conv_epilogue", case, "forward");
+    let block_pytorch = |device: &str, case: &str| pytorch_row(device, "conv_bn_act", case, "step");
     let epilogues = common::epilogue_table::section(&means, epilogue_pytorch, duration)
         + &common::epilogue_table::block_section(&means, block_pytorch, duration);
     if rows.is_empty() && epilogues.is_empty() {

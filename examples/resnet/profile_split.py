@@ -26,13 +26,11 @@ def kind_of(frames):
     job = next((i for i, frame in enumerate(frames) if any(j in frame for j in JOB)), None)
     own = frames[:job] if job is not None else frames
     named = any(mark in frame for frame in own for mark in (OURS,) + OTHERS + IDLE)
-    for judged in (own, frames) if not named else (own,):
-        if any(idle in frame for frame in judged for idle in IDLE):
-            return "idle"
-        if any(OURS in frame for frame in judged):
-            return "ours"
-        if any(other in frame for frame in judged for other in OTHERS):
-            return "rest"
+    judged = own if named else frames
+    if any(idle in frame for frame in judged for idle in IDLE):
+        return "idle"
+    if any(OURS in frame for frame in judged):
+        return "ours"
     return "rest"
 
 
