@@ -24,7 +24,35 @@ pub fn machine() -> String {
             )
         })
         .unwrap_or_default();
-    format!("{cpu}, {threads} threads, widest vector ISA {}{gpu}", isa())
+    format!(
+        "{cpu}, {threads} threads, widest vector ISA {}{}{gpu}",
+        isa(),
+        masked(&cpu_flags())
+    )
+}
+
+/// The flags line of `/proc/cpuinfo`: what the kernel read of the CPU when it booted, before
+/// any process could mask its own CPUID.
+fn cpu_flags() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("flags"))
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// A note where the CPU has AVX-512 but this process was shown none
+/// (`scripts/isa/avx2_only.sh`): the rows then ran the AVX2 code on an AVX-512 core.
+fn masked(flags: &str) -> &'static str {
+    let has_avx512 = flags.split_whitespace().any(|flag| flag == "avx512f");
+    if has_avx512 && isa() != "AVX-512" {
+        " (AVX-512 masked by `scripts/isa/avx2_only.sh`: the AVX2 code on an AVX-512 core)"
+    } else {
+        ""
+    }
 }
 
 /// The widest x86 vector instruction set the CPU reports (what gemm and pulp pick at run time).
