@@ -3,12 +3,15 @@
 //! (mean, then squared deviations from it) and writes `activation(x * scale + shift)`; the
 //! backward sums each channel's gradient terms and writes the input gradient. Every sum is
 //! pairwise over leaves (`sum.rs`), so a channel of millions of values keeps f32 accuracy.
+//! Every loop runs in the widest vectors (`in_widest_vectors`, once per channel or plane): a
+//! plane longer than a leaf is otherwise summed in the baseline's (SSE2's), as is every
+//! normalized value.
 
 use rayon::prelude::*;
 
 use super::activation;
-use super::element::{Element, min_items_per_task};
-use super::sum::{LANES, LEAF, PairwiseSum, lane_sum, lane_sum_map};
+use super::element::{Element, in_widest_vectors, min_items_per_task, zeroed_per_plane};
+use super::sum::{LANES, LEAF, PairwiseSum, leaves_sum};
 use crate::spec::Activation;
 
 /// `x = (N, C, volume)`, contiguous.
@@ -68,26 +71,28 @@ pub struct Forward<T> {
 }
 
 /// Each channel's mean and biased variance, two passes over it (the squared deviations from
-/// the mean, so a large mean costs no accuracy).
+/// the mean, so a large mean costs no accuracy), each plane's leaves in the widest vectors.
 fn moments<T: Element>(x: &[T], planes: Planes) -> (Vec<T>, Vec<T>) {
-    let count = T::from_f64(planes.per_channel() as f64);
     (0..planes.channels)
         .into_par_iter()
         .with_min_len(min_items_per_task(2 * planes.per_channel()))
         .map(|c| {
-            let mut sum = PairwiseSum::new();
-            for n in 0..planes.batch {
-                sum.add(lane_sum(planes.plane(x, n, c)));
-            }
-            let mean = sum.total().div(count);
-            let mut squares = PairwiseSum::new();
-            for n in 0..planes.batch {
-                squares.add(lane_sum_map(planes.plane(x, n, c), |v| {
-                    let deviation = v - mean;
-                    deviation * deviation
-                }));
-            }
-            (mean, squares.total().div(count))
+            in_widest_vectors(|| {
+                let count = T::from_f64(planes.per_channel() as f64);
+                let mut sum = PairwiseSum::new();
+                for n in 0..planes.batch {
+                    sum.add(leaves_sum(planes.plane(x, n, c), |v| v));
+                }
+                let mean = sum.total().div(count);
+                let mut squares = PairwiseSum::new();
+                for n in 0..planes.batch {
+                    squares.add(leaves_sum(planes.plane(x, n, c), |v| {
+                        let deviation = v - mean;
+                        deviation * deviation
+                    }));
+                }
+                (mean, squares.total().div(count))
+            })
         })
         .unzip()
 }
@@ -143,15 +148,18 @@ pub fn forward<T: Element>(
 ) -> Forward<T> {
     let (mean, variance) = moments(x, planes);
     let channels = channels(&mean, &variance, gamma, beta, epsilon);
-    let mut out = vec![T::ZERO; x.len()];
-    let volume = planes.volume.max(1);
-    out.par_chunks_mut(volume)
-        .zip(x.par_chunks(volume))
-        .enumerate()
-        .with_min_len(min_items_per_task(2 * volume))
-        .for_each(|(plane, (out, x))| {
-            normalize_plane(out, x, channels[plane % planes.channels], activation)
-        });
+    let volume = planes.volume;
+    let out = zeroed_per_plane(
+        planes.batch * planes.channels,
+        volume,
+        2 * volume,
+        || (),
+        |_, plane, out| {
+            let x = &x[plane * volume..][..volume];
+            let channel = channels[plane % planes.channels];
+            in_widest_vectors(|| normalize_plane(out, x, channel, activation));
+        },
+    );
     Forward {
         out,
         mean,
@@ -218,6 +226,7 @@ impl<T: Element> PreActivation<T> for Derivative {
 /// A channel's sums of the gradient before the activation, and of it times the normalized
 /// input: each leaf of [`LEAF`] values in [`LANES`] interleaved partial sums (as `lane_sum`),
 /// the leaves summed pairwise.
+#[inline(always)]
 fn gradient_sums<T: Element>(
     x: &[T],
     out_grad: &[T],
@@ -289,29 +298,35 @@ fn backward_with<T: Element>(
     let (beta_grad, gamma_grad): (Vec<T>, Vec<T>) = (0..planes.channels)
         .into_par_iter()
         .with_min_len(min_items_per_task(2 * planes.per_channel()))
-        .map(|c| gradient_sums(x, out_grad, planes, c, &channels[c], pre))
+        .map(|c| in_widest_vectors(|| gradient_sums(x, out_grad, planes, c, &channels[c], pre)))
         .unzip();
     let count = T::from_f64(planes.per_channel() as f64);
-    let mut x_grad = vec![T::ZERO; x.len()];
-    let volume = planes.volume.max(1);
-    x_grad
-        .par_chunks_mut(volume)
-        .zip(x.par_chunks(volume).zip(out_grad.par_chunks(volume)))
-        .enumerate()
-        .with_min_len(min_items_per_task(3 * volume))
-        .for_each(|(plane, (x_grad, (x, out_grad)))| {
+    let volume = planes.volume;
+    let x_grad = zeroed_per_plane(
+        planes.batch * planes.channels,
+        volume,
+        3 * volume,
+        || (),
+        |_, plane, x_grad| {
+            let (x, out_grad) = (
+                &x[plane * volume..][..volume],
+                &out_grad[plane * volume..][..volume],
+            );
             let c = plane % planes.channels;
             let channel = &channels[c];
             // PyTorch's `(dy - mean(dy) - x_hat * mean(dy * x_hat)) * inv_std * gamma`.
             let grad_mean = beta_grad[c].div(count);
             let weighted_mean = gamma_grad[c].div(count);
             let factor = gamma[c] * channel.inv_std;
-            for ((x_grad, &x), &out_grad) in x_grad.iter_mut().zip(x).zip(out_grad) {
-                let g = pre.grad(channel, x, out_grad);
-                let x_hat = (x - channel.mean) * channel.inv_std;
-                *x_grad = (g - grad_mean - x_hat * weighted_mean) * factor;
-            }
-        });
+            in_widest_vectors(|| {
+                for ((x_grad, &x), &out_grad) in x_grad.iter_mut().zip(x).zip(out_grad) {
+                    let g = pre.grad(channel, x, out_grad);
+                    let x_hat = (x - channel.mean) * channel.inv_std;
+                    *x_grad = (g - grad_mean - x_hat * weighted_mean) * factor;
+                }
+            });
+        },
+    );
     Backward {
         x_grad,
         gamma_grad,
@@ -389,6 +404,75 @@ mod tests {
                 assert!((out - expected).abs() < 1e-12);
             }
         }
+    }
+
+    /// Planes far from zero and from each other: the variance stays that of the f32 values,
+    /// where `E[x^2] - E[x]^2` in f32 loses it.
+    #[test]
+    fn planes_with_large_and_different_means_keep_their_variance() {
+        let planes = Planes {
+            batch: 5,
+            channels: 2,
+            volume: 300,
+        };
+        let x: Vec<f32> = (0..planes.batch * planes.channels * planes.volume)
+            .map(|i| {
+                let plane = i / planes.volume;
+                1000.0 + 10.0 * plane as f32 + 0.01 * ((i * 7 % 13) as f32 - 6.0)
+            })
+            .collect();
+        let result = forward(&x, planes, &[1.0; 2], &[0.0; 2], 1e-5, None);
+        for c in 0..2 {
+            let values: Vec<f64> = (0..planes.batch)
+                .flat_map(|n| planes.plane(&x, n, c).iter().map(|&v| f64::from(v)))
+                .collect();
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            let variance =
+                values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / values.len() as f64;
+            let (ours_mean, ours_variance) = (result.mean[c], result.variance[c]);
+            assert!(
+                (f64::from(ours_mean) / mean - 1.0).abs() < 1e-7,
+                "{ours_mean} vs {mean}"
+            );
+            assert!(
+                (f64::from(ours_variance) / variance - 1.0).abs() < 1e-6,
+                "{ours_variance} vs {variance}"
+            );
+        }
+    }
+
+    /// PyTorch's statistics of a channel holding an infinity: the mean the sum gives, a NaN
+    /// variance; of one holding both infinities or a NaN, NaN for both.
+    #[test]
+    fn infinities_give_pytorchs_statistics() {
+        let planes = Planes {
+            batch: 2,
+            channels: 3,
+            volume: 3,
+        };
+        let (inf, nan) = (f32::INFINITY, f32::NAN);
+        #[rustfmt::skip]
+        let x = [
+            1.0, 2.0, 3.0,   1.0, -inf, 3.0,  1.0, 2.0, nan,
+            4.0, inf, 6.0,   1.0, 2.0, 3.0,   1.0, 2.0, 3.0,
+        ];
+        let result = forward(&x, planes, &[1.0; 3], &[0.0; 3], 1e-5, None);
+        assert_eq!(result.mean[0], inf);
+        assert_eq!(result.mean[1], -inf);
+        assert!(result.mean[2].is_nan());
+        assert!(
+            result.variance.iter().all(|v| v.is_nan()),
+            "{:?}",
+            result.variance
+        );
+        let both = [inf, 1.0, 2.0, -inf, 1.0, 2.0];
+        let planes = Planes {
+            batch: 2,
+            channels: 1,
+            volume: 3,
+        };
+        let result = forward(&both, planes, &[1.0], &[0.0], 1e-5, None);
+        assert!(result.mean[0].is_nan() && result.variance[0].is_nan());
     }
 
     #[test]

@@ -40,6 +40,22 @@ fn tree_sum<T: Element>(values: &[T], term: impl Fn(T) -> T + Copy) -> T {
     lane_sum_map(first, term) + lane_sum_map(second, term)
 }
 
+/// [`lane_sum_map`] with the leaves added by a [`PairwiseSum`] instead of a recursive tree
+/// (a sum as accurate, rounded in another order): it inlines whole, so inside
+/// `element::in_widest_vectors` a plane longer than a leaf is summed in the widest vectors
+/// too, where the tree's leaves compile in the baseline's.
+#[inline(always)]
+pub fn leaves_sum<T: Element>(values: &[T], term: impl Fn(T) -> T + Copy) -> T {
+    if values.len() <= LEAF {
+        return leaf_sum(values, term);
+    }
+    let mut sum = PairwiseSum::new();
+    for leaf in values.chunks(LEAF) {
+        sum.add(leaf_sum(leaf, term));
+    }
+    sum.total()
+}
+
 /// One leaf of [`lane_sum_map`]: [`LANES`] interleaved partial sums, then the remainder.
 #[inline]
 fn leaf_sum<T: Element>(values: &[T], term: impl Fn(T) -> T) -> T {
