@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use super::element::{Element, min_items_per_task};
+use super::element::{Element, in_widest_vectors, min_items_per_task};
 use crate::spec::Activation;
 
 /// `sqrt(2 / π)`, GELU's tanh approximation's scale (PyTorch's `kBeta`).
@@ -14,6 +14,7 @@ const GELU_TANH_SCALE: f64 = core::f64::consts::FRAC_2_SQRT_PI * core::f64::cons
 const GELU_TANH_CUBIC: f64 = 0.044715;
 
 /// `activation(x)`.
+#[inline(always)]
 pub fn apply<T: Element>(activation: Activation, x: T) -> T {
     match activation {
         // `clamp_min(0)`: NaN is neither, so it stays.
@@ -46,6 +47,7 @@ pub fn apply<T: Element>(activation: Activation, x: T) -> T {
 /// [`Activation::derivative_from_output`] holds, its input otherwise. PyTorch's backward
 /// formulas: ReLU's gradient stops where the output is `<= 0` (`threshold_backward`, so it
 /// passes at a NaN), the leaky ReLU's passes where the value is `> 0` (a NaN takes the slope).
+#[inline(always)]
 pub fn derivative<T: Element>(activation: Activation, saved: T) -> T {
     match activation {
         Activation::Relu => {
@@ -93,25 +95,51 @@ fn per_task(len: usize) -> usize {
 }
 
 /// `values[i] = activation(values[i])`: a convolution's result, while it is still the only
-/// copy.
+/// copy. Each task's loop runs in the widest vectors, compiled per kind of activation (the
+/// piecewise-linear ones vectorize).
 pub fn apply_in_place<T: Element>(values: &mut [T], activation: Activation) {
     values
         .par_chunks_mut(per_task(values.len()))
-        .for_each(|chunk| chunk.iter_mut().for_each(|v| *v = apply(activation, *v)));
+        .for_each(|chunk| {
+            in_widest_vectors(|| match activation {
+                Activation::Relu => chunk
+                    .iter_mut()
+                    .for_each(|v| *v = apply(Activation::Relu, *v)),
+                Activation::LeakyRelu { negative_slope } => {
+                    let leaky = Activation::LeakyRelu { negative_slope };
+                    chunk.iter_mut().for_each(|v| *v = apply(leaky, *v))
+                }
+                _ => chunk.iter_mut().for_each(|v| *v = apply(activation, *v)),
+            })
+        });
 }
 
-/// `out_grad[i] * activation'(saved[i])`, the gradient before the activation.
+/// `out_grad[i] * activation'(saved[i])`, the gradient before the activation, each task's
+/// loop in the widest vectors (as [`apply_in_place`]).
 pub fn backward<T: Element>(saved: &[T], out_grad: &[T], activation: Activation) -> Vec<T> {
     let mut grad = out_grad.to_vec();
     let chunk = per_task(grad.len());
     grad.par_chunks_mut(chunk)
         .zip(saved.par_chunks(chunk))
         .for_each(|(grad, saved)| {
-            for (g, s) in grad.iter_mut().zip(saved) {
-                *g = *g * derivative(activation, *s);
-            }
+            in_widest_vectors(|| match activation {
+                Activation::Relu => scale_by(grad, saved, |s| derivative(Activation::Relu, s)),
+                Activation::LeakyRelu { negative_slope } => {
+                    let leaky = Activation::LeakyRelu { negative_slope };
+                    scale_by(grad, saved, |s| derivative(leaky, s))
+                }
+                _ => scale_by(grad, saved, |s| derivative(activation, s)),
+            })
         });
     grad
+}
+
+/// `grad[i] *= derivative(saved[i])`, inlined so that each caller's closure compiles alone.
+#[inline(always)]
+fn scale_by<T: Element>(grad: &mut [T], saved: &[T], derivative: impl Fn(T) -> T) {
+    for (g, &s) in grad.iter_mut().zip(saved) {
+        *g = *g * derivative(s);
+    }
 }
 
 #[cfg(test)]

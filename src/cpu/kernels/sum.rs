@@ -8,46 +8,32 @@ use super::element::Element;
 /// Partial sums of [`lane_sum`]: one per vector lane, so the additions vectorize.
 pub const LANES: usize = 16;
 
-/// Values per leaf of [`lane_sum`]'s pairwise tree: 16 additions per lane, so a leaf rounds
-/// like a 16-term sum, and the tree above it adds one rounding per level.
+/// Values per leaf of [`lane_sum`]: 16 additions per lane, so a leaf rounds like a 16-term
+/// sum, and the leaves' pairwise sum adds one rounding per level above it.
 pub const LEAF: usize = LANES * 16;
 
-/// The sum of `values`: pairwise over leaves of [`LEAF`] values, each leaf summed in [`LANES`]
-/// interleaved partial sums (vectorized) added in lane order. A plane of 2^24 values is 16
-/// levels deep, so its relative error stays near `(16 + 16) * epsilon`; the leaves keep the
-/// loop at memory speed.
-#[inline]
+/// The sum of `values`: leaves of [`LEAF`] values, each summed in [`LANES`] interleaved
+/// partial sums (vectorized) added in lane order, the leaves' sums added pairwise
+/// ([`PairwiseSum`]): the error grows with the logarithm of the length (a plane of 2^24
+/// tenths sums within 1e-6), and the leaves keep the loop at memory speed. It has no recursion,
+/// so it inlines whole: inside `element::in_widest_vectors` a plane of any length is summed
+/// in the widest vectors (a recursive tree's leaves compiled in the baseline's SSE2).
+#[inline(always)]
 pub fn lane_sum<T: Element>(values: &[T]) -> T {
     lane_sum_map(values, |value| value)
 }
 
 /// [`lane_sum`] of `term(value)` for each of `values` (a batch norm's squared deviations).
-#[inline]
-pub fn lane_sum_map<T: Element>(values: &[T], term: impl Fn(T) -> T + Copy) -> T {
-    // The short case inline: the recursion below cannot be.
-    if values.len() <= LEAF {
-        leaf_sum(values, term)
-    } else {
-        tree_sum(values, term)
-    }
-}
-
-/// [`lane_sum_map`] of more than a leaf: the first half rounded up to whole leaves (so every
-/// leaf but the last is full), then the rest.
-fn tree_sum<T: Element>(values: &[T], term: impl Fn(T) -> T + Copy) -> T {
-    let half = (values.len() / 2).div_ceil(LEAF) * LEAF;
-    let (first, second) = values.split_at(half);
-    lane_sum_map(first, term) + lane_sum_map(second, term)
-}
-
-/// [`lane_sum_map`] with the leaves added by a [`PairwiseSum`] instead of a recursive tree
-/// (a sum as accurate, rounded in another order): it inlines whole, so inside
-/// `element::in_widest_vectors` a plane longer than a leaf is summed in the widest vectors
-/// too, where the tree's leaves compile in the baseline's.
 #[inline(always)]
-pub fn leaves_sum<T: Element>(values: &[T], term: impl Fn(T) -> T + Copy) -> T {
+pub fn lane_sum_map<T: Element>(values: &[T], term: impl Fn(T) -> T + Copy) -> T {
     if values.len() <= LEAF {
         return leaf_sum(values, term);
+    }
+    if values.len() <= BLOCK * LEAF {
+        // What a `PairwiseSum` of these few leaves adds, in its order: one running block.
+        return values
+            .chunks(LEAF)
+            .fold(T::ZERO, |sum, leaf| sum + leaf_sum(leaf, term));
     }
     let mut sum = PairwiseSum::new();
     for leaf in values.chunks(LEAF) {
@@ -57,7 +43,7 @@ pub fn leaves_sum<T: Element>(values: &[T], term: impl Fn(T) -> T + Copy) -> T {
 }
 
 /// One leaf of [`lane_sum_map`]: [`LANES`] interleaved partial sums, then the remainder.
-#[inline]
+#[inline(always)]
 fn leaf_sum<T: Element>(values: &[T], term: impl Fn(T) -> T) -> T {
     let mut lanes = [T::ZERO; LANES];
     let blocks = values.chunks_exact(LANES);
@@ -126,10 +112,15 @@ impl<T: Element> PairwiseSum<T> {
     }
 
     /// The sum of every term added, the smallest partial sums first.
+    #[inline]
     pub fn total(&self) -> T {
-        (0..LEVELS)
-            .filter(|level| self.blocks >> level & 1 == 1)
-            .fold(self.block, |sum, level| sum + self.levels[level])
+        // The set bits of `blocks`, lowest first: the levels in use, smallest first.
+        let (mut sum, mut blocks) = (self.block, self.blocks);
+        while blocks != 0 {
+            sum = sum + self.levels[blocks.trailing_zeros() as usize];
+            blocks &= blocks - 1;
+        }
+        sum
     }
 }
 
