@@ -31,6 +31,24 @@ impl Planes {
         self.batch * self.volume
     }
 
+    /// A value per value of `x`, plane by plane: `body(plane, out)` fills plane `plane`
+    /// (batch item times channels plus channel) of the result, `work` per value
+    /// ([`zeroed_per_plane`]'s parallel split).
+    fn each_plane<T: Element>(
+        &self,
+        work: usize,
+        body: impl Fn(usize, &mut [T]) + Sync + Send,
+    ) -> Vec<T> {
+        let planes = self.batch * self.channels;
+        zeroed_per_plane(
+            planes,
+            self.volume,
+            work * self.volume,
+            || (),
+            |_, plane, out| body(plane, out),
+        )
+    }
+
     /// Channel `c`'s plane of batch item `n`.
     fn plane<'a, T>(&self, values: &'a [T], n: usize, c: usize) -> &'a [T] {
         &values[(n * self.channels + c) * self.volume..][..self.volume]
@@ -149,17 +167,11 @@ pub fn forward<T: Element>(
     let (mean, variance) = moments(x, planes);
     let channels = channels(&mean, &variance, gamma, beta, epsilon);
     let volume = planes.volume;
-    let out = zeroed_per_plane(
-        planes.batch * planes.channels,
-        volume,
-        2 * volume,
-        || (),
-        |_, plane, out| {
-            let x = &x[plane * volume..][..volume];
-            let channel = channels[plane % planes.channels];
-            in_widest_vectors(|| normalize_plane(out, x, channel, activation));
-        },
-    );
+    let out = planes.each_plane(2, |plane, out| {
+        let x = &x[plane * volume..][..volume];
+        let channel = channels[plane % planes.channels];
+        in_widest_vectors(|| normalize_plane(out, x, channel, activation));
+    });
     Forward {
         out,
         mean,
@@ -302,31 +314,25 @@ fn backward_with<T: Element>(
         .unzip();
     let count = T::from_f64(planes.per_channel() as f64);
     let volume = planes.volume;
-    let x_grad = zeroed_per_plane(
-        planes.batch * planes.channels,
-        volume,
-        3 * volume,
-        || (),
-        |_, plane, x_grad| {
-            let (x, out_grad) = (
-                &x[plane * volume..][..volume],
-                &out_grad[plane * volume..][..volume],
-            );
-            let c = plane % planes.channels;
-            let channel = &channels[c];
-            // PyTorch's `(dy - mean(dy) - x_hat * mean(dy * x_hat)) * inv_std * gamma`.
-            let grad_mean = beta_grad[c].div(count);
-            let weighted_mean = gamma_grad[c].div(count);
-            let factor = gamma[c] * channel.inv_std;
-            in_widest_vectors(|| {
-                for ((x_grad, &x), &out_grad) in x_grad.iter_mut().zip(x).zip(out_grad) {
-                    let g = pre.grad(channel, x, out_grad);
-                    let x_hat = (x - channel.mean) * channel.inv_std;
-                    *x_grad = (g - grad_mean - x_hat * weighted_mean) * factor;
-                }
-            });
-        },
-    );
+    let x_grad = planes.each_plane(3, |plane, x_grad| {
+        let (x, out_grad) = (
+            &x[plane * volume..][..volume],
+            &out_grad[plane * volume..][..volume],
+        );
+        let c = plane % planes.channels;
+        let channel = &channels[c];
+        // PyTorch's `(dy - mean(dy) - x_hat * mean(dy * x_hat)) * inv_std * gamma`.
+        let grad_mean = beta_grad[c].div(count);
+        let weighted_mean = gamma_grad[c].div(count);
+        let factor = gamma[c] * channel.inv_std;
+        in_widest_vectors(|| {
+            for ((x_grad, &x), &out_grad) in x_grad.iter_mut().zip(x).zip(out_grad) {
+                let g = pre.grad(channel, x, out_grad);
+                let x_hat = (x - channel.mean) * channel.inv_std;
+                *x_grad = (g - grad_mean - x_hat * weighted_mean) * factor;
+            }
+        });
+    });
     Backward {
         x_grad,
         gamma_grad,

@@ -117,7 +117,7 @@ impl<T: Element> PairwiseSum<T> {
         // The set bits of `blocks`, lowest first: the levels in use, smallest first.
         let (mut sum, mut blocks) = (self.block, self.blocks);
         while blocks != 0 {
-            sum = sum + self.levels[blocks.trailing_zeros() as usize];
+            sum += self.levels[blocks.trailing_zeros() as usize];
             blocks &= blocks - 1;
         }
         sum
