@@ -4,9 +4,12 @@
  * later reader of CPUID in the process (Rust's `is_x86_feature_detected!`, `pulp`, `gemm`,
  * oneDNN's JIT) then picks its AVX2 code, so one machine can measure both instruction sets.
  * Threads inherit the faulting state; `exec` clears it, so children need LD_PRELOAD too.
- * See `scripts/isa/avx2_only.sh`. */
+ * A program that installs its own SIGSEGV handler (rustc, Rust's stack-overflow guard) gets it
+ * through this file's `sigaction`, which keeps ours in place and hands it every fault that is
+ * not a CPUID. See `scripts/isa/avx2_only.sh`. */
 #define _GNU_SOURCE
 #include <asm/prctl.h>
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,18 +41,63 @@ static void mask(uint32_t leaf, uint32_t sub, uint32_t r[4]) {
     }
 }
 
-static struct sigaction previous;
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+
+/* libc's own `sigaction`, behind the one below. */
+static int real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    static sigaction_fn real;
+    if (!real) real = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+    return real(sig, act, old);
+}
+
+/* The program's SIGSEGV disposition: what it asked for, which our handler runs for it. */
+static struct sigaction program;
+static int installed;
+
+static void on_segv(int sig, siginfo_t *info, void *context);
+
+static void install(int flags) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = on_segv;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER | (flags & SA_ONSTACK);
+    sigemptyset(&action.sa_mask);
+    real_sigaction(SIGSEGV, &action, NULL);
+}
+
+/* The program sets and reads its SIGSEGV disposition here; ours stays installed. */
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    if (sig != SIGSEGV || !installed) return real_sigaction(sig, act, old);
+    if (old) *old = program;
+    if (act) {
+        program = *act;
+        /* Its handler may need the alternate stack (a stack-overflow guard does). */
+        install(act->sa_flags);
+    }
+    return 0;
+}
+
+/* A fault that is not a CPUID: what the program asked for, else the default (a crash). */
+static void forward(int sig, siginfo_t *info, void *context) {
+    if ((program.sa_flags & SA_SIGINFO) && program.sa_sigaction) {
+        program.sa_sigaction(sig, info, context);
+    } else if (!(program.sa_flags & SA_SIGINFO) && program.sa_handler != SIG_DFL &&
+               program.sa_handler != SIG_IGN) {
+        program.sa_handler(sig);
+    } else {
+        struct sigaction fallback;
+        memset(&fallback, 0, sizeof fallback);
+        fallback.sa_handler = SIG_DFL;
+        real_sigaction(SIGSEGV, &fallback, NULL);
+    }
+}
 
 static void on_segv(int sig, siginfo_t *info, void *context) {
     ucontext_t *uc = context;
     greg_t *regs = uc->uc_mcontext.gregs;
     const unsigned char *rip = (const unsigned char *)regs[REG_RIP];
-    if (rip[0] != 0x0f || rip[1] != 0xa2) {
-        /* Not a CPUID: the program's own fault, handled as it would have been. */
-        sigaction(SIGSEGV, &previous, NULL);
-        if (previous.sa_flags & SA_SIGINFO && previous.sa_sigaction) {
-            previous.sa_sigaction(sig, info, context);
-        }
+    if (info->si_code != SI_KERNEL || rip[0] != 0x0f || rip[1] != 0xa2) {
+        forward(sig, info, context);
         return;
     }
     uint32_t leaf = (uint32_t)regs[REG_RAX], sub = (uint32_t)regs[REG_RCX], r[4];
@@ -65,12 +113,11 @@ static void on_segv(int sig, siginfo_t *info, void *context) {
 }
 
 __attribute__((constructor)) static void avx2_only(void) {
-    struct sigaction action;
-    memset(&action, 0, sizeof action);
-    action.sa_sigaction = on_segv;
-    action.sa_flags = SA_SIGINFO | SA_NODEFER;
-    sigemptyset(&action.sa_mask);
-    if (sigaction(SIGSEGV, &action, &previous) != 0 || set_cpuid_faulting(1) != 0) {
+    memset(&program, 0, sizeof program);
+    real_sigaction(SIGSEGV, NULL, &program);
+    install(0);
+    installed = 1;
+    if (set_cpuid_faulting(1) != 0) {
         fprintf(stderr, "avx2_only: CPUID faulting is not available here (no cpuid_fault)\n");
         exit(2);
     }

@@ -18,7 +18,7 @@ fi
 lib="${CARGO_TARGET_DIR:-$here/../../target}/isa/avx2_only.so"
 mkdir -p "$(dirname "$lib")"
 if [ ! -f "$lib" ] || [ "$here/avx2_only.c" -nt "$lib" ]; then
-    gcc -O2 -shared -fPIC -o "$lib" "$here/avx2_only.c"
+    gcc -O2 -Wall -shared -fPIC -o "$lib" "$here/avx2_only.c" -ldl
 fi
 export LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}"
 export GLIBC_TUNABLES="glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512DQ,-AVX512BW,-AVX512CD"
