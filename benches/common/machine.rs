@@ -2,15 +2,15 @@
 
 /// The CPU, its threads and widest vector ISA, and the GPU where `nvidia-smi` names one.
 pub fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split(':').nth(1))
-                .map(|name| name.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    // The first line of `info` that starts with `key`, after its colon.
+    let field = |key: &str| {
+        info.lines()
+            .find(|line| line.starts_with(key))
+            .and_then(|line| line.split(':').nth(1))
+            .map(str::trim)
+    };
+    let cpu = field("model name").unwrap_or("unknown CPU");
     let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
     let gpu = std::process::Command::new("nvidia-smi")
         .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
@@ -24,24 +24,13 @@ pub fn machine() -> String {
             )
         })
         .unwrap_or_default();
+    // The kernel's flags: what it read of the CPU when it booted, before any process could
+    // mask its own CPUID.
     format!(
         "{cpu}, {threads} threads, widest vector ISA {}{}{gpu}",
         isa(),
-        masked(&cpu_flags())
+        masked(field("flags").unwrap_or_default())
     )
-}
-
-/// The flags line of `/proc/cpuinfo`: what the kernel read of the CPU when it booted, before
-/// any process could mask its own CPUID.
-fn cpu_flags() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|line| line.starts_with("flags"))
-                .map(str::to_string)
-        })
-        .unwrap_or_default()
 }
 
 /// A note where the CPU has AVX-512 but this process was shown none

@@ -95,21 +95,15 @@ fn per_task(len: usize) -> usize {
 }
 
 /// `values[i] = activation(values[i])`: a convolution's result, while it is still the only
-/// copy. Each task's loop runs in the widest vectors, compiled per kind of activation (the
-/// piecewise-linear ones vectorize).
+/// copy. Each task's loop runs in the widest vectors, compiled per kind ([`per_kind`]).
 pub fn apply_in_place<T: Element>(values: &mut [T], activation: Activation) {
     values
         .par_chunks_mut(per_task(values.len()))
         .for_each(|chunk| {
-            in_widest_vectors(|| match activation {
-                Activation::Relu => chunk
-                    .iter_mut()
-                    .for_each(|v| *v = apply(Activation::Relu, *v)),
-                Activation::LeakyRelu { negative_slope } => {
-                    let leaky = Activation::LeakyRelu { negative_slope };
-                    chunk.iter_mut().for_each(|v| *v = apply(leaky, *v))
-                }
-                _ => chunk.iter_mut().for_each(|v| *v = apply(activation, *v)),
+            in_widest_vectors(|| {
+                per_kind(activation, |activation| {
+                    chunk.iter_mut().for_each(|v| *v = apply(activation, *v))
+                })
             })
         });
 }
@@ -122,23 +116,26 @@ pub fn backward<T: Element>(saved: &[T], out_grad: &[T], activation: Activation)
     grad.par_chunks_mut(chunk)
         .zip(saved.par_chunks(chunk))
         .for_each(|(grad, saved)| {
-            in_widest_vectors(|| match activation {
-                Activation::Relu => scale_by(grad, saved, |s| derivative(Activation::Relu, s)),
-                Activation::LeakyRelu { negative_slope } => {
-                    let leaky = Activation::LeakyRelu { negative_slope };
-                    scale_by(grad, saved, |s| derivative(leaky, s))
-                }
-                _ => scale_by(grad, saved, |s| derivative(activation, s)),
+            in_widest_vectors(|| {
+                per_kind(activation, |activation| {
+                    for (g, &s) in grad.iter_mut().zip(saved) {
+                        *g = *g * derivative(activation, s);
+                    }
+                })
             })
         });
     grad
 }
 
-/// `grad[i] *= derivative(saved[i])`, inlined so that each caller's closure compiles alone.
+/// `body(activation)` with the activation a constant of its own kind in each call, so a loop
+/// in `body` compiles once per kind: the piecewise-linear ones then vectorize, where a loop
+/// that matches the kind at every value does not (`activation_backward` with ReLU).
 #[inline(always)]
-fn scale_by<T: Element>(grad: &mut [T], saved: &[T], derivative: impl Fn(T) -> T) {
-    for (g, &s) in grad.iter_mut().zip(saved) {
-        *g = *g * derivative(s);
+fn per_kind<R>(activation: Activation, body: impl FnOnce(Activation) -> R) -> R {
+    match activation {
+        Activation::Relu => body(Activation::Relu),
+        Activation::LeakyRelu { negative_slope } => body(Activation::LeakyRelu { negative_slope }),
+        other => body(other),
     }
 }
 

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::activation;
 use super::element::{Element, in_widest_vectors, min_items_per_task, zeroed_per_plane};
-use super::sum::{LANES, LEAF, PairwiseSum, lane_sum_map};
+use super::sum::{LANES, LEAF, PairwiseSum, lane_sum, lane_sum_map};
 use crate::spec::Activation;
 
 /// `x = (N, C, volume)`, contiguous.
@@ -99,7 +99,7 @@ fn moments<T: Element>(x: &[T], planes: Planes) -> (Vec<T>, Vec<T>) {
                 let count = T::from_f64(planes.per_channel() as f64);
                 let mut sum = PairwiseSum::new();
                 for n in 0..planes.batch {
-                    sum.add(lane_sum_map(planes.plane(x, n, c), |v| v));
+                    sum.add(lane_sum(planes.plane(x, n, c)));
                 }
                 let mean = sum.total().div(count);
                 let mut squares = PairwiseSum::new();

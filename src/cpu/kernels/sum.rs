@@ -30,7 +30,8 @@ pub fn lane_sum_map<T: Element>(values: &[T], term: impl Fn(T) -> T + Copy) -> T
         return leaf_sum(values, term);
     }
     if values.len() <= BLOCK * LEAF {
-        // What a `PairwiseSum` of these few leaves adds, in its order: one running block.
+        // What a `PairwiseSum` of these few leaves adds, in its order (one running block),
+        // without clearing its levels for every plane of a batch norm's channel.
         return values
             .chunks(LEAF)
             .fold(T::ZERO, |sum, leaf| sum + leaf_sum(leaf, term));
