@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use super::element::{Element, in_widest_vectors, min_items_per_task};
+use super::element::{Element, WideBody, in_widest_vectors, min_items_per_task};
 use crate::spec::Activation;
 
 /// `sqrt(2 / π)`, GELU's tanh approximation's scale (PyTorch's `kBeta`).
@@ -95,17 +95,11 @@ fn per_task(len: usize) -> usize {
 }
 
 /// `values[i] = activation(values[i])`: a convolution's result, while it is still the only
-/// copy. Each task's loop runs in the widest vectors, compiled per kind ([`per_kind`]).
+/// copy. Each task's loop runs in the widest vectors, compiled per kind ([`PerKind`]).
 pub fn apply_in_place<T: Element>(values: &mut [T], activation: Activation) {
     values
         .par_chunks_mut(per_task(values.len()))
-        .for_each(|chunk| {
-            in_widest_vectors(|| {
-                per_kind(activation, |activation| {
-                    chunk.iter_mut().for_each(|v| *v = apply(activation, *v))
-                })
-            })
-        });
+        .for_each(|chunk| in_widest_vectors(PerKind(activation, Apply(chunk))));
 }
 
 /// `out_grad[i] * activation'(saved[i])`, the gradient before the activation, each task's
@@ -115,27 +109,61 @@ pub fn backward<T: Element>(saved: &[T], out_grad: &[T], activation: Activation)
     let chunk = per_task(grad.len());
     grad.par_chunks_mut(chunk)
         .zip(saved.par_chunks(chunk))
-        .for_each(|(grad, saved)| {
-            in_widest_vectors(|| {
-                per_kind(activation, |activation| {
-                    for (g, &s) in grad.iter_mut().zip(saved) {
-                        *g = *g * derivative(activation, s);
-                    }
-                })
-            })
-        });
+        .for_each(|(grad, saved)| in_widest_vectors(PerKind(activation, Chain { grad, saved })));
     grad
 }
 
-/// `body(activation)` with the activation a constant of its own kind in each call, so a loop
-/// in `body` compiles once per kind: the piecewise-linear ones then vectorize, where a loop
-/// that matches the kind at every value does not (`activation_backward` with ReLU).
-#[inline(always)]
-fn per_kind<R>(activation: Activation, body: impl FnOnce(Activation) -> R) -> R {
-    match activation {
-        Activation::Relu => body(Activation::Relu),
-        Activation::LeakyRelu { negative_slope } => body(Activation::LeakyRelu { negative_slope }),
-        other => body(other),
+/// A loop over values for one activation, which [`PerKind`] runs with the activation a
+/// constant of its kind. `run` is `#[inline(always)]`, as a [`WideBody`]'s.
+trait KindLoop {
+    fn run(self, activation: Activation);
+}
+
+/// `values[i] = activation(values[i])`.
+struct Apply<'a, T>(&'a mut [T]);
+
+impl<T: Element> KindLoop for Apply<'_, T> {
+    #[inline(always)]
+    fn run(self, activation: Activation) {
+        for v in self.0.iter_mut() {
+            *v = apply(activation, *v);
+        }
+    }
+}
+
+/// `grad[i] *= activation'(saved[i])`.
+struct Chain<'a, T> {
+    grad: &'a mut [T],
+    saved: &'a [T],
+}
+
+impl<T: Element> KindLoop for Chain<'_, T> {
+    #[inline(always)]
+    fn run(self, activation: Activation) {
+        for (g, &s) in self.grad.iter_mut().zip(self.saved) {
+            *g = *g * derivative(activation, s);
+        }
+    }
+}
+
+/// A loop run with the activation a constant of its own kind in each inlined copy, so it
+/// compiles once per kind: the piecewise-linear ones then vectorize, where a loop that matches
+/// the kind at every value does not (`activation_backward` with ReLU).
+struct PerKind<L>(Activation, L);
+
+impl<L: KindLoop> WideBody for PerKind<L> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let PerKind(activation, body) = self;
+        match activation {
+            Activation::Relu => body.run(Activation::Relu),
+            Activation::LeakyRelu { negative_slope } => {
+                body.run(Activation::LeakyRelu { negative_slope })
+            }
+            other => body.run(other),
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 use rayon::prelude::*;
 
 use super::activation;
-use super::element::{Element, in_widest_vectors, min_items_per_task, zeroed_per_plane};
+use super::element::{Element, WideBody, in_widest_vectors, min_items_per_task, zeroed_per_plane};
 use super::sum::{LANES, LEAF, PairwiseSum, lane_sum, lane_sum_map};
 use crate::spec::Activation;
 
@@ -50,6 +50,7 @@ impl Planes {
     }
 
     /// Channel `c`'s plane of batch item `n`.
+    #[inline(always)]
     fn plane<'a, T>(&self, values: &'a [T], n: usize, c: usize) -> &'a [T] {
         &values[(n * self.channels + c) * self.volume..][..self.volume]
     }
@@ -94,51 +95,79 @@ fn moments<T: Element>(x: &[T], planes: Planes) -> (Vec<T>, Vec<T>) {
     (0..planes.channels)
         .into_par_iter()
         .with_min_len(min_items_per_task(2 * planes.per_channel()))
-        .map(|c| {
-            in_widest_vectors(|| {
-                let count = T::from_f64(planes.per_channel() as f64);
-                let mut sum = PairwiseSum::new();
-                for n in 0..planes.batch {
-                    sum.add(lane_sum(planes.plane(x, n, c)));
-                }
-                let mean = sum.total().div(count);
-                let mut squares = PairwiseSum::new();
-                for n in 0..planes.batch {
-                    squares.add(lane_sum_map(planes.plane(x, n, c), |v| {
-                        let deviation = v - mean;
-                        deviation * deviation
-                    }));
-                }
-                (mean, squares.total().div(count))
-            })
-        })
+        .map(|c| in_widest_vectors(ChannelMoments { x, planes, c }))
         .unzip()
+}
+
+/// Channel `c`'s mean and biased variance ([`moments`]).
+struct ChannelMoments<'a, T> {
+    x: &'a [T],
+    planes: Planes,
+    c: usize,
+}
+
+impl<T: Element> WideBody for ChannelMoments<'_, T> {
+    type Output = (T, T);
+
+    #[inline(always)]
+    fn run(self) -> (T, T) {
+        let Self { x, planes, c } = self;
+        let count = T::from_f64(planes.per_channel() as f64);
+        let mut sum = PairwiseSum::new();
+        for n in 0..planes.batch {
+            sum.add(lane_sum(planes.plane(x, n, c)));
+        }
+        let mean = sum.total().div(count);
+        let mut squares = PairwiseSum::new();
+        for n in 0..planes.batch {
+            squares.add(lane_sum_map(planes.plane(x, n, c), |v| {
+                let deviation = v - mean;
+                deviation * deviation
+            }));
+        }
+        (mean, squares.total().div(count))
+    }
 }
 
 /// `out[i] = f(x[i] * scale + shift)` over one plane; `f` is a closure so each activation's
 /// loop is compiled on its own (ReLU's vectorizes).
-#[inline]
+#[inline(always)]
 fn affine_into<T: Element>(out: &mut [T], x: &[T], scale: T, shift: T, f: impl Fn(T) -> T) {
     for (out, x) in out.iter_mut().zip(x) {
         *out = f(*x * scale + shift);
     }
 }
 
-/// [`affine_into`] with `activation`'s function.
-fn normalize_plane<T: Element>(
-    out: &mut [T],
-    x: &[T],
+/// One plane's normalized values, activated: [`affine_into`] with the activation's function.
+struct NormalizePlane<'a, T> {
+    out: &'a mut [T],
+    x: &'a [T],
     channel: Channel<T>,
     activation: Option<Activation>,
-) {
-    let (scale, shift) = (channel.scale, channel.shift);
-    match activation {
-        None => affine_into(out, x, scale, shift, |v| v),
-        Some(Activation::Relu) => affine_into(out, x, scale, shift, |v| {
-            // `clamp_min(0)`: NaN stays.
-            if v <= T::ZERO { T::ZERO } else { v }
-        }),
-        Some(activation) => affine_into(out, x, scale, shift, |v| activation::apply(activation, v)),
+}
+
+impl<T: Element> WideBody for NormalizePlane<'_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let Self {
+            out,
+            x,
+            channel,
+            activation,
+        } = self;
+        let (scale, shift) = (channel.scale, channel.shift);
+        match activation {
+            None => affine_into(out, x, scale, shift, |v| v),
+            Some(Activation::Relu) => affine_into(out, x, scale, shift, |v| {
+                // `clamp_min(0)`: NaN stays.
+                if v <= T::ZERO { T::ZERO } else { v }
+            }),
+            Some(activation) => {
+                affine_into(out, x, scale, shift, |v| activation::apply(activation, v))
+            }
+        }
     }
 }
 
@@ -170,7 +199,12 @@ pub fn forward<T: Element>(
     let out = planes.each_plane(2, |plane, out| {
         let x = &x[plane * volume..][..volume];
         let channel = channels[plane % planes.channels];
-        in_widest_vectors(|| normalize_plane(out, x, channel, activation));
+        in_widest_vectors(NormalizePlane {
+            out,
+            x,
+            channel,
+            activation,
+        });
     });
     Forward {
         out,
@@ -203,7 +237,7 @@ trait PreActivation<T>: Copy + Send + Sync {
 struct Identity;
 
 impl<T: Element> PreActivation<T> for Identity {
-    #[inline]
+    #[inline(always)]
     fn grad(self, _: &Channel<T>, _: T, out_grad: T) -> T {
         out_grad
     }
@@ -214,7 +248,7 @@ impl<T: Element> PreActivation<T> for Identity {
 struct ReluMask;
 
 impl<T: Element> PreActivation<T> for ReluMask {
-    #[inline]
+    #[inline(always)]
     fn grad(self, channel: &Channel<T>, x: T, out_grad: T) -> T {
         if x * channel.scale + channel.shift <= T::ZERO {
             T::ZERO
@@ -229,7 +263,7 @@ impl<T: Element> PreActivation<T> for ReluMask {
 struct Derivative(Activation);
 
 impl<T: Element> PreActivation<T> for Derivative {
-    #[inline]
+    #[inline(always)]
     fn grad(self, channel: &Channel<T>, x: T, out_grad: T) -> T {
         out_grad * activation::derivative(self.0, x * channel.scale + channel.shift)
     }
@@ -238,42 +272,86 @@ impl<T: Element> PreActivation<T> for Derivative {
 /// A channel's sums of the gradient before the activation, and of it times the normalized
 /// input: each leaf of [`LEAF`] values in [`LANES`] interleaved partial sums (as `lane_sum`),
 /// the leaves summed pairwise.
-#[inline(always)]
-fn gradient_sums<T: Element>(
-    x: &[T],
-    out_grad: &[T],
+struct GradientSums<'a, T, P> {
+    x: &'a [T],
+    out_grad: &'a [T],
     planes: Planes,
     c: usize,
-    channel: &Channel<T>,
-    pre: impl PreActivation<T>,
-) -> (T, T) {
-    let (mut grad_sum, mut weighted_sum) = (PairwiseSum::new(), PairwiseSum::new());
-    for n in 0..planes.batch {
-        let (x, out_grad) = (planes.plane(x, n, c), planes.plane(out_grad, n, c));
-        for (x, out_grad) in x.chunks(LEAF).zip(out_grad.chunks(LEAF)) {
-            let (mut grad, mut weighted) = ([T::ZERO; LANES], [T::ZERO; LANES]);
-            let mut add = |lane: usize, x: T, out_grad: T| {
-                let g = pre.grad(channel, x, out_grad);
-                grad[lane] += g;
-                weighted[lane] += g * ((x - channel.mean) * channel.inv_std);
-            };
-            // Whole blocks of lanes (the loop the compiler vectorizes), then the rest.
-            let (blocks, blocks_grad) = (x.chunks_exact(LANES), out_grad.chunks_exact(LANES));
-            let (rest, rest_grad) = (blocks.remainder(), blocks_grad.remainder());
-            for (x, out_grad) in blocks.zip(blocks_grad) {
-                for lane in 0..LANES {
-                    add(lane, x[lane], out_grad[lane]);
+    channel: &'a Channel<T>,
+    pre: P,
+}
+
+impl<T: Element, P: PreActivation<T>> WideBody for GradientSums<'_, T, P> {
+    type Output = (T, T);
+
+    #[inline(always)]
+    fn run(self) -> (T, T) {
+        let Self {
+            x,
+            out_grad,
+            planes,
+            c,
+            channel,
+            pre,
+        } = self;
+        let (mut grad_sum, mut weighted_sum) = (PairwiseSum::new(), PairwiseSum::new());
+        for n in 0..planes.batch {
+            let (x, out_grad) = (planes.plane(x, n, c), planes.plane(out_grad, n, c));
+            for (x, out_grad) in x.chunks(LEAF).zip(out_grad.chunks(LEAF)) {
+                let (mut grad, mut weighted) = ([T::ZERO; LANES], [T::ZERO; LANES]);
+                let mut add = |lane: usize, x: T, out_grad: T| {
+                    let g = pre.grad(channel, x, out_grad);
+                    grad[lane] += g;
+                    weighted[lane] += g * ((x - channel.mean) * channel.inv_std);
+                };
+                // Whole blocks of lanes (the loop the compiler vectorizes), then the rest.
+                let (blocks, blocks_grad) = (x.chunks_exact(LANES), out_grad.chunks_exact(LANES));
+                let (rest, rest_grad) = (blocks.remainder(), blocks_grad.remainder());
+                for (x, out_grad) in blocks.zip(blocks_grad) {
+                    for lane in 0..LANES {
+                        add(lane, x[lane], out_grad[lane]);
+                    }
                 }
+                for (lane, (&x, &out_grad)) in rest.iter().zip(rest_grad).enumerate() {
+                    add(lane, x, out_grad);
+                }
+                let total = |lanes: [T; LANES]| lanes.into_iter().fold(T::ZERO, |sum, v| sum + v);
+                grad_sum.add(total(grad));
+                weighted_sum.add(total(weighted));
             }
-            for (lane, (&x, &out_grad)) in rest.iter().zip(rest_grad).enumerate() {
-                add(lane, x, out_grad);
-            }
-            let total = |lanes: [T; LANES]| lanes.into_iter().fold(T::ZERO, |sum, v| sum + v);
-            grad_sum.add(total(grad));
-            weighted_sum.add(total(weighted));
+        }
+        (grad_sum.total(), weighted_sum.total())
+    }
+}
+
+/// One plane's input gradient from its channel's gradient sums: PyTorch's
+/// `(dy - mean(dy) - x_hat * mean(dy * x_hat)) * inv_std * gamma`.
+struct InputGradient<'a, T, P> {
+    x_grad: &'a mut [T],
+    x: &'a [T],
+    out_grad: &'a [T],
+    channel: &'a Channel<T>,
+    /// `mean(dy)` and `mean(dy * x_hat)`.
+    means: [T; 2],
+    /// `inv_std * gamma`.
+    factor: T,
+    pre: P,
+}
+
+impl<T: Element, P: PreActivation<T>> WideBody for InputGradient<'_, T, P> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let [grad_mean, weighted_mean] = self.means;
+        let channel = self.channel;
+        let values = self.x_grad.iter_mut().zip(self.x).zip(self.out_grad);
+        for ((x_grad, &x), &out_grad) in values {
+            let g = self.pre.grad(channel, x, out_grad);
+            let x_hat = (x - channel.mean) * channel.inv_std;
+            *x_grad = (g - grad_mean - x_hat * weighted_mean) * self.factor;
         }
     }
-    (grad_sum.total(), weighted_sum.total())
 }
 
 /// The gradients of [`forward`] from its output's gradient and the statistics it returned.
@@ -310,7 +388,17 @@ fn backward_with<T: Element>(
     let (beta_grad, gamma_grad): (Vec<T>, Vec<T>) = (0..planes.channels)
         .into_par_iter()
         .with_min_len(min_items_per_task(2 * planes.per_channel()))
-        .map(|c| in_widest_vectors(|| gradient_sums(x, out_grad, planes, c, &channels[c], pre)))
+        .map(|c| {
+            let channel = &channels[c];
+            in_widest_vectors(GradientSums {
+                x,
+                out_grad,
+                planes,
+                c,
+                channel,
+                pre,
+            })
+        })
         .unzip();
     let count = T::from_f64(planes.per_channel() as f64);
     let volume = planes.volume;
@@ -321,16 +409,17 @@ fn backward_with<T: Element>(
         );
         let c = plane % planes.channels;
         let channel = &channels[c];
-        // PyTorch's `(dy - mean(dy) - x_hat * mean(dy * x_hat)) * inv_std * gamma`.
         let grad_mean = beta_grad[c].div(count);
         let weighted_mean = gamma_grad[c].div(count);
         let factor = gamma[c] * channel.inv_std;
-        in_widest_vectors(|| {
-            for ((x_grad, &x), &out_grad) in x_grad.iter_mut().zip(x).zip(out_grad) {
-                let g = pre.grad(channel, x, out_grad);
-                let x_hat = (x - channel.mean) * channel.inv_std;
-                *x_grad = (g - grad_mean - x_hat * weighted_mean) * factor;
-            }
+        in_widest_vectors(InputGradient {
+            x_grad,
+            x,
+            out_grad,
+            channel,
+            means: [grad_mean, weighted_mean],
+            factor,
+            pre,
         });
     });
     Backward {

@@ -147,12 +147,36 @@ pub fn min_items_per_task(work_per_item: usize) -> usize {
     TASK_MIN_WORK.div_ceil(work_per_item.max(1))
 }
 
-/// `f()` compiled for the machine's widest vectors (`pulp` picks them): a loop in `f` that the
-/// compiler vectorizes runs in them, where outside such a call it runs in the baseline's
-/// (SSE2 on x86-64).
+/// A loop body that [`in_widest_vectors`] compiles for the machine's widest vectors. Its
+/// [`run`](Self::run), and every function with a loop that it calls, is `#[inline(always)]`:
+/// only code inlined into the function `pulp` compiles for those vectors runs in them. A
+/// closure cannot stand in: the call to it stays a call, into code compiled for the baseline
+/// (SSE2 on x86-64), once its body is larger than the inliner takes.
+pub trait WideBody {
+    /// What the body returns.
+    type Output;
+
+    /// The body.
+    fn run(self) -> Self::Output;
+}
+
+/// `body.run()` compiled for the machine's widest vectors (`pulp` picks them): a loop in it that
+/// the compiler vectorizes runs in them, where outside such a call it runs in the baseline's.
 #[inline(always)]
-pub fn in_widest_vectors<R>(f: impl FnOnce() -> R) -> R {
-    pulp::Arch::new().dispatch(f)
+pub fn in_widest_vectors<B: WideBody>(body: B) -> B::Output {
+    /// The body as a `pulp` op.
+    struct Op<B>(B);
+
+    impl<B: WideBody> pulp::WithSimd for Op<B> {
+        type Output = B::Output;
+
+        #[inline(always)]
+        fn with_simd<S: pulp::Simd>(self, _simd: S) -> B::Output {
+            self.0.run()
+        }
+    }
+
+    pulp::Arch::new().dispatch(Op(body))
 }
 
 /// Where the threads go: across independent batch items when there are enough of them
@@ -198,15 +222,37 @@ pub fn items_per_thread(batch: usize) -> usize {
 /// infinite bound, whether every value is finite. In the machine's widest vectors: a pass
 /// may scan both its operands before it runs.
 pub fn all_within<T: Element>(values: &[T], bound: f64) -> bool {
-    let (low, high) = (T::from_f64(-bound), T::from_f64(bound));
-    in_widest_vectors(|| {
-        // Branch-free within a chunk (so it vectorizes), stopping at the first chunk out.
-        values.chunks(1024).all(|chunk| {
-            chunk
-                .iter()
-                .fold(true, |ok, &v| ok & (v > low) & (v < high))
-        })
+    in_widest_vectors(AllWithin {
+        values,
+        low: T::from_f64(-bound),
+        high: T::from_f64(bound),
     })
+}
+
+/// [`all_within`]'s scan.
+struct AllWithin<'a, T> {
+    values: &'a [T],
+    low: T,
+    high: T,
+}
+
+impl<T: Element> WideBody for AllWithin<'_, T> {
+    type Output = bool;
+
+    #[inline(always)]
+    fn run(self) -> bool {
+        // Branch-free within a chunk (so it vectorizes), stopping at the first chunk out.
+        for chunk in self.values.chunks(1024) {
+            let mut ok = true;
+            for &v in chunk {
+                ok &= (v > self.low) & (v < self.high);
+            }
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 /// Run `body(items, chunk, scratch)` for every run of `per_chunk` batch items (`chunk` holds

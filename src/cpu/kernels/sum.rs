@@ -90,7 +90,7 @@ impl<T: Element> PairwiseSum<T> {
     }
 
     /// Add one term.
-    #[inline]
+    #[inline(always)]
     pub fn add(&mut self, value: T) {
         self.block += value;
         self.in_block += 1;
@@ -113,7 +113,7 @@ impl<T: Element> PairwiseSum<T> {
     }
 
     /// The sum of every term added, the smallest partial sums first.
-    #[inline]
+    #[inline(always)]
     pub fn total(&self) -> T {
         // The set bits of `blocks`, lowest first: the levels in use, smallest first.
         let (mut sum, mut blocks) = (self.block, self.blocks);
