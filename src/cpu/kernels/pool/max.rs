@@ -1,12 +1,11 @@
 //! Max pooling: the box scan with PyTorch's first-max and NaN rules, and the same scan
 //! vectorised across the outputs of a row's regular run.
 
-use pulp::{Simd, WithSimd};
 use rayon::prelude::*;
 
 use crate::spec::{Span, Spans};
 
-use crate::cpu::kernels::element::{Element, min_items_per_task};
+use crate::cpu::kernels::element::{Element, WideBody, in_widest_vectors, min_items_per_task};
 
 /// Max over each box of every plane, with PyTorch's first-max and NaN rules; `spans_of(plane)`
 /// gives the boxes (the same for all planes except in fractional pooling). `map` is applied to
@@ -25,49 +24,82 @@ pub fn max_pool<'a, T: Element, I: PoolIndex>(
     if out_volume == 0 {
         return (out, indices);
     }
-    let arch = pulp::Arch::new();
     out.par_chunks_mut(out_volume)
         .zip(indices.par_chunks_mut(out_volume))
         .enumerate()
         .with_min_len(min_items_per_task(in_volume + out_volume))
-        .for_each(|(p, (out_plane, index_plane))| {
-            let x_plane = &x[p * in_volume..][..in_volume];
-            let spans = spans_of(p);
-            let row_len = spans[2].len();
-            let run = regular_run(&spans[2]);
+        .for_each_init(RunScratch::default, |scratch, (p, (out, indices))| {
             // Every index is below the plane's length, which fits the index type (checked
             // once here), so a run's offsets (`PoolIndex::plus`) never wrap.
             I::from_flat(in_volume.saturating_sub(1));
-            let mut scratch = RunScratch::default();
-            let (lo, hi) = run.map_or((0, 0), |run| (run.lo, run.hi));
-            let rows = out_plane
-                .chunks_mut(row_len)
-                .zip(index_plane.chunks_mut(row_len));
-            let boxes = spans[0]
-                .iter()
-                .flat_map(|sd| spans[1].iter().map(move |sh| (sd, sh)));
-            for ((sd, sh), (out_row, index_row)) in boxes.zip(rows) {
-                for o in (0..lo).chain(hi..row_len) {
-                    let (best, index) = max_of_box(x_plane, in_size, [sd, sh, &spans[2][o]], &map);
-                    out_row[o] = best;
-                    index_row[o] = I::from_flat(index);
-                }
-                if let Some(run) = run {
-                    arch.dispatch(RowMax {
-                        x_plane,
-                        in_size,
-                        boxed: [sd, sh],
-                        w_spans: &spans[2],
-                        run,
-                        best: &mut out_row[lo..hi],
-                        best_index: &mut index_row[lo..hi],
-                        map: &map,
-                        scratch: &mut scratch,
-                    });
-                }
-            }
+            in_widest_vectors(PlaneMax {
+                x_plane: &x[p * in_volume..][..in_volume],
+                in_size,
+                spans: spans_of(p),
+                out,
+                indices,
+                map: &map,
+                scratch,
+            });
         });
     (out, indices)
+}
+
+/// The maxima of one plane's boxes, row by row: each row's regular run vectorized
+/// ([`max_of_run`]), the boxes beside it scanned ([`max_of_box`]); all of it compiled for
+/// the widest vectors, so a row costs no call.
+struct PlaneMax<'a, T, I, M> {
+    x_plane: &'a [T],
+    in_size: [usize; 3],
+    spans: &'a Spans,
+    out: &'a mut [T],
+    indices: &'a mut [I],
+    map: &'a M,
+    scratch: &'a mut RunScratch<T, I>,
+}
+
+impl<T: Element, I: PoolIndex, M: Fn(T) -> T> WideBody for PlaneMax<'_, T, I, M> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let Self {
+            x_plane,
+            in_size,
+            spans,
+            out,
+            indices,
+            map,
+            scratch,
+        } = self;
+        let row_len = spans[2].len();
+        let run = regular_run(&spans[2]);
+        let (lo, hi) = run.map_or((0, 0), |run| (run.lo, run.hi));
+        let rows = out.chunks_mut(row_len).zip(indices.chunks_mut(row_len));
+        let boxes = spans[0]
+            .iter()
+            .flat_map(|sd| spans[1].iter().map(move |sh| (sd, sh)));
+        for ((sd, sh), (out_row, index_row)) in boxes.zip(rows) {
+            for o in (0..lo).chain(hi..row_len) {
+                let (best, index) = max_of_box(x_plane, in_size, [sd, sh, &spans[2][o]], map);
+                out_row[o] = best;
+                index_row[o] = I::from_flat(index);
+            }
+            if let Some(run) = run {
+                max_of_run(
+                    x_plane,
+                    in_size,
+                    [sd, sh],
+                    &spans[2],
+                    run,
+                    &mut out_row[lo..hi],
+                    &mut index_row[lo..hi],
+                    map,
+                    scratch,
+                );
+            }
+        }
+    }
 }
 
 /// The integer a max pool writes its indices in: i32 or i64, the width the index tensor
@@ -238,43 +270,9 @@ fn split_phases<T: Copy>(src: &[T], stride: usize, phases: &mut [T], cap: usize)
     }
 }
 
-/// [`max_of_run`] as a `pulp` op: compiled once per instruction set and picked at run time,
-/// so its selects become the widest masked vector operations the CPU has (the crate is built
-/// for baseline x86-64, where they would be per-lane branches).
-struct RowMax<'a, T, I, M> {
-    x_plane: &'a [T],
-    in_size: [usize; 3],
-    boxed: [&'a Span; 2],
-    w_spans: &'a [Span],
-    run: Run,
-    best: &'a mut [T],
-    best_index: &'a mut [I],
-    map: &'a M,
-    scratch: &'a mut RunScratch<T, I>,
-}
-
-impl<T: Element, I: PoolIndex, M: Fn(T) -> T> WithSimd for RowMax<'_, T, I, M> {
-    type Output = ();
-
-    #[inline(always)]
-    fn with_simd<S: Simd>(self, _simd: S) {
-        max_of_run(
-            self.x_plane,
-            self.in_size,
-            self.boxed,
-            self.w_spans,
-            self.run,
-            self.best,
-            self.best_index,
-            self.map,
-            self.scratch,
-        );
-    }
-}
-
 /// The maximum of one box and its index, scanning row-major: the first tap is the index of an
 /// all -inf box, a strictly greater value replaces the maximum, and NaN always does.
-#[inline]
+#[inline(always)]
 pub(super) fn max_of_box<T: Element>(
     x_plane: &[T],
     [_, h_len, w_len]: [usize; 3],
