@@ -206,12 +206,14 @@ fn max_of_run<T: Element, I: PoolIndex>(
     // A tap's `n` values end within its phase's first `span_len / stride` (rounded up) slots.
     let cap = span_len.div_ceil(stride) + RUN_LANES;
     scratch.phases.resize(stride * cap, T::ZERO);
-    scratch.best.clear();
+    // `resize` writes one element at a time; `fill` of the buffers a row leaves is a vector
+    // store.
     scratch.best.resize(lanes, T::NEG_INFINITY);
+    scratch.best.fill(T::NEG_INFINITY);
     // An all -inf box's index is its first tap.
     let first_tap = (sd.start * h_len + sh.start) * w_len + first.start;
-    scratch.winner.clear();
     scratch.winner.resize(lanes, I::from_flat(first_tap));
+    scratch.winner.fill(I::from_flat(first_tap));
     for d in sd.taps() {
         for h in sh.taps() {
             let row = (d * h_len + h) * w_len + first.start;
