@@ -3,6 +3,8 @@
 //! error grows with its length instead: 16 interleaved running sums of a 4096 x 4096 plane of
 //! 0.1 in f32 came to 0.10099.
 
+use core::mem::MaybeUninit;
+
 use super::element::Element;
 
 /// Partial sums of [`lane_sum`]: one per vector lane, so the additions vectorize.
@@ -28,13 +30,6 @@ pub fn lane_sum<T: Element>(values: &[T]) -> T {
 pub fn lane_sum_map<T: Element>(values: &[T], term: impl Fn(T) -> T + Copy) -> T {
     if values.len() <= LEAF {
         return leaf_sum(values, term);
-    }
-    if values.len() <= BLOCK * LEAF {
-        // What a `PairwiseSum` of these few leaves adds, in its order (one running block),
-        // without clearing its levels for every plane of a batch norm's channel.
-        return values
-            .chunks(LEAF)
-            .fold(T::ZERO, |sum, leaf| sum + leaf_sum(leaf, term));
     }
     let mut sum = PairwiseSum::new();
     for leaf in values.chunks(LEAF) {
@@ -73,20 +68,30 @@ const LEVELS: usize = usize::BITS as usize;
 pub struct PairwiseSum<T> {
     block: T,
     in_block: usize,
-    /// `levels[k]` is meaningful while bit `k` of `blocks` is set.
-    levels: [T; LEVELS],
+    /// `levels[k]` is written while bit `k` of `blocks` is set, and read only then: a new sum
+    /// writes none of them, so one per plane (a batch norm's) costs no clearing.
+    levels: [MaybeUninit<T>; LEVELS],
     blocks: usize,
 }
 
 impl<T: Element> PairwiseSum<T> {
     /// An empty sum.
+    #[inline(always)]
     pub fn new() -> Self {
         Self {
             block: T::ZERO,
             in_block: 0,
-            levels: [T::ZERO; LEVELS],
+            levels: [const { MaybeUninit::uninit() }; LEVELS],
             blocks: 0,
         }
+    }
+
+    /// Level `level`'s sum, where bit `level` of `blocks` is set.
+    #[inline(always)]
+    fn level(&self, level: usize) -> T {
+        debug_assert!(self.blocks >> level & 1 == 1);
+        // SAFETY: `carry` wrote the level when it set its bit, and no level is read otherwise.
+        unsafe { self.levels[level].assume_init() }
     }
 
     /// Add one term.
@@ -105,10 +110,10 @@ impl<T: Element> PairwiseSum<T> {
         self.in_block = 0;
         let mut level = 0;
         while self.blocks >> level & 1 == 1 {
-            sum = self.levels[level] + sum;
+            sum = self.level(level) + sum;
             level += 1;
         }
-        self.levels[level] = sum;
+        self.levels[level].write(sum);
         self.blocks += 1;
     }
 
@@ -118,7 +123,7 @@ impl<T: Element> PairwiseSum<T> {
         // The set bits of `blocks`, lowest first: the levels in use, smallest first.
         let (mut sum, mut blocks) = (self.block, self.blocks);
         while blocks != 0 {
-            sum += self.levels[blocks.trailing_zeros() as usize];
+            sum += self.level(blocks.trailing_zeros() as usize);
             blocks &= blocks - 1;
         }
         sum

@@ -24,14 +24,14 @@ pub fn max_pool<'a, T: Element, I: PoolIndex>(
     if out_volume == 0 {
         return (out, indices);
     }
+    // Every index is below the plane's length, which fits the index type (checked once here),
+    // so a run's offsets (`PoolIndex::plus`) never wrap.
+    I::from_flat(in_volume.saturating_sub(1));
     out.par_chunks_mut(out_volume)
         .zip(indices.par_chunks_mut(out_volume))
         .enumerate()
         .with_min_len(min_items_per_task(in_volume + out_volume))
         .for_each_init(RunScratch::default, |scratch, (p, (out, indices))| {
-            // Every index is below the plane's length, which fits the index type (checked
-            // once here), so a run's offsets (`PoolIndex::plus`) never wrap.
-            I::from_flat(in_volume.saturating_sub(1));
             in_widest_vectors(PlaneMax {
                 x_plane: &x[p * in_volume..][..in_volume],
                 in_size,
@@ -211,9 +211,9 @@ fn max_of_run<T: Element, I: PoolIndex>(
     scratch.best.resize(lanes, T::NEG_INFINITY);
     scratch.best.fill(T::NEG_INFINITY);
     // An all -inf box's index is its first tap.
-    let first_tap = (sd.start * h_len + sh.start) * w_len + first.start;
-    scratch.winner.resize(lanes, I::from_flat(first_tap));
-    scratch.winner.fill(I::from_flat(first_tap));
+    let first_tap = I::from_flat((sd.start * h_len + sh.start) * w_len + first.start);
+    scratch.winner.resize(lanes, first_tap);
+    scratch.winner.fill(first_tap);
     for d in sd.taps() {
         for h in sh.taps() {
             let row = (d * h_len + h) * w_len + first.start;
