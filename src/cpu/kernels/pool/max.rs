@@ -1,10 +1,12 @@
 //! Max pooling: the box scan with PyTorch's first-max and NaN rules, and the same scan
-//! vectorised across the outputs of a row's regular run.
+//! vectorised across the outputs of a row's regular run. A plane whose windows slide evenly
+//! on both axes, and is small enough, takes `slide.rs` instead.
 
 use rayon::prelude::*;
 
 use crate::spec::{Span, Spans};
 
+use super::slide::{SlidePlan, SlidePlaneMax, SlideScratch};
 use crate::cpu::kernels::element::{Element, WideBody, in_widest_vectors, min_items_per_task};
 
 /// Max over each box of every plane, with PyTorch's first-max and NaN rules; `spans_of(plane)`
@@ -27,20 +29,35 @@ pub fn max_pool<'a, T: Element, I: PoolIndex>(
     // Every index is below the plane's length, which fits the index type (checked once here),
     // so a run's offsets (`PoolIndex::plus`) never wrap.
     I::from_flat(in_volume.saturating_sub(1));
+    // Planes with the first plane's spans (all but fractional pooling's) share its plan.
+    let shared = spans_of(0);
+    let plan = SlidePlan::new(shared, in_size);
+    let scratch = || (RunScratch::default(), SlideScratch::default());
     out.par_chunks_mut(out_volume)
         .zip(indices.par_chunks_mut(out_volume))
         .enumerate()
         .with_min_len(min_items_per_task(in_volume + out_volume))
-        .for_each_init(RunScratch::default, |scratch, (p, (out, indices))| {
-            in_widest_vectors(PlaneMax {
-                x_plane: &x[p * in_volume..][..in_volume],
-                in_size,
-                spans: spans_of(p),
-                out,
-                indices,
-                map: &map,
-                scratch,
-            });
+        .for_each_init(scratch, |(scratch, slide_scratch), (p, (out, indices))| {
+            let (x_plane, spans) = (&x[p * in_volume..][..in_volume], spans_of(p));
+            match &plan {
+                Some(plan) if core::ptr::eq(spans, shared) => in_widest_vectors(SlidePlaneMax {
+                    plan,
+                    x_plane,
+                    out,
+                    out_index: indices,
+                    map: &map,
+                    scratch: slide_scratch,
+                }),
+                _ => in_widest_vectors(PlaneMax {
+                    x_plane,
+                    in_size,
+                    spans,
+                    out,
+                    indices,
+                    map: &map,
+                    scratch,
+                }),
+            }
         });
     (out, indices)
 }
@@ -111,6 +128,9 @@ pub trait PoolIndex: Copy + Default + Send + Sync + 'static {
     /// `self + offset`, where [`Self::from_flat`] accepted the plane's largest index: no check,
     /// so a row of them vectorizes.
     fn plus(self, offset: usize) -> Self;
+
+    /// `self + other`, wrapping: a lane's offset added to a tap's index.
+    fn offset_by(self, other: Self) -> Self;
 }
 
 impl PoolIndex for i32 {
@@ -122,6 +142,10 @@ impl PoolIndex for i32 {
     fn plus(self, offset: usize) -> Self {
         self.wrapping_add(offset as i32)
     }
+
+    fn offset_by(self, other: Self) -> Self {
+        self.wrapping_add(other)
+    }
 }
 
 impl PoolIndex for i64 {
@@ -132,15 +156,19 @@ impl PoolIndex for i64 {
     fn plus(self, offset: usize) -> Self {
         self.wrapping_add(offset as i64)
     }
+
+    fn offset_by(self, other: Self) -> Self {
+        self.wrapping_add(other)
+    }
 }
 
 /// A range of output columns whose windows have the same taps shifted by a constant stride:
 /// the interior of a sliding window, where a row can be reduced without per-tap branches.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Run {
-    lo: usize,
+    pub(super) lo: usize,
     hi: usize,
-    stride: usize,
+    pub(super) stride: usize,
 }
 
 pub(super) fn regular_run(spans: &[Span]) -> Option<Run> {
