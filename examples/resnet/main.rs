@@ -50,8 +50,18 @@ enum Trainer {
     Learner,
 }
 
+/// What the Rayon workers do between the CPU ops of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Workers {
+    /// Spin for work (`cpu_kernels::with_spinning_workers`), as PyTorch's OpenMP threads do.
+    Spin,
+    /// Fall asleep, Rayon's default: each op's loop waits for them to wake.
+    Sleep,
+}
+
 struct Args {
     dataset: String,
+    workers: Workers,
     ops: Ops,
     trainer: Trainer,
     device: String,
@@ -70,13 +80,14 @@ struct Args {
 }
 
 const USAGE: &str = "usage: resnet [--dataset digits|mnist10k] [--ops ours|builtin|fused] \
-[--trainer loop|learner] [--device flex|wgpu|vulkan|cuda] [--kernels tuned|ours] [--precision exact|tf32] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
+[--workers spin|sleep] [--trainer loop|learner] [--device flex|wgpu|vulkan|cuda] [--kernels tuned|ours] [--precision exact|tf32] [--epochs N] [--batch-size N] [--lr X] [--width N] [--blocks N] \
 [--seed N] [--out DIR]";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         dataset: "digits".into(),
         ops: Ops::Ours,
+        workers: Workers::Spin,
         trainer: Trainer::Loop,
         device: "flex".into(),
         kernels: "tuned".into(),
@@ -108,6 +119,13 @@ fn parse_args() -> Result<Args, String> {
                     other => {
                         return Err(format!("--ops {other}: expected ours, builtin or fused"));
                     }
+                }
+            }
+            "--workers" => {
+                args.workers = match value.as_str() {
+                    "spin" => Workers::Spin,
+                    "sleep" => Workers::Sleep,
+                    other => return Err(format!("--workers {other}: expected spin or sleep")),
                 }
             }
             "--trainer" => {
@@ -228,12 +246,20 @@ fn main() {
     pool.install(train);
 }
 
-/// Parse the arguments, train and report.
+/// Parse the arguments and [`run`], with the Rayon workers spinning unless told otherwise.
 fn train() {
     let args = parse_args().unwrap_or_else(|message| {
         eprintln!("{message}");
         std::process::exit(2);
     });
+    match args.workers {
+        Workers::Spin => burn_convpool::cpu_kernels::with_spinning_workers(|| run(args)),
+        Workers::Sleep => run(args),
+    }
+}
+
+/// Load the data, build the network, train it and report, as `args` say.
+fn run(args: Args) {
     let (dir, scale) = match args.dataset.as_str() {
         "digits" => ("digits", 16.0),
         "mnist10k" => ("mnist10k", 255.0),

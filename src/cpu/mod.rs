@@ -14,3 +14,4 @@ mod kernels;
 mod ndarray;
 pub(crate) mod norm_ops;
 pub(crate) mod pool_ops;
+mod threads;
