@@ -6,7 +6,8 @@ use rayon::prelude::*;
 
 use crate::spec::{Span, Spans};
 
-use super::slide::{SlidePlan, SlidePlaneMax, SlideScratch};
+use super::index::PoolIndex;
+use super::slide::{Run, SlidePlan, SlidePlaneMax, SlideScratch, regular_run};
 use crate::cpu::kernels::element::{Element, WideBody, in_widest_vectors, min_items_per_task};
 
 /// Max over each box of every plane, with PyTorch's first-max and NaN rules; `spans_of(plane)`
@@ -117,78 +118,6 @@ impl<T: Element, I: PoolIndex, M: Fn(T) -> T> WideBody for PlaneMax<'_, T, I, M>
             }
         }
     }
-}
-
-/// The integer a max pool writes its indices in: i32 or i64, the width the index tensor
-/// stores, so an I32 tensor needs no widened copy and no conversion pass.
-pub trait PoolIndex: Copy + Default + Send + Sync + 'static {
-    /// A flat index into the input plane.
-    fn from_flat(index: usize) -> Self;
-
-    /// `self + offset`, where [`Self::from_flat`] accepted the plane's largest index: no check,
-    /// so a row of them vectorizes.
-    fn plus(self, offset: usize) -> Self;
-
-    /// `self + other`, wrapping: a lane's offset added to a tap's index.
-    fn offset_by(self, other: Self) -> Self;
-}
-
-impl PoolIndex for i32 {
-    fn from_flat(index: usize) -> Self {
-        // The ops check that indices fit (`check_index_dtype`); never wrap regardless.
-        i32::try_from(index).unwrap_or_else(|_| panic!("index {index} does not fit in I32"))
-    }
-
-    fn plus(self, offset: usize) -> Self {
-        self.wrapping_add(offset as i32)
-    }
-
-    fn offset_by(self, other: Self) -> Self {
-        self.wrapping_add(other)
-    }
-}
-
-impl PoolIndex for i64 {
-    fn from_flat(index: usize) -> Self {
-        index as i64
-    }
-
-    fn plus(self, offset: usize) -> Self {
-        self.wrapping_add(offset as i64)
-    }
-
-    fn offset_by(self, other: Self) -> Self {
-        self.wrapping_add(other)
-    }
-}
-
-/// A range of output columns whose windows have the same taps shifted by a constant stride:
-/// the interior of a sliding window, where a row can be reduced without per-tap branches.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Run {
-    pub(super) lo: usize,
-    hi: usize,
-    pub(super) stride: usize,
-}
-
-pub(super) fn regular_run(spans: &[Span]) -> Option<Run> {
-    let full = spans.iter().map(|s| s.count).max()?;
-    let lo = spans.iter().position(|s| s.count == full)?;
-    // Windows move forward, except where a dilated window's first tap inside the input lies
-    // behind its predecessor's (at the padding): no run there.
-    let stride = spans
-        .get(lo + 1)
-        .and_then(|next| next.start.checked_sub(spans[lo].start))
-        .unwrap_or(0);
-    let mut hi = lo + 1;
-    while hi < spans.len()
-        && spans[hi].count == full
-        && spans[hi].step == spans[lo].step
-        && Some(spans[hi].start) == spans[hi - 1].start.checked_add(stride)
-    {
-        hi += 1;
-    }
-    (hi - lo > 1 && stride > 0).then_some(Run { lo, hi, stride })
 }
 
 /// The lanes a run is computed in, a multiple of this: a whole number of the widest vectors

@@ -1,10 +1,12 @@
 //! Pooling on the CPU. Every op walks the boxes given by one [`Span`] per axis (see
 //! `spec::pool`), one `(n, c)` plane per rayon task, with the reduction as a closure: max
-//! (`max.rs`, and `slide.rs` for a plane whose windows slide evenly on both axes), average and global average (`average.rs`), LP (`lp.rs`), and the routing of
+//! (`max.rs`, and `slide.rs` for a plane whose windows slide evenly on both axes; `index.rs`
+//! the widths its indices are written in), average and global average (`average.rs`), LP (`lp.rs`), and the routing of
 //! values by index that max pooling's gradient and max-unpooling share (`unpool.rs`).
 //! Backward passes scatter within a plane, sequentially, so results are deterministic.
 
 mod average;
+mod index;
 mod lp;
 mod max;
 mod slide;

@@ -7,8 +7,37 @@
 
 use crate::spec::Span;
 
-use super::max::{PoolIndex, regular_run};
+use super::index::PoolIndex;
 use crate::cpu::kernels::element::{Element, WideBody};
+
+/// A range of output columns whose windows have the same taps shifted by a constant stride:
+/// the interior of a sliding window, where a row can be reduced without per-tap branches.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Run {
+    pub(super) lo: usize,
+    pub(super) hi: usize,
+    pub(super) stride: usize,
+}
+
+pub(super) fn regular_run(spans: &[Span]) -> Option<Run> {
+    let full = spans.iter().map(|s| s.count).max()?;
+    let lo = spans.iter().position(|s| s.count == full)?;
+    // Windows move forward, except where a dilated window's first tap inside the input lies
+    // behind its predecessor's (at the padding): no run there.
+    let stride = spans
+        .get(lo + 1)
+        .and_then(|next| next.start.checked_sub(spans[lo].start))
+        .unwrap_or(0);
+    let mut hi = lo + 1;
+    while hi < spans.len()
+        && spans[hi].count == full
+        && spans[hi].step == spans[lo].step
+        && Some(spans[hi].start) == spans[hi - 1].start.checked_add(stride)
+    {
+        hi += 1;
+    }
+    (hi - lo > 1 && stride > 0).then_some(Run { lo, hi, stride })
+}
 
 /// Lanes (outputs and their slack) of the largest plane the slide computes: 4 KiB of maxima,
 /// of winners and of lane offsets, which stay in L1 across the taps. The

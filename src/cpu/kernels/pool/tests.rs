@@ -1,6 +1,6 @@
 use super::average::whole_plane;
-use super::max::{max_of_box, regular_run};
-use super::slide::SlidePlan;
+use super::max::max_of_box;
+use super::slide::{SlidePlan, regular_run};
 use super::*;
 use crate::spec::{Spans, adaptive_spans3};
 
