@@ -14,11 +14,16 @@ use crate::cpu::kernels::element::{Element, WideBody};
 /// the interior of a sliding window, where a row can be reduced without per-tap branches.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Run {
+    /// The run's first output.
     pub(super) lo: usize,
+    /// One past its last output.
     pub(super) hi: usize,
+    /// The input positions between two of its windows.
     pub(super) stride: usize,
 }
 
+/// The run of the widest windows (the first two or more of them that move on by one stride
+/// and keep their dilation), if there is one.
 pub(super) fn regular_run(spans: &[Span]) -> Option<Run> {
     let full = spans.iter().map(|s| s.count).max()?;
     let lo = spans.iter().position(|s| s.count == full)?;
