@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use crate::spec::{Span, Spans};
 
 use super::index::PoolIndex;
-use super::slide::{Run, SlidePlan, SlidePlaneMax, SlideScratch, regular_run};
+use super::slide::{Run, SlidePlan, SlidePlaneMax, SlideScratch, regular_run, split_pairs};
 use crate::cpu::kernels::element::{Element, WideBody, in_widest_vectors, min_items_per_task};
 
 /// Max over each box of every plane, with PyTorch's first-max and NaN rules; `spans_of(plane)`
@@ -202,8 +202,8 @@ fn max_of_run<T: Element, I: PoolIndex>(
 }
 
 /// `phases[p * cap + i] = src[p + i * stride]`: a row split by phase modulo `stride`, each
-/// phase `cap` long. Stride 1 is a copy and stride 2 (most pools) reads pairs, which
-/// vectorizes; other strides read strided.
+/// phase `cap` long. Stride 1 is a copy and stride 2 (most pools) reads pairs
+/// ([`split_pairs`]); other strides read strided.
 #[inline(always)]
 fn split_phases<T: Copy>(src: &[T], stride: usize, phases: &mut [T], cap: usize) {
     if stride == 1 {
@@ -212,14 +212,7 @@ fn split_phases<T: Copy>(src: &[T], stride: usize, phases: &mut [T], cap: usize)
     }
     if stride == 2 {
         let (even, odd) = phases.split_at_mut(cap);
-        let pairs = src.chunks_exact(2);
-        if let [last] = pairs.remainder() {
-            even[src.len() / 2] = *last;
-        }
-        for ((e, o), pair) in even.iter_mut().zip(odd.iter_mut()).zip(pairs) {
-            *e = pair[0];
-            *o = pair[1];
-        }
+        split_pairs(src, even, odd, |v| v);
         return;
     }
     for (p, phase) in phases.chunks_mut(cap).enumerate() {

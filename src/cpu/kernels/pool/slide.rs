@@ -102,8 +102,8 @@ impl Slide {
         k * self.dilation
     }
 
-    /// Slots per phase of the bordered axis for `outputs` outputs read `lanes` at a time
-    /// from each tap's slot: the last lane's last tap, and the input's last value.
+    /// Slots per phase of the bordered axis, each tap read `lanes` slots from its first (one
+    /// per output and its slack): the last lane's last tap, and the input's last value.
     fn cap(&self, lanes: usize, len: usize) -> usize {
         let last_tap = self.tap(self.kernel.saturating_sub(1));
         (lanes + last_tap / self.stride).max((self.pad + len).div_ceil(self.stride))
@@ -115,8 +115,8 @@ impl Slide {
 pub struct SlidePlan<I> {
     rows: Slide,
     cols: Slide,
-    /// Input rows and columns.
-    len: [usize; 2],
+    /// Input columns.
+    in_cols: usize,
     /// Output rows and columns.
     out: [usize; 2],
     /// Slots per bordered phase row: the lanes of one output row, at least its columns.
@@ -150,7 +150,7 @@ impl<I: PoolIndex> SlidePlan<I> {
         let mut plan = Self {
             rows: row_slide,
             cols: col_slide,
-            len: [rows, cols],
+            in_cols: cols,
             out,
             row_cap,
             rows_cap,
@@ -283,6 +283,20 @@ impl<T: Element, I: PoolIndex, M: Fn(T) -> T> WideBody for SlidePlaneMax<'_, T, 
     }
 }
 
+/// `even[i] = map(src[2 * i])` and `odd[i] = map(src[2 * i + 1])`: a row split into its two
+/// phases by pairs, which vectorizes where a strided copy would not.
+#[inline(always)]
+pub(super) fn split_pairs<T: Copy>(src: &[T], even: &mut [T], odd: &mut [T], map: impl Fn(T) -> T) {
+    let pairs = src.chunks_exact(2);
+    if let [last] = pairs.remainder() {
+        even[src.len() / 2] = map(*last);
+    }
+    for ((e, o), pair) in even.iter_mut().zip(odd.iter_mut()).zip(pairs) {
+        *e = map(pair[0]);
+        *o = map(pair[1]);
+    }
+}
+
 /// Writes the plane's values (`map`ped) into their bordered slots; the -inf borders are
 /// never written.
 #[inline(always)]
@@ -292,9 +306,9 @@ fn fill_bordered<T: Element, I: PoolIndex>(
     map: &impl Fn(T) -> T,
     bordered: &mut [T],
 ) {
-    let [rows, cols] = plan.len;
+    let cols = plan.in_cols;
     let (pad_h, pad_w, sw) = (plan.rows.pad, plan.cols.pad, plan.cols.stride);
-    for (h, x_row) in x_plane.chunks_exact(cols).enumerate().take(rows) {
+    for (h, x_row) in x_plane.chunks_exact(cols).enumerate() {
         let v = h + pad_h;
         match sw {
             1 => {
@@ -303,7 +317,7 @@ fn fill_bordered<T: Element, I: PoolIndex>(
                     *slot = map(value);
                 }
             }
-            // Pairs, which vectorize (most pools); a strided copy would not.
+            // Most pools.
             2 => {
                 let (even, odd) = (plan.slot(v, pad_w), plan.slot(v, pad_w + 1));
                 let (first, second) = if even < odd {
@@ -313,14 +327,7 @@ fn fill_bordered<T: Element, I: PoolIndex>(
                     let (a, b) = bordered.split_at_mut(even);
                     (b, &mut a[odd..])
                 };
-                let pairs = x_row.chunks_exact(2);
-                if let [last] = pairs.remainder() {
-                    first[cols / 2] = map(*last);
-                }
-                for ((e, o), pair) in first.iter_mut().zip(second.iter_mut()).zip(pairs) {
-                    *e = map(pair[0]);
-                    *o = map(pair[1]);
-                }
+                split_pairs(x_row, first, second, map);
             }
             _ => {
                 for (w, &value) in x_row.iter().enumerate() {
