@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use crate::spec::{ConvGeometry, DataPhase, points};
 
 use super::accumulate_in_passes;
-use super::tiles::{lanes, to_lanes};
+use super::tiles::{BLOCK_VECTORS, lanes, to_lanes};
 use crate::cpu::kernels::element::{Element, in_f32, min_items_per_task};
 use crate::cpu::kernels::flat;
 use crate::cpu::kernels::transpose::transpose;
@@ -366,7 +366,7 @@ impl<S: Simd> WithSimd for DataBlock<'_, S> {
             x_grad,
         } = self;
         let lanes = lanes::<S>();
-        let zero = to_lanes::<S>(&vec![0.0; lanes]);
+        let zero = to_lanes::<S, BLOCK_VECTORS>(&vec![0.0; lanes]);
         let mut sums = Vec::new();
         for phase in &walk.phases {
             let phase_weights;
@@ -374,7 +374,7 @@ impl<S: Simd> WithSimd for DataBlock<'_, S> {
             sums.clear();
             sums.resize(phase.origins.len(), zero);
             let (steps, origins) = (&phase.steps, &phase.origins);
-            accumulate_in_passes(simd, copy, steps, phase_weights, origins, &mut sums);
+            accumulate_in_passes(simd, copy, steps, phase_weights, origins, None, &mut sums);
             let sums: &[f32] = bytemuck::cast_slice(&sums);
             for (c, plane) in x_grad.chunks_exact_mut(in_vol).enumerate() {
                 for (&target, point) in phase.targets.iter().zip(sums.chunks_exact(lanes)) {

@@ -4,12 +4,16 @@
 //! the forward pass each step of the reduction (one input channel and kernel tap) loads the
 //! block's weights as vectors and broadcasts the tile's inputs from the copy, one FMA per
 //! point: the GEMM microkernel with the patch matrix never built, its columns read in place at
-//! any stride or dilation. The weight gradient (`weight.rs`) runs the same tiles over taps,
-//! summed over output points. On small layers (few channels, small planes) the lowered path's
+//! any stride or dilation. A layer with fewer output channels than such a block holds tiles
+//! output points in the lanes instead, where its rows allow (`spatial.rs`); one with a vector's
+//! worth or fewer, where they do not, takes blocks of one vector, tiled along output rows.
+//! The weight gradient (`weight.rs`) runs the same tiles over taps, summed over output
+//! points. On small layers (few channels, small planes) the lowered path's
 //! patch matrix and `gemm`'s packing of it cost as much as the arithmetic; here only the copy
 //! and the output are written.
 
 mod data;
+mod spatial;
 #[cfg(test)]
 mod tests;
 mod tiles;
@@ -24,7 +28,7 @@ use super::bordered::Bordered;
 use super::element::{Element, in_f32, min_items_per_task};
 use super::transpose::transpose;
 pub use data::{data_pays, serves_data, x_backward};
-use tiles::{Lanes, TileAt, lanes, to_lanes};
+use tiles::{BLOCK_VECTORS, Block, Rows, TileAt, block_lanes, to_lanes};
 pub use weight::weight_backward;
 
 /// Whether the direct path computes `geometry`'s forward pass and weight gradient: any shape
@@ -59,16 +63,23 @@ pub fn min_out_channels() -> usize {
     MIN_OUT_CHANNELS.max(tiles::machine_lanes())
 }
 
-/// Whether, by rule, the direct forward pass beats the lowered one: a kernel of more than one
-/// tap (a 1x1 convolution's input is its own patch matrix), enough output channels to fill
-/// a block's vector lanes ([`min_out_channels`]), and weights per block that stay in cache
-/// ([`MAX_STEPS`]): small layers, where the GEMM would be small.
+/// Whether, by rule, the direct forward pass beats the lowered one: a small layer whose output
+/// channels fill a block's vector lanes ([`fills_blocks`]), or whose points fill the spatial
+/// tiles' lanes instead ([`spatial::pays`]).
 pub fn pays(geometry: &ConvGeometry) -> bool {
-    let g = geometry;
-    g.patch_len() > g.in_per_group()
-        && g.out_per_group() >= min_out_channels()
-        && g.patch_len() <= MAX_STEPS
-        && serves(g)
+    small_layer(geometry) && (fills_blocks(geometry) || spatial::pays(geometry))
+}
+
+/// A kernel of more than one tap (a 1x1 convolution's input is its own patch matrix) and
+/// weights per block that stay in cache ([`MAX_STEPS`]): a small layer, where the GEMM would
+/// be small.
+fn small_layer(g: &ConvGeometry) -> bool {
+    g.patch_len() > g.in_per_group() && g.patch_len() <= MAX_STEPS && serves(g)
+}
+
+/// Enough output channels per group to fill a block's vector lanes ([`min_out_channels`]).
+fn fills_blocks(g: &ConvGeometry) -> bool {
+    g.out_per_group() >= min_out_channels()
 }
 
 /// Reduction steps from which the weight gradient pays by rule: each gang's output gradient
@@ -77,10 +88,10 @@ pub fn pays(geometry: &ConvGeometry) -> bool {
 /// the `example_resnet_stem_28` row).
 const MIN_WEIGHT_STEPS: usize = 32;
 
-/// Whether, by rule, the direct weight gradient beats the lowered one: where the forward pass
-/// [`pays`], with at least [`MIN_WEIGHT_STEPS`] reduction steps.
+/// Whether, by rule, the direct weight gradient beats the lowered one: a small layer whose
+/// output channels fill the blocks, with at least [`MIN_WEIGHT_STEPS`] reduction steps.
 pub fn weight_pays(geometry: &ConvGeometry) -> bool {
-    pays(geometry) && geometry.patch_len() >= MIN_WEIGHT_STEPS
+    small_layer(geometry) && fills_blocks(geometry) && geometry.patch_len() >= MIN_WEIGHT_STEPS
 }
 
 /// `conv(x, weight) + bias` for a shape the direct path [`serves`], in f32 (the tiles are
@@ -138,6 +149,10 @@ struct Walk {
     steps: Vec<usize>,
     /// Per output point, its origin in a plane of the copy.
     points: Vec<usize>,
+    /// Output points per row of [`Walk::points`].
+    row_width: usize,
+    /// Elements of the copy between two points of a row: the stride along W.
+    row_step: usize,
 }
 
 impl Walk {
@@ -157,7 +172,17 @@ impl Walk {
             bordered,
             steps,
             points,
+            row_width: g.out_size[2],
+            row_step: g.stride[2],
         }
+    }
+
+    /// How [`Walk::points`] runs: output rows, their points a stride apart in the copy.
+    fn rows(&self) -> Option<Rows> {
+        (self.row_width > 0).then_some(Rows {
+            width: self.row_width,
+            step: self.row_step,
+        })
     }
 
     /// Elements of one plane's copy.
@@ -184,7 +209,9 @@ impl Walk {
     }
 }
 
-/// [`forward`] in f32 with `simd`'s vectors, into `out` (zeros).
+/// [`forward`] in f32 with `simd`'s vectors, into `out` (zeros): in the spatial tiles where
+/// they [`spatial::fits`], else in blocks of one vector where that holds a group's output
+/// channels (a two-vector block would leave half its lanes idle), else of [`BLOCK_VECTORS`].
 fn run<S: Simd>(
     simd: S,
     g: &ConvGeometry,
@@ -193,8 +220,26 @@ fn run<S: Simd>(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
+    if spatial::fits::<S>(g) {
+        spatial::forward(simd, g, x, weight, bias, out);
+    } else if g.out_per_group() <= block_lanes::<S, 1>() {
+        run_in_blocks::<S, 1>(simd, g, x, weight, bias, out);
+    } else {
+        run_in_blocks::<S, BLOCK_VECTORS>(simd, g, x, weight, bias, out);
+    }
+}
+
+/// [`run`] in blocks of `V` vectors.
+fn run_in_blocks<S: Simd, const V: usize>(
+    simd: S,
+    g: &ConvGeometry,
+    x: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
     let walk = Walk::new(g);
-    let (cout_g, out_vol, lanes) = (g.out_per_group(), g.out_volume(), lanes::<S>());
+    let (cout_g, out_vol, lanes) = (g.out_per_group(), g.out_volume(), block_lanes::<S, V>());
     let blocks = cout_g.div_ceil(lanes);
     let packed = pack_weights(g, weight, lanes);
     let block_len = walk.steps.len() * lanes;
@@ -219,7 +264,7 @@ fn run<S: Simd>(
                                 .map_or(0.0, |bias| bias[first + c])
                         })
                         .collect();
-                    simd.vectorize(ForwardBlock {
+                    simd.vectorize(ForwardBlock::<S, V> {
                         simd,
                         copy,
                         walk: &walk,
@@ -240,19 +285,24 @@ const PASS_WEIGHT_BYTES: usize = 16 * 1024;
 /// its block's weights, `lanes::<S>()` apiece), in passes of [`PASS_WEIGHT_BYTES`] of weights,
 /// each tile resuming from the last pass's sums.
 #[inline(always)]
-fn accumulate_in_passes<S: Simd>(
+fn accumulate_in_passes<S: Simd, const V: usize>(
     simd: S,
     copy: &[f32],
     steps: &[usize],
     weights: &[f32],
     points: &[usize],
-    sums: &mut [Lanes<S>],
+    rows: Option<Rows>,
+    sums: &mut [Block<S, V>],
 ) {
-    let lanes = lanes::<S>();
+    let lanes = block_lanes::<S, V>();
     let pass_steps = (PASS_WEIGHT_BYTES / (lanes * size_of::<f32>())).max(1);
     let passes = steps.chunks(pass_steps);
     for (steps, weights) in passes.zip(weights.chunks(pass_steps * lanes)) {
-        TileAt::new(simd, copy, steps, weights, points).accumulate(sums);
+        let tiles = TileAt::<S, V>::new(simd, copy, steps, weights, points);
+        match rows {
+            Some(rows) => tiles.in_rows(rows).accumulate(sums),
+            None => tiles.accumulate(sums),
+        }
     }
 }
 
@@ -261,7 +311,7 @@ fn accumulate_in_passes<S: Simd>(
 /// then are stored into the block's output planes (`out.len() / out_vol` of them real). A
 /// [`WithSimd`] op, so that the tiles compile to the vectors and FMAs of `simd`'s
 /// instruction set.
-struct ForwardBlock<'a, S> {
+struct ForwardBlock<'a, S, const V: usize> {
     simd: S,
     copy: &'a [f32],
     walk: &'a Walk,
@@ -273,7 +323,7 @@ struct ForwardBlock<'a, S> {
     out: &'a mut [f32],
 }
 
-impl<S: Simd> WithSimd for ForwardBlock<'_, S> {
+impl<S: Simd, const V: usize> WithSimd for ForwardBlock<'_, S, V> {
     type Output = ();
 
     #[inline(always)]
@@ -287,9 +337,18 @@ impl<S: Simd> WithSimd for ForwardBlock<'_, S> {
             out_vol,
             out,
         } = self;
-        let lanes = lanes::<S>();
-        let mut sums = vec![to_lanes::<S>(bias); walk.points.len()];
-        accumulate_in_passes(simd, copy, &walk.steps, weights, &walk.points, &mut sums);
+        let lanes = block_lanes::<S, V>();
+        let mut sums = vec![to_lanes::<S, V>(bias); walk.points.len()];
+        let rows = walk.rows();
+        accumulate_in_passes(
+            simd,
+            copy,
+            &walk.steps,
+            weights,
+            &walk.points,
+            rows,
+            &mut sums,
+        );
         let sums: &[f32] = bytemuck::cast_slice(&sums);
         let rows = out.len() / out_vol;
         if rows == lanes {

@@ -251,8 +251,9 @@ fn other_element_types_are_refused() {
 }
 
 /// The rule takes the small layers of `examples/resnet` (3x3 kernels, 16 to 32 channels, any
-/// stride) whose output channels fill a block of this machine's vectors, and leaves 1x1
-/// kernels, narrow outputs and long reductions to the lowered path.
+/// stride) whose output channels fill a block of this machine's vectors or whose points fill
+/// the spatial tiles, and leaves 1x1 kernels, narrow outputs and long reductions to the
+/// lowered path.
 #[test]
 fn pays_on_small_layers() {
     let layer = |cin: usize, cout: usize, kernel: usize, stride: usize| {
@@ -265,9 +266,10 @@ fn pays_on_small_layers() {
             options,
         ))
     };
-    // 16 output channels fill AVX2's block of two vectors, half of AVX-512's.
+    // 16 output channels fill AVX2's block of two vectors, half of AVX-512's, whose spatial
+    // tiles take the layer of 144 steps but not the stem's 9.
     let sixteen_fill = min_out_channels() <= 16;
-    assert_eq!(layer(16, 16, 3, 1), sixteen_fill);
+    assert!(layer(16, 16, 3, 1));
     assert_eq!(layer(1, 16, 3, 1), sixteen_fill);
     assert!(layer(16, 32, 3, 2));
     assert!(layer(32, 32, 3, 1));
@@ -321,4 +323,120 @@ fn data_pays_on_strided_layers() {
     assert!(!layer(64, 1, 2, 0));
     assert!(!layer(3, 4, 2, 1));
     assert!(!layer(64, 3, 1, 1));
+}
+
+/// f32 operands of `g` from the reference's value streams: `(x, weight, bias)`.
+fn operands(g: &ConvGeometry) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let to_f32 = |values: Vec<f64>| values.into_iter().map(|v| v as f32).collect::<Vec<_>>();
+    (
+        to_f32(values(g.in_shape().iter().product(), 6)),
+        to_f32(values(g.out_channels * g.patch_len(), 7)),
+        to_f32(values(g.out_channels, 8)),
+    )
+}
+
+/// `g`'s forward pass by the channel tiles in blocks of `V` vectors, and by `run`'s own
+/// choice, with `simd`'s vectors: the two bit for bit equal (the same sums in the same
+/// order), and `run`'s within roundoff of the definition ([`check_with`]).
+fn check_against_channel_tiles<S: Simd, const V: usize>(simd: S, g: &ConvGeometry) {
+    check_with(simd, g, true);
+    let (x, weight, bias) = operands(g);
+    let len = g.out_shape().iter().product();
+    let (mut chosen, mut channel_tiles) = (vec![0.0; len], vec![0.0; len]);
+    run(simd, g, &x, &weight, Some(&bias), &mut chosen);
+    run_in_blocks::<S, V>(simd, g, &x, &weight, Some(&bias), &mut channel_tiles);
+    let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&chosen), bits(&channel_tiles), "{g:?}");
+}
+
+/// Geometries for the spatial tiles with `lanes`-wide vectors: rows cut into whole and short
+/// runs, tiles of whole and partial runs, partial blocks of channels, dilation, a stride
+/// along H, groups and a 3D kernel.
+fn spatial_geometries(lanes: usize) -> Vec<ConvGeometry> {
+    let same = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    let dilated = ConvOptions::new([1, 2, 1], [0, 2, 2], [1, 2, 2], 1);
+    let grouped = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 2);
+    let cubic = ConvOptions::new([1; 3], [1; 3], [1; 3], 1);
+    let width = lanes + 5;
+    vec![
+        geometry([2, 3, 1, 9, width], 7, [1, 3, 3], same.clone()),
+        geometry([1, 3, 1, 10, width], 13, [1, 3, 3], same.clone()),
+        geometry([1, 2, 1, 5, lanes], 9, [1, 3, 3], same),
+        geometry([1, 4, 1, 11, lanes], 5, [1, 3, 3], dilated),
+        geometry([2, 6, 1, 8, lanes], 4, [1, 3, 3], grouped),
+        geometry([1, 2, 4, 6, lanes], 3, [3, 3, 3], cubic),
+    ]
+}
+
+/// The spatial tiles (output points in vector lanes) with AVX2 and AVX-512 where the CPU has
+/// them: the definition's sums, and the channel tiles' bits.
+#[test]
+fn spatial_tiles_match_the_channel_tiles() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let Some(simd) = pulp::x86::V3::try_new() {
+            for g in spatial_geometries(8) {
+                assert!(spatial::fits::<pulp::x86::V3>(&g), "{g:?}");
+                check_against_channel_tiles::<_, BLOCK_VECTORS>(simd, &g);
+            }
+        }
+        if let Some(simd) = pulp::x86::V4::try_new() {
+            for g in spatial_geometries(16) {
+                assert!(spatial::fits::<pulp::x86::V4>(&g), "{g:?}");
+                check_against_channel_tiles::<_, BLOCK_VECTORS>(simd, &g);
+            }
+        }
+    }
+}
+
+/// One-vector blocks, where a layer's output channels fit a vector and the spatial tiles do
+/// not serve it (a stride along W): row tiles at strides 1 and 2 (rows of up to 14 points
+/// and wider ones cut into near-equal tiles), listed points at stride 3, against the
+/// definition and bit for bit against two-vector blocks.
+#[test]
+fn one_vector_blocks_match_two_vector_blocks() {
+    let strided = |stride: usize| ConvOptions::new([1, 1, stride], [0, 1, 1], [1; 3], 1);
+    let shapes = |lanes: usize| {
+        [(2, 15), (2, 40), (2, 59), (3, 23)].map(|(stride, width)| {
+            geometry(
+                [2, 3, 1, 5, width],
+                lanes.min(5),
+                [1, 3, 3],
+                strided(stride),
+            )
+        })
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let Some(simd) = pulp::x86::V3::try_new() {
+            for g in shapes(8) {
+                assert!(!spatial::fits::<pulp::x86::V3>(&g), "{g:?}");
+                check_against_channel_tiles::<_, BLOCK_VECTORS>(simd, &g);
+            }
+        }
+        if let Some(simd) = pulp::x86::V4::try_new() {
+            for g in shapes(16) {
+                check_against_channel_tiles::<_, BLOCK_VECTORS>(simd, &g);
+            }
+        }
+    }
+}
+
+/// The rule takes the spatial tiles for a small layer with fewer output channels than two
+/// vectors hold, where its rows fill them and it has enough steps; not for the stem of
+/// `examples/resnet` (9 steps), nor at a stride along W.
+#[test]
+fn the_rule_takes_spatial_tiles_for_few_channels() {
+    let lanes = super::tiles::machine_lanes() / 2;
+    let layer = |cin: usize, cout: usize, stride: usize| {
+        let options = ConvOptions::new([1, 1, stride], [0, 1, 1], [1; 3], 1);
+        spatial::pays(&geometry([8, cin, 1, 56, 56], cout, [1, 3, 3], options))
+    };
+    if lanes >= 8 {
+        assert!(layer(8, 8, 1));
+        assert!(layer(16, 2 * lanes - 1, 1));
+        assert!(!layer(16, 2 * lanes, 1));
+    }
+    assert!(!layer(1, 16, 1));
+    assert!(!layer(16, 8, 2));
 }
