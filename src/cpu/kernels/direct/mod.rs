@@ -8,12 +8,14 @@
 //! output points in the lanes instead, where its rows allow (`spatial.rs`); one with a vector's
 //! worth or fewer, where they do not, takes blocks of one vector, tiled along output rows.
 //! The weight gradient (`weight.rs`) runs the same tiles over taps, summed over output
-//! points. On small layers (few channels, small planes) the lowered path's
+//! points, or, for the layers of the spatial tiles, tiles of output channels by taps summed
+//! over runs of points in the lanes (`spatial_weight.rs`). On small layers (few channels, small planes) the lowered path's
 //! patch matrix and `gemm`'s packing of it cost as much as the arithmetic; here only the copy
 //! and the output are written.
 
 mod data;
 mod spatial;
+mod spatial_weight;
 #[cfg(test)]
 mod tests;
 mod tiles;
@@ -88,10 +90,10 @@ fn fills_blocks(g: &ConvGeometry) -> bool {
 /// the `example_resnet_stem_28` row).
 const MIN_WEIGHT_STEPS: usize = 32;
 
-/// Whether, by rule, the direct weight gradient beats the lowered one: a small layer whose
-/// output channels fill the blocks, with at least [`MIN_WEIGHT_STEPS`] reduction steps.
+/// Whether, by rule, the direct weight gradient beats the lowered one: where the forward pass
+/// [`pays`], with at least [`MIN_WEIGHT_STEPS`] reduction steps.
 pub fn weight_pays(geometry: &ConvGeometry) -> bool {
-    small_layer(geometry) && fills_blocks(geometry) && geometry.patch_len() >= MIN_WEIGHT_STEPS
+    pays(geometry) && geometry.patch_len() >= MIN_WEIGHT_STEPS
 }
 
 /// `conv(x, weight) + bias` for a shape the direct path [`serves`], in f32 (the tiles are

@@ -29,7 +29,7 @@ const WIDE_TILE: (usize, usize) = (3, 8);
 const NARROW_TILE: (usize, usize) = (2, 4);
 
 /// f32 lanes of `S`'s vectors.
-fn vector_lanes<S: Simd>() -> usize {
+pub(super) fn vector_lanes<S: Simd>() -> usize {
     size_of::<S::f32s>() / size_of::<f32>()
 }
 
@@ -73,13 +73,28 @@ pub fn pays(geometry: &ConvGeometry) -> bool {
 
 /// A run of up to a vector of consecutive output points of one row.
 #[derive(Clone, Copy)]
-struct Run {
+pub(super) struct Run {
     /// Where the run's first point reads its first tap in a plane's copy.
-    origin: usize,
+    pub origin: usize,
     /// The run's first point in an output plane.
-    first: usize,
+    pub first: usize,
     /// Output points in the run (the vector's lanes past them are computed and dropped).
-    len: usize,
+    pub len: usize,
+}
+
+/// Every output row of a plane cut into runs of `lanes` points, the last of a row shorter.
+pub(super) fn runs(g: &ConvGeometry, walk: &Walk, lanes: usize) -> Vec<Run> {
+    let width = g.out_size[2];
+    (0..g.out_volume() / width)
+        .flat_map(|row| {
+            let origin = walk.bordered.row_origin(g, row);
+            (0..width).step_by(lanes).map(move |column| Run {
+                origin: origin + column,
+                first: row * width + column,
+                len: (width - column).min(lanes),
+            })
+        })
+        .collect()
 }
 
 /// `conv(x, weight) + bias` in f32 with `simd`'s vectors into `out` (zeros), for a geometry
@@ -109,22 +124,13 @@ fn forward_in<S: Simd, const R: usize, const C: usize>(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
-    let walk = Walk::new(g);
+    let walk = &Walk::new(g);
     let lanes = vector_lanes::<S>();
-    let (cout_g, out_vol, width) = (g.out_per_group(), g.out_volume(), g.out_size[2]);
+    let (cout_g, out_vol) = (g.out_per_group(), g.out_volume());
     let blocks = cout_g.div_ceil(C);
     let packed = pack_weights(g, weight, C);
     let block_len = walk.steps.len() * C;
-    let runs: Vec<Run> = (0..out_vol / width)
-        .flat_map(|row| {
-            let origin = walk.bordered.row_origin(g, row);
-            (0..width).step_by(lanes).map(move |column| Run {
-                origin: origin + column,
-                first: row * width + column,
-                len: (width - column).min(lanes),
-            })
-        })
-        .collect();
+    let runs = runs(g, walk, lanes);
     // A run's vector reads up to a vector past its row's end: the copy ends in that much
     // slack, so the last plane's last run stays inside it.
     let planes_len = g.in_per_group() * walk.plane_len();

@@ -440,3 +440,77 @@ fn the_rule_takes_spatial_tiles_for_few_channels() {
     assert!(!layer(1, 16, 1));
     assert!(!layer(16, 8, 2));
 }
+
+/// The spatial weight gradient in f32 with `simd`'s vectors against the definition in f64 on
+/// the same (f32) values, each weight within f32 roundoff of its sum: tiles of whole and
+/// partial channel blocks and step blocks, runs cut short, gangs of several images.
+fn check_spatial_weight_with<S: Simd>(simd: S, g: &ConvGeometry) {
+    assert!(spatial::fits::<S>(g), "{g:?}");
+    let to_f32 = |values: Vec<f64>| values.into_iter().map(|v| v as f32).collect::<Vec<_>>();
+    let x = to_f32(values(g.in_shape().iter().product(), 9));
+    let out_grad = to_f32(values(g.out_shape().iter().product(), 10));
+    let widen = |values: &[f32]| values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
+    let weight = vec![0.0; g.out_channels * g.patch_len()];
+    let (_, expected) = reference_grads(g, &widen(&x), &weight, &widen(&out_grad));
+    let mut got = vec![0.0; weight.len()];
+    spatial_weight::run(simd, g, &x, &out_grad, &mut got);
+    let tolerance = 4.0 * f64::from(f32::EPSILON) * (g.batch * g.out_volume() + 1) as f64;
+    for (i, (&got, &want)) in got.iter().zip(&expected).enumerate() {
+        assert!(
+            (f64::from(got) - want).abs() < tolerance,
+            "grad[{i}]: {got} vs {want} ({g:?})"
+        );
+    }
+}
+
+#[test]
+fn spatial_weight_tiles_match_the_definition() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if let Some(simd) = pulp::x86::V3::try_new() {
+            for g in spatial_geometries(8) {
+                check_spatial_weight_with(simd, &g);
+            }
+        }
+        if let Some(simd) = pulp::x86::V4::try_new() {
+            for g in spatial_geometries(16) {
+                check_spatial_weight_with(simd, &g);
+            }
+        }
+    }
+}
+
+/// An input that is not finite: the spatial tiles would multiply the infinity beside a row's
+/// last run by a padding zero, so the weight gradient takes the channel tiles, whose NaN and
+/// infinities are the definition's.
+#[test]
+fn spatial_weight_gradient_leaves_infinite_inputs_to_the_channel_tiles() {
+    let lanes = super::tiles::machine_lanes() / 2;
+    let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    let g = geometry([3, 2, 1, 6, lanes + 3], 5, [1, 3, 3], options);
+    let mut x: Vec<f32> = values(g.in_shape().iter().product(), 11)
+        .into_iter()
+        .map(|v| v as f32)
+        .collect();
+    // The last input column of the first row: a run's lanes past its row read it for the
+    // taps left of the kernel's last column.
+    x[lanes + 2] = f32::INFINITY;
+    let out_grad: Vec<f32> = values(g.out_shape().iter().product(), 12)
+        .into_iter()
+        .map(|v| v as f32)
+        .collect();
+    let widen = |values: &[f32]| values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
+    let weight = vec![0.0; g.out_channels * g.patch_len()];
+    let (_, expected) = reference_grads(&g, &widen(&x), &weight, &widen(&out_grad));
+    let got = weight_backward::<f32>(&g, &x, &out_grad);
+    let tolerance = 4.0 * f64::from(f32::EPSILON) * (g.batch * g.out_volume() + 1) as f64;
+    for (i, (&got, &want)) in got.iter().zip(&expected).enumerate() {
+        let got = f64::from(got);
+        assert!(
+            got.to_bits() == want.to_bits()
+                || (got.is_nan() && want.is_nan())
+                || (got - want).abs() < tolerance,
+            "grad[{i}]: {got} vs {want}"
+        );
+    }
+}

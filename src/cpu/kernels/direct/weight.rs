@@ -8,8 +8,10 @@ use pulp::{Simd, WithSimd};
 use crate::spec::ConvGeometry;
 
 use super::tiles::{Lanes, TileAt, from_lanes, lanes};
-use super::{Walk, packed_row, serves};
-use crate::cpu::kernels::element::{Element, Split, in_f32, items_per_thread, sum_of_partials};
+use super::{Walk, packed_row, serves, spatial, spatial_weight};
+use crate::cpu::kernels::element::{
+    Element, Split, all_within, in_f32, items_per_thread, sum_of_partials,
+};
 use crate::cpu::kernels::transpose::transpose;
 
 /// Gradient of `conv` with respect to `weight`, shape `geometry.weight_shape()`, for a shape
@@ -29,7 +31,8 @@ pub fn weight_backward<T: Element>(geometry: &ConvGeometry, x: &[T], out_grad: &
 }
 
 /// [`weight_backward`] in f32, into `grad`, as a `pulp` op: it picks the instruction set, and
-/// so the block width, that every tile then runs in.
+/// so the block width, that every tile then runs in; the spatial tiles where they fit the
+/// forward pass (fewer output channels than a block holds) and the input is finite.
 struct WeightGradient<'a> {
     geometry: &'a ConvGeometry,
     x: &'a [f32],
@@ -42,7 +45,18 @@ impl WithSimd for WeightGradient<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
-        run(simd, self.geometry, self.x, self.out_grad, self.grad);
+        let Self {
+            geometry,
+            x,
+            out_grad,
+            grad,
+        } = self;
+        // The spatial tiles multiply the inputs beside a row's last run by zero.
+        if spatial::fits::<S>(geometry) && all_within(x, f64::INFINITY) {
+            spatial_weight::run(simd, geometry, x, out_grad, grad);
+        } else {
+            run(simd, geometry, x, out_grad, grad);
+        }
     }
 }
 
