@@ -14,6 +14,7 @@
 //! and the output are written.
 
 mod data;
+mod gangs;
 mod spatial;
 mod spatial_weight;
 #[cfg(test)]

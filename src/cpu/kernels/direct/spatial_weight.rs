@@ -16,8 +16,9 @@ use pulp::{Simd, WithSimd};
 use crate::spec::ConvGeometry;
 
 use super::Walk;
+use super::gangs::Gangs;
 use super::spatial::{Run, runs, vector_lanes};
-use crate::cpu::kernels::element::{Split, items_per_thread, sum_of_partials};
+use crate::cpu::kernels::element::{Split, sum_of_partials};
 
 /// Output channels and reduction steps per tile with AVX-512's 32 registers: 20 sums, the
 /// channels' 4 output gradient vectors and the steps' 5 input vectors, nine loads per 20
@@ -32,9 +33,6 @@ const NARROW_TILE: (usize, usize) = (2, 4);
 /// Output points of a gang: a tile's sums run over all of them in registers before their
 /// lanes are added up, so that the horizontal sums cost little.
 const GANG_POINTS: usize = 1024;
-
-/// Elements of a gang's bordered copies up to which the gang grows (1 MiB of f32, within L2).
-const MAX_GANG_COPY: usize = 1 << 18;
 
 /// The gradient of `conv` with respect to `weight` in f32 with `simd`'s vectors, into `grad`
 /// (the weights' layout), for a shape whose forward pass the spatial tiles fit
@@ -109,13 +107,9 @@ fn run_in<S: Simd, const C: usize, const T: usize>(
     let lanes = vector_lanes::<S>();
     let (cout_g, out_vol, patch) = (g.out_per_group(), g.out_volume(), g.patch_len());
     let image_runs = runs(g, walk, lanes);
-    let per_chunk = items_per_thread(g.batch);
-    let chunks = g.batch.div_ceil(per_chunk);
     let image_len = g.in_per_group() * walk.plane_len();
-    let gang = GANG_POINTS
-        .div_ceil(out_vol)
-        .min(MAX_GANG_COPY / image_len.max(1))
-        .clamp(1, per_chunk);
+    let gangs = Gangs::new(g, GANG_POINTS, image_len);
+    let gang = gangs.gang;
     let (rows, width) = (out_vol / g.out_size[2], g.out_size[2]);
     let partial = |chunk: usize| {
         let mut partial = vec![0.0; grad.len()];
@@ -123,7 +117,7 @@ fn run_in<S: Simd, const C: usize, const T: usize>(
         let mut copies = vec![0.0; gang * image_len + lanes];
         let mut panel = Panel::new(gang, cout_g, rows, width, lanes);
         let mut gang_runs = Vec::new();
-        let images = chunk * per_chunk..((chunk + 1) * per_chunk).min(g.batch);
+        let images = gangs.images(g, chunk);
         for first_image in images.clone().step_by(gang) {
             let members = first_image..(first_image + gang).min(images.end);
             for group in 0..g.groups {
@@ -154,9 +148,9 @@ fn run_in<S: Simd, const C: usize, const T: usize>(
         partial
     };
     let sum = sum_of_partials(
-        chunks,
+        gangs.chunks,
         grad.len(),
-        Split::for_items(chunks, g.multiply_adds()),
+        Split::for_items(gangs.chunks, g.multiply_adds()),
         partial,
     );
     grad.copy_from_slice(&sum);

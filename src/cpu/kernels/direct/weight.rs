@@ -7,11 +7,10 @@ use pulp::{Simd, WithSimd};
 
 use crate::spec::ConvGeometry;
 
+use super::gangs::Gangs;
 use super::tiles::{Lanes, TileAt, from_lanes, lanes};
 use super::{Walk, packed_row, serves, spatial, spatial_weight};
-use crate::cpu::kernels::element::{
-    Element, Split, all_within, in_f32, items_per_thread, sum_of_partials,
-};
+use crate::cpu::kernels::element::{Element, Split, all_within, in_f32, sum_of_partials};
 use crate::cpu::kernels::transpose::transpose;
 
 /// Gradient of `conv` with respect to `weight`, shape `geometry.weight_shape()`, for a shape
@@ -66,10 +65,6 @@ impl WithSimd for WeightGradient<'_> {
 /// weight-gradient row decides it.
 const MIN_GANG_POINTS: usize = 256;
 
-/// Elements of a gang's bordered copies up to which the gang grows (1 MiB of f32, within L2
-/// with the panel).
-const MAX_GANG_COPY: usize = 1 << 18;
-
 /// [`weight_backward`] in f32 with `simd`'s vectors, into `grad` (the weights' layout). Each
 /// chunk's images go in gangs: their bordered copies side by side and their output gradients
 /// in one panel, so each tile sums over every point of the gang before adding to the
@@ -85,13 +80,9 @@ pub(super) fn run<S: Simd>(
     let (cout_g, out_vol, lanes) = (g.out_per_group(), g.out_volume(), lanes::<S>());
     let blocks = cout_g.div_ceil(lanes);
     let block_len = walk.steps.len() * lanes;
-    let per_chunk = items_per_thread(g.batch);
-    let chunks = g.batch.div_ceil(per_chunk);
     let image_len = g.in_per_group() * walk.plane_len();
-    let gang = MIN_GANG_POINTS
-        .div_ceil(out_vol)
-        .min(MAX_GANG_COPY / image_len.max(1))
-        .clamp(1, per_chunk);
+    let gangs = Gangs::new(g, MIN_GANG_POINTS, image_len);
+    let gang = gangs.gang;
     // Per point of a gang (image-major, so sorted), its origin in the gang's copies.
     let points: Vec<usize> = (0..gang)
         .flat_map(|i| walk.points.iter().map(move |&p| i * image_len + p))
@@ -102,7 +93,7 @@ pub(super) fn run<S: Simd>(
         let mut packed = vec![0.0; packed_len];
         let mut copies = vec![0.0; gang * image_len];
         let mut panel = vec![0.0; gang * out_vol * lanes];
-        let images = chunk * per_chunk..((chunk + 1) * per_chunk).min(g.batch);
+        let images = gangs.images(g, chunk);
         for first_image in images.clone().step_by(gang) {
             let members = first_image..(first_image + gang).min(images.end);
             let gang_points = &points[..members.len() * out_vol];
@@ -132,9 +123,9 @@ pub(super) fn run<S: Simd>(
         packed
     };
     let packed = sum_of_partials(
-        chunks,
+        gangs.chunks,
         packed_len,
-        Split::for_items(chunks, g.multiply_adds()),
+        Split::for_items(gangs.chunks, g.multiply_adds()),
         partial,
     );
     for (oc, row) in grad.chunks_exact_mut(g.patch_len()).enumerate() {
