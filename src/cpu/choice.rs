@@ -67,10 +67,11 @@ pub enum Algorithm {
     Adjoint,
     /// A register-tiled direct convolution over a zero-bordered copy of each image, no patch
     /// matrix, output channels in the vector lanes (output points, for a layer with fewer
-    /// channels than a block holds), f32 only: the forward pass and the weight gradient of every shape whose padding
-    /// is not far wider than its kernel, and the input gradient of a strided one, one stride
-    /// phase of the input at a time, over a copy of the output gradient. Through
-    /// [`Algorithm::Adjoint`] it also computes the input gradient of a stride-1 one.
+    /// channels than a block holds), f32 only: the forward pass and the weight gradient of
+    /// every shape whose padding is not far wider than its kernel, and the input gradient of
+    /// a strided one, one stride phase of the input at a time, over a copy of the output
+    /// gradient. Through [`Algorithm::Adjoint`] it also computes the input gradient of a
+    /// stride-1 one.
     Direct,
     /// im2col and a GEMM, a 1x1 convolution's input its own patch matrix: every pass of every
     /// shape, element type and value.

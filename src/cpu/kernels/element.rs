@@ -139,9 +139,9 @@ pub fn in_f32<T: Element>(len: usize, fill: impl FnOnce(&mut [f32])) -> Vec<T> {
 pub const TASK_MIN_WORK: usize = 1 << 18;
 
 /// [`TASK_MIN_WORK`] for a pass started inside `cpu_kernels::with_spinning_workers`, whose
-/// workers spin for work: a task then costs no wake-up, only its hand-off. The ResNet example's batch norms decide it:
-/// on its 14x14 to 4x4 planes they ran 1.15-1.7x faster, forward and backward, in tasks of
-/// this much than of [`TASK_MIN_WORK`].
+/// workers spin for work: a task then costs no wake-up, only its hand-off. The ResNet
+/// example's batch norms decide it: on its 14x14 to 4x4 planes they ran 1.15-1.7x faster,
+/// forward and backward, in tasks of this much than of [`TASK_MIN_WORK`].
 pub const SPINNING_TASK_MIN_WORK: usize = 1 << 15;
 
 /// The work a task must hold now: [`SPINNING_TASK_MIN_WORK`] while workers spin, else

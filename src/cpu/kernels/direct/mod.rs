@@ -9,9 +9,9 @@
 //! worth or fewer, where they do not, takes blocks of one vector, tiled along output rows.
 //! The weight gradient (`weight.rs`) runs the same tiles over taps, summed over output
 //! points, or, for the layers of the spatial tiles, tiles of output channels by taps summed
-//! over runs of points in the lanes (`spatial_weight.rs`). On small layers (few channels, small planes) the lowered path's
-//! patch matrix and `gemm`'s packing of it cost as much as the arithmetic; here only the copy
-//! and the output are written.
+//! over runs of points in the lanes (`spatial_weight.rs`). On small layers (few channels,
+//! small planes) the lowered path's patch matrix and `gemm`'s packing of it cost as much as
+//! the arithmetic; here only the copy and the output are written.
 
 mod data;
 mod gangs;

@@ -15,6 +15,7 @@ use rayon::prelude::*;
 
 use crate::spec::ConvGeometry;
 
+use super::tiles::{BLOCK_VECTORS, machine_lanes};
 use super::{Walk, pack_weights};
 use crate::cpu::kernels::element::min_items_per_task;
 
@@ -37,10 +38,19 @@ pub(super) fn vector_lanes<S: Simd>() -> usize {
 /// stride 1 along W (a run of outputs reads consecutive inputs), fewer output channels per
 /// group than two vectors of channel lanes hold, and rows at least half a vector wide.
 pub fn fits<S: Simd>(geometry: &ConvGeometry) -> bool {
-    let lanes = vector_lanes::<S>();
+    fits_lanes(geometry, vector_lanes::<S>())
+}
+
+/// [`fits`] with vectors of `lanes` f32.
+fn fits_lanes(geometry: &ConvGeometry, lanes: usize) -> bool {
     geometry.stride[2] == 1
         && geometry.out_per_group() < 2 * lanes
         && geometry.out_size[2] >= lanes / 2
+}
+
+/// Whether `S`'s vectors are AVX-512's, with 32 registers to hold a tile (else 16).
+pub(super) fn wide_registers<S: Simd>() -> bool {
+    vector_lanes::<S>() * size_of::<f32>() >= 64
 }
 
 /// Output channels per group from which the rule takes the spatial tiles: a tile's channels
@@ -57,18 +67,11 @@ const MIN_STEPS: usize = 32;
 /// [`MIN_STEPS`] reduction steps (16 to 16 channels 3x3 on 56x56 planes, and 8 to 8 on
 /// 56x56: 1.2x and 1.3-1.7x the lowered path with AVX-512).
 pub fn pays(geometry: &ConvGeometry) -> bool {
-    /// [`fits`] with the instruction set `pulp` picks.
-    struct Fits<'g>(&'g ConvGeometry);
-    impl WithSimd for Fits<'_> {
-        type Output = bool;
-        #[inline(always)]
-        fn with_simd<S: Simd>(self, _simd: S) -> bool {
-            fits::<S>(self.0)
-        }
-    }
+    // A block is `BLOCK_VECTORS` of the machine's vectors.
+    let vector_lanes = machine_lanes() / BLOCK_VECTORS;
     geometry.out_per_group() >= MIN_CHANNELS
         && geometry.patch_len() >= MIN_STEPS
-        && pulp::Arch::new().dispatch(Fits(geometry))
+        && fits_lanes(geometry, vector_lanes)
 }
 
 /// A run of up to a vector of consecutive output points of one row.
@@ -108,7 +111,7 @@ pub fn forward<S: Simd>(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
-    if vector_lanes::<S>() * size_of::<f32>() >= 64 {
+    if wide_registers::<S>() {
         forward_in::<S, { WIDE_TILE.0 }, { WIDE_TILE.1 }>(simd, g, x, weight, bias, out);
     } else {
         forward_in::<S, { NARROW_TILE.0 }, { NARROW_TILE.1 }>(simd, g, x, weight, bias, out);

@@ -17,7 +17,7 @@ use crate::spec::ConvGeometry;
 
 use super::Walk;
 use super::gangs::Gangs;
-use super::spatial::{Run, runs, vector_lanes};
+use super::spatial::{Run, runs, vector_lanes, wide_registers};
 use crate::cpu::kernels::element::{Split, sum_of_partials};
 
 /// Output channels and reduction steps per tile with AVX-512's 32 registers: 20 sums, the
@@ -46,7 +46,7 @@ pub(super) fn run<S: Simd>(
     out_grad: &[f32],
     grad: &mut [f32],
 ) {
-    if vector_lanes::<S>() * size_of::<f32>() >= 64 {
+    if wide_registers::<S>() {
         run_in::<S, { WIDE_TILE.0 }, { WIDE_TILE.1 }>(simd, g, x, out_grad, grad);
     } else {
         run_in::<S, { NARROW_TILE.0 }, { NARROW_TILE.1 }>(simd, g, x, out_grad, grad);

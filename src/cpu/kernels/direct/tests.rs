@@ -20,6 +20,36 @@ fn geometry(
     ConvGeometry::conv(&x, &weight, &options)
 }
 
+/// `len` of the reference's values from stream `seed`, in f32.
+fn f32_values(len: usize, seed: u64) -> Vec<f32> {
+    values(len, seed).into_iter().map(|v| v as f32).collect()
+}
+
+/// f32 values in f64, for the definition.
+fn widened(values: &[f32]) -> Vec<f64> {
+    values.iter().map(|&v| f64::from(v)).collect()
+}
+
+/// `got`, a weight gradient of `g` from `x` and `out_grad`, against the definition in f64 on
+/// the same values: each weight within f32 roundoff of its sum, or the definition's infinity
+/// or NaN where its sum has one.
+fn assert_weight_gradient(g: &ConvGeometry, x: &[f32], out_grad: &[f32], got: &[f32]) {
+    let weight = vec![0.0; g.out_channels * g.patch_len()];
+    let (_, expected) = reference_grads(g, &widened(x), &weight, &widened(out_grad));
+    assert_eq!(got.len(), expected.len());
+    let terms = g.batch * g.out_volume();
+    let tolerance = 4.0 * f64::from(f32::EPSILON) * (terms + 1) as f64;
+    for (i, (&got, &want)) in got.iter().zip(&expected).enumerate() {
+        let got = f64::from(got);
+        assert!(
+            (got - want).abs() < tolerance
+                || got.to_bits() == want.to_bits()
+                || (got.is_nan() && want.is_nan()),
+            "grad[{i}]: {got} vs {want} ({g:?})"
+        );
+    }
+}
+
 /// The direct forward pass (and, in [`check`], the weight gradient) in f32 with `simd`'s vectors against the definition in f64 on the
 /// same (f32) values, with a bias or without: each output within f32 roundoff of its sum.
 fn check_with<S: Simd>(simd: S, g: &ConvGeometry, with_bias: bool) {
@@ -62,24 +92,11 @@ fn check_with<S: Simd>(simd: S, g: &ConvGeometry, with_bias: bool) {
 /// The direct weight gradient in f32 with `simd`'s vectors against the definition in f64 on
 /// the same (f32) values, each weight within f32 roundoff of its sum.
 fn check_weight_with<S: Simd>(simd: S, g: &ConvGeometry) {
-    let to_f32 = |values: Vec<f64>| values.into_iter().map(|v| v as f32).collect::<Vec<_>>();
-    let x = to_f32(values(g.in_shape().iter().product(), 4));
-    let out_grad = to_f32(values(g.out_shape().iter().product(), 5));
-    let widen = |values: &[f32]| values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
-    let weight = vec![0.0; g.out_channels * g.patch_len()];
-    let (_, expected) = reference_grads(g, &widen(&x), &weight, &widen(&out_grad));
-    let mut got = vec![0.0; weight.len()];
+    let x = f32_values(g.in_shape().iter().product(), 4);
+    let out_grad = f32_values(g.out_shape().iter().product(), 5);
+    let mut got = vec![0.0; g.out_channels * g.patch_len()];
     weight::run(simd, g, &x, &out_grad, &mut got);
-    assert_eq!(got.len(), expected.len());
-    let terms = g.batch * g.out_volume();
-    let tolerance = 4.0 * f64::from(f32::EPSILON) * (terms + 1) as f64;
-    for (i, (&got, &want)) in got.iter().zip(&expected).enumerate() {
-        assert!(
-            (f64::from(got) - want).abs() < tolerance,
-            "grad[{i}]: {got} vs {want} ({g:?}, {} lanes)",
-            size_of::<S::f32s>() / 4
-        );
-    }
+    assert_weight_gradient(g, &x, &out_grad, &got);
 }
 
 /// [`check_with`] and [`check_weight_with`] on every instruction set this machine has:
@@ -327,11 +344,10 @@ fn data_pays_on_strided_layers() {
 
 /// f32 operands of `g` from the reference's value streams: `(x, weight, bias)`.
 fn operands(g: &ConvGeometry) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-    let to_f32 = |values: Vec<f64>| values.into_iter().map(|v| v as f32).collect::<Vec<_>>();
     (
-        to_f32(values(g.in_shape().iter().product(), 6)),
-        to_f32(values(g.out_channels * g.patch_len(), 7)),
-        to_f32(values(g.out_channels, 8)),
+        f32_values(g.in_shape().iter().product(), 6),
+        f32_values(g.out_channels * g.patch_len(), 7),
+        f32_values(g.out_channels, 8),
     )
 }
 
@@ -446,21 +462,11 @@ fn the_rule_takes_spatial_tiles_for_few_channels() {
 /// partial channel blocks and step blocks, runs cut short, gangs of several images.
 fn check_spatial_weight_with<S: Simd>(simd: S, g: &ConvGeometry) {
     assert!(spatial::fits::<S>(g), "{g:?}");
-    let to_f32 = |values: Vec<f64>| values.into_iter().map(|v| v as f32).collect::<Vec<_>>();
-    let x = to_f32(values(g.in_shape().iter().product(), 9));
-    let out_grad = to_f32(values(g.out_shape().iter().product(), 10));
-    let widen = |values: &[f32]| values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
-    let weight = vec![0.0; g.out_channels * g.patch_len()];
-    let (_, expected) = reference_grads(g, &widen(&x), &weight, &widen(&out_grad));
-    let mut got = vec![0.0; weight.len()];
+    let x = f32_values(g.in_shape().iter().product(), 9);
+    let out_grad = f32_values(g.out_shape().iter().product(), 10);
+    let mut got = vec![0.0; g.out_channels * g.patch_len()];
     spatial_weight::run(simd, g, &x, &out_grad, &mut got);
-    let tolerance = 4.0 * f64::from(f32::EPSILON) * (g.batch * g.out_volume() + 1) as f64;
-    for (i, (&got, &want)) in got.iter().zip(&expected).enumerate() {
-        assert!(
-            (f64::from(got) - want).abs() < tolerance,
-            "grad[{i}]: {got} vs {want} ({g:?})"
-        );
-    }
+    assert_weight_gradient(g, &x, &out_grad, &got);
 }
 
 #[test]
@@ -488,29 +494,11 @@ fn spatial_weight_gradient_leaves_infinite_inputs_to_the_channel_tiles() {
     let lanes = super::tiles::machine_lanes() / 2;
     let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
     let g = geometry([3, 2, 1, 6, lanes + 3], 5, [1, 3, 3], options);
-    let mut x: Vec<f32> = values(g.in_shape().iter().product(), 11)
-        .into_iter()
-        .map(|v| v as f32)
-        .collect();
+    let mut x = f32_values(g.in_shape().iter().product(), 11);
     // The last input column of the first row: a run's lanes past its row read it for the
     // taps left of the kernel's last column.
     x[lanes + 2] = f32::INFINITY;
-    let out_grad: Vec<f32> = values(g.out_shape().iter().product(), 12)
-        .into_iter()
-        .map(|v| v as f32)
-        .collect();
-    let widen = |values: &[f32]| values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
-    let weight = vec![0.0; g.out_channels * g.patch_len()];
-    let (_, expected) = reference_grads(&g, &widen(&x), &weight, &widen(&out_grad));
+    let out_grad = f32_values(g.out_shape().iter().product(), 12);
     let got = weight_backward::<f32>(&g, &x, &out_grad);
-    let tolerance = 4.0 * f64::from(f32::EPSILON) * (g.batch * g.out_volume() + 1) as f64;
-    for (i, (&got, &want)) in got.iter().zip(&expected).enumerate() {
-        let got = f64::from(got);
-        assert!(
-            got.to_bits() == want.to_bits()
-                || (got.is_nan() && want.is_nan())
-                || (got - want).abs() < tolerance,
-            "grad[{i}]: {got} vs {want}"
-        );
-    }
+    assert_weight_gradient(&g, &x, &out_grad, &got);
 }
