@@ -119,6 +119,25 @@ pub(crate) mod fusion_shapes {
         )
     }
 
+    /// A conv's result and two per-channel vectors of its output channels.
+    pub fn conv_moments(
+        x: &burn::backend::fusion::custom::TensorSpec,
+        weight: &burn::backend::fusion::custom::TensorSpec,
+        options: &ConvOptions<3>,
+    ) -> (
+        burn::backend::fusion::custom::TensorSpec,
+        burn::backend::fusion::custom::TensorSpec,
+        burn::backend::fusion::custom::TensorSpec,
+    ) {
+        use burn::backend::fusion::custom::TensorSpec;
+        let channels = TensorSpec::new(Shape::from(vec![weight.shape[0]]), x.dtype);
+        (
+            TensorSpec::new(conv(&x.shape, &weight.shape, options), x.dtype),
+            channels.clone(),
+            channels,
+        )
+    }
+
     /// Values and indices of an index-producing pool with output dims `out`.
     pub fn with_indices(
         x: &burn::backend::fusion::custom::TensorSpec,
@@ -260,6 +279,33 @@ pub trait ConvPoolBackend: Backend {
         epsilon: f64,
         activation: Option<Activation>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+
+    /// `conv(x, weight)` and the statistics a training batch norm after it takes:
+    /// `(out, mean, variance)`, each output channel's mean and biased variance over every axis
+    /// but the channel (shape `(C_out)`, untracked), summed where a backend can as the conv
+    /// stores its output (cuDNN's "ConvGenStats") rather than read back from memory.
+    #[fusion(meta = |x, weight, options| crate::backend::fusion_shapes::conv_moments(x, weight, options))]
+    fn conv_moments(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        options: ConvOptions<3>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+
+    /// [`batch_norm_act`](Self::batch_norm_act)'s output from the batch's `mean` and
+    /// `variance` already summed (by [`conv_moments`](Self::conv_moments)): one pass. Its
+    /// gradients are [`batch_norm_act_backward`](Self::batch_norm_act_backward)'s, the
+    /// statistics being `x`'s own.
+    #[fusion(dtype = x, shape = x)]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_norm_act_given(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        variance: FloatTensor<Self>,
+        epsilon: f64,
+        activation: Option<Activation>,
+    ) -> FloatTensor<Self>;
 
     /// Gradient of `conv_transpose` with respect to `x`, whose spatial size is `x_size`.
     #[fusion(dtype = out_grad, shape = crate::backend::fusion_shapes::conv_transpose_x(weight, out_grad, x_size))]

@@ -1,5 +1,5 @@
-//! The backward of a training-mode batch norm with its activation (`batch_norm_act`): one step
-//! for `x`, `gamma` and `beta` together, as Burn's own `batch_norm_train` records. It keeps `x`
+//! The backward of a training-mode batch norm with its activation (`batch_norm_act`, and
+//! `batch_norm_act_given` over a conv's statistics): one step for `x`, `gamma` and `beta` together, as Burn's own `batch_norm_train` records. It keeps `x`
 //! (the activation's input is recomputed from it), the parameters and the batch statistics.
 
 use burn::backend::autodiff::{
@@ -79,5 +79,43 @@ pub(crate) fn record<B: ConvPoolBackend, C: CheckpointStrategy>(
                 FloatTensor::<Autodiff<B, C>>::new(variance),
             ]
         }
+    }
+}
+
+/// Record `batch_norm_act_given` on the tape and compute it: the same step as
+/// [`record`]'s, over statistics that a conv summed (they are `x`'s, so the batch norm's
+/// backward holds as it is).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn record_given<B: ConvPoolBackend, C: CheckpointStrategy>(
+    x: FloatTensor<Autodiff<B, C>>,
+    gamma: FloatTensor<Autodiff<B, C>>,
+    beta: FloatTensor<Autodiff<B, C>>,
+    mean: FloatTensor<Autodiff<B, C>>,
+    variance: FloatTensor<Autodiff<B, C>>,
+    epsilon: f64,
+    activation: Option<Activation>,
+) -> FloatTensor<Autodiff<B, C>> {
+    let prepared = BatchNormActBackward
+        .prepare::<C>([x.node(), gamma.node(), beta.node()])
+        .compute_bound()
+        .stateful();
+    let [x, gamma, beta, mean, variance] =
+        [x, gamma, beta, mean, variance].map(FloatTensor::<Autodiff<B, C>>::into_primitive);
+    match prepared {
+        OpsKind::Tracked(prep) => {
+            let out = B::batch_norm_act_given(
+                x.clone(),
+                gamma.clone(),
+                beta.clone(),
+                mean.clone(),
+                variance.clone(),
+                epsilon,
+                activation,
+            );
+            prep.finish(([x, gamma, beta, mean, variance], epsilon, activation), out)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(B::batch_norm_act_given(
+            x, gamma, beta, mean, variance, epsilon, activation,
+        )),
     }
 }

@@ -204,3 +204,47 @@ fn record_with_parents<B: ConvPoolBackend, C: CheckpointStrategy, const N: usize
         }
     }
 }
+
+/// Record `conv_moments` on the tape and run it: the output's node is a `conv`'s, the
+/// statistics are untracked (a batch norm's backward accounts for them, see
+/// `batch_norm::record_given`).
+pub(crate) fn record_moments<B: ConvPoolBackend, C: CheckpointStrategy>(
+    x: FloatTensor<Autodiff<B, C>>,
+    weight: FloatTensor<Autodiff<B, C>>,
+    options: ConvOptions<3>,
+) -> [FloatTensor<Autodiff<B, C>>; 3] {
+    let untracked = FloatTensor::<Autodiff<B, C>>::new;
+    match ConvBackward
+        .prepare::<C>([x.node(), weight.node()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(mut prep) => {
+            let (x_size, kernel_size) = (
+                spatial(&x.primitive().shape()),
+                spatial(&weight.primitive().shape()),
+            );
+            let (x_node, weight_node) = (prep.checkpoint(&x), prep.checkpoint(&weight));
+            let (x, weight) = (x.into_primitive(), weight.into_primitive());
+            let (out, mean, variance) = B::conv_moments(x, weight, options.clone());
+            let state = ConvState {
+                kind: ConvKind::Conv(options),
+                x: x_node,
+                weight: weight_node,
+                x_size,
+                kernel_size,
+                activation: None,
+            };
+            [
+                prep.finish(state, out),
+                untracked(mean),
+                untracked(variance),
+            ]
+        }
+        OpsKind::UnTracked(prep) => {
+            let (x, weight) = (x.into_primitive(), weight.into_primitive());
+            let (out, mean, variance) = B::conv_moments(x, weight, options);
+            [prep.finish(out), untracked(mean), untracked(variance)]
+        }
+    }
+}

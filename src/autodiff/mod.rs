@@ -125,6 +125,27 @@ impl<B: ConvPoolBackend, C: CheckpointStrategy> ConvPoolBackend for Autodiff<B, 
         no_double_backward("batch_norm_act_backward")
     }
 
+    fn conv_moments(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        options: ConvOptions<3>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [out, mean, variance] = conv::record_moments::<B, C>(x, weight, options);
+        (out, mean, variance)
+    }
+
+    fn batch_norm_act_given(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        variance: FloatTensor<Self>,
+        epsilon: f64,
+        activation: Option<Activation>,
+    ) -> FloatTensor<Self> {
+        batch_norm::record_given::<B, C>(x, gamma, beta, mean, variance, epsilon, activation)
+    }
+
     fn conv_transpose_x_backward(
         _: FloatTensor<Self>,
         _: FloatTensor<Self>,

@@ -189,6 +189,40 @@ macro_rules! impl_cpu_backend {
                     x, gamma, beta, mean, variance, out_grad, epsilon, activation,
                 )
             }
+            fn conv_moments(
+                x: Self::FloatTensorPrimitive,
+                weight: Self::FloatTensorPrimitive,
+                options: ConvOptions<3>,
+            ) -> (
+                Self::FloatTensorPrimitive,
+                Self::FloatTensorPrimitive,
+                Self::FloatTensorPrimitive,
+            ) {
+                let rank = x.shape().num_dims();
+                let (out, mean, variance) = $crate::cpu::conv_ops::conv_moments::<Self>(
+                    lift::<Self>(x),
+                    lift::<Self>(weight),
+                    &options,
+                );
+                (lower::<Self>(out, rank), mean, variance)
+            }
+            fn batch_norm_act_given(
+                x: Self::FloatTensorPrimitive,
+                gamma: Self::FloatTensorPrimitive,
+                beta: Self::FloatTensorPrimitive,
+                mean: Self::FloatTensorPrimitive,
+                variance: Self::FloatTensorPrimitive,
+                epsilon: f64,
+                activation: Option<$crate::spec::Activation>,
+            ) -> Self::FloatTensorPrimitive {
+                $crate::cpu::norm_ops::batch_norm_act_given::<Self>(
+                    x,
+                    [gamma, beta],
+                    [mean, variance],
+                    epsilon,
+                    activation,
+                )
+            }
             fn conv_transpose_x_backward(
                 weight: Self::FloatTensorPrimitive,
                 out_grad: Self::FloatTensorPrimitive,

@@ -4,6 +4,8 @@
 
 use core::marker::PhantomData;
 
+use burn::tensor::ops::ConvOptions;
+
 use crate::conv_routing::ConvPasses;
 use crate::spec::{Activation, ConvGeometry};
 
@@ -76,6 +78,27 @@ impl<H: HostTensors> ConvPasses for HostConv<H> {
             H::from_values(weight_grad, &geometry.weight_shape(), dtype)
         })
     }
+}
+
+/// `(conv(x, weight), mean, variance)` of rank-5 operands, the statistics per output channel
+/// summed as the conv finishes its planes.
+pub fn conv_moments<H: HostTensors>(
+    x: H::Tensor,
+    weight: H::Tensor,
+    options: &ConvOptions<3>,
+) -> (H::Tensor, H::Tensor, H::Tensor) {
+    let geometry = ConvGeometry::conv(&dims5::<H>(&x), &dims5::<H>(&weight), options);
+    let dtype = H::dtype(&x);
+    let channels = [geometry.out_channels];
+    with_element!("conv_moments", dtype, |T| {
+        let (out, mean, variance) =
+            conv::forward_with_moments::<T>(&geometry, &H::values(&x), &H::values(&weight));
+        (
+            H::from_values(out, &geometry.out_shape(), dtype),
+            H::from_values(mean, &channels, dtype),
+            H::from_values(variance, &channels, dtype),
+        )
+    })
 }
 
 /// `activation(x)` element by element.

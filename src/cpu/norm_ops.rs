@@ -42,6 +42,28 @@ pub fn batch_norm_act<H: HostTensors>(
     })
 }
 
+/// `activation(batch_norm(x))` with the batch's `mean` and `variance` already summed.
+pub fn batch_norm_act_given<H: HostTensors>(
+    x: H::Tensor,
+    [gamma, beta]: [H::Tensor; 2],
+    [mean, variance]: [H::Tensor; 2],
+    epsilon: f64,
+    activation: Option<Activation>,
+) -> H::Tensor {
+    let (dims, dtype) = (H::dims(&x), H::dtype(&x));
+    with_element!("batch_norm_act_given", dtype, |T| {
+        let out = batch_norm::normalize::<T>(
+            &H::values(&x),
+            planes(&dims),
+            [&H::values(&gamma), &H::values(&beta)],
+            [&H::values(&mean), &H::values(&variance)],
+            epsilon,
+            activation,
+        );
+        H::from_values(out, &dims, dtype)
+    })
+}
+
 /// The gradients of [`batch_norm_act`] with respect to `x`, `gamma` and `beta`.
 #[allow(clippy::too_many_arguments)]
 pub fn batch_norm_act_backward<H: HostTensors>(

@@ -1,5 +1,6 @@
 //! Launchers of the batch-norm kernels (`burn_convpool_kernels::batch_norm`): the forward sums
-//! each channel in one launch (a cube per channel) and normalizes in a second; the backward
+//! each channel in one launch (a cube per channel) and normalizes in a second (each on its own
+//! for a conv that returns its statistics, `conv_moments`); the backward
 //! sums each channel's gradient terms, then writes the input gradient. Operands are rank 5 in
 //! any layout (a conv's channels-last result is read in place); results are contiguous.
 
@@ -39,19 +40,30 @@ pub fn batch_norm_act(
     epsilon: f64,
     activation: Option<Activation>,
 ) -> Result<(CubeTensor, CubeTensor, CubeTensor), LaunchError> {
+    let x = strided(x);
+    let (mean, variance) = moments(x.clone())?;
+    let out = normalize(
+        x,
+        [gamma, beta],
+        [mean.clone(), variance.clone()],
+        epsilon,
+        activation,
+    )?;
+    Ok((out, mean, variance))
+}
+
+/// Each channel's mean and biased variance of a rank-5 `x`, one cube per channel.
+pub fn moments(x: CubeTensor) -> Result<(CubeTensor, CubeTensor), LaunchError> {
     let dtype = float_type(&x)?;
     let types = [dtype, accumulator_type(dtype)];
     let x = strided(x);
-    // The kernels index the per-channel vectors by channel, so they are read contiguous.
-    let (gamma, beta) = (contiguous(gamma), contiguous(beta));
     let dims = dims5(&x);
     let (mean, variance) = (
         empty(&x, &[dims[1]], x.dtype),
         empty(&x, &[dims[1]], x.dtype),
     );
-    let out = empty(&x, &dims, x.dtype);
     if dims[1] == 0 {
-        return Ok((out, mean, variance));
+        return Ok((mean, variance));
     }
     // An empty batch still gets its statistics: the mean of no values, NaN (0 / 0), as on
     // the CPU.
@@ -68,11 +80,29 @@ pub fn batch_norm_act(
         units,
         types,
     );
+    Ok((mean, variance))
+}
+
+/// `activation(batch_norm(x))` of a rank-5 `x` from its channels' `mean` and `variance`.
+pub fn normalize(
+    x: CubeTensor,
+    [gamma, beta]: [CubeTensor; 2],
+    [mean, variance]: [CubeTensor; 2],
+    epsilon: f64,
+    activation: Option<Activation>,
+) -> Result<CubeTensor, LaunchError> {
+    let dtype = float_type(&x)?;
+    let types = [dtype, accumulator_type(dtype)];
+    let x = strided(x);
+    // The kernels index the per-channel vectors by channel, so they are read contiguous.
+    let (gamma, beta) = (contiguous(gamma), contiguous(beta));
+    let (mean, variance) = (contiguous(mean), contiguous(variance));
+    let out = empty(&x, &dims5(&x), x.dtype);
+    if out.meta.num_elements() == 0 {
+        return Ok(out);
+    }
     // Both kernels that apply it store final results.
     let (slope, kind) = stored(activation, true);
-    if out.meta.num_elements() == 0 {
-        return Ok((out, mean, variance));
-    }
     let (cube_count, cube_dim) = elementwise(&out, out.meta.num_elements());
     note(Launch::Kernel("batch_norm_normalize"));
     batch_norm_normalize::launch(
@@ -81,8 +111,8 @@ pub fn batch_norm_act(
         cube_dim,
         address_type(&[&x, &out]),
         x.clone().into_tensor_arg(),
-        mean.clone().into_tensor_arg(),
-        variance.clone().into_tensor_arg(),
+        mean.into_tensor_arg(),
+        variance.into_tensor_arg(),
         gamma.into_tensor_arg(),
         beta.into_tensor_arg(),
         out.clone().into_tensor_arg(),
@@ -91,7 +121,7 @@ pub fn batch_norm_act(
         kind,
         types,
     );
-    Ok((out, mean, variance))
+    Ok(out)
 }
 
 /// The gradients of [`batch_norm_act`] with respect to `x`, `gamma` and `beta`.

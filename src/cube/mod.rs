@@ -186,6 +186,43 @@ impl ConvPoolBackend for CubeBackend {
         (lower(x_grad, rank), gamma_grad, beta_grad)
     }
 
+    fn conv_moments(
+        x: CubeTensor,
+        weight: CubeTensor,
+        options: ConvOptions<3>,
+    ) -> (CubeTensor, CubeTensor, CubeTensor) {
+        let (rank, device) = (rank(&x), x.device.clone());
+        let out = routing::conv::<CubeConv>(lift(x), lift(weight), None, &options, None);
+        // The statistics take a launch of their own over the stored output: summing them in
+        // the conv kernels' epilogues needs a reduction across cubes that they do not have.
+        let (mean, variance) = expect("conv_moments", &device, batch_norm::moments(out.clone()));
+        (lower(out, rank), mean, variance)
+    }
+
+    fn batch_norm_act_given(
+        x: CubeTensor,
+        gamma: CubeTensor,
+        beta: CubeTensor,
+        mean: CubeTensor,
+        variance: CubeTensor,
+        epsilon: f64,
+        activation: Option<Activation>,
+    ) -> CubeTensor {
+        let (rank, device) = (rank(&x), x.device.clone());
+        let out = expect(
+            "batch_norm_act_given",
+            &device,
+            batch_norm::normalize(
+                lift(x),
+                [gamma, beta],
+                [mean, variance],
+                epsilon,
+                activation,
+            ),
+        );
+        lower(out, rank)
+    }
+
     fn conv_transpose_x_backward(
         weight: CubeTensor,
         out_grad: CubeTensor,

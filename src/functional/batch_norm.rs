@@ -70,21 +70,7 @@ pub fn try_batch_norm_act_train<const D: usize>(
     beta: Tensor<1>,
     options: BatchNormActOptions,
 ) -> SpecResult<BatchNormActOutput<D>> {
-    const OP: &str = "batch_norm_act_train";
-    let dtype = x.dtype();
-    check_float_dtype(OP, dtype)?;
-    check_device_dtype(OP, &x.device(), dtype)?;
-    check_same_dtype(OP, "gamma", dtype, gamma.dtype())?;
-    check_same_dtype(OP, "beta", dtype, beta.dtype())?;
-    check_batch_norm_train(
-        OP,
-        &x.dims(),
-        [
-            ("gamma.shape[0] vs channels", gamma.dims()[0]),
-            ("beta.shape[0] vs channels", beta.dims()[0]),
-        ],
-        options.epsilon,
-    )?;
+    check_train("batch_norm_act_train", &x, &gamma, &beta, &options)?;
     let (output, mean, variance) = <Dispatch as ConvPoolBackend>::batch_norm_act(
         x.into_dispatch(),
         gamma.into_dispatch(),
@@ -97,4 +83,51 @@ pub fn try_batch_norm_act_train<const D: usize>(
         mean: Tensor::from_dispatch(mean),
         variance: Tensor::from_dispatch(variance),
     })
+}
+
+/// `x` `(N, C, *spatial)`, `gamma` and `beta` `(C)` in one float dtype, and an epsilon a
+/// training batch norm takes.
+fn check_train<const D: usize>(
+    op: &'static str,
+    x: &Tensor<D>,
+    gamma: &Tensor<1>,
+    beta: &Tensor<1>,
+    options: &BatchNormActOptions,
+) -> SpecResult<()> {
+    let dtype = x.dtype();
+    check_float_dtype(op, dtype)?;
+    check_device_dtype(op, &x.device(), dtype)?;
+    check_same_dtype(op, "gamma", dtype, gamma.dtype())?;
+    check_same_dtype(op, "beta", dtype, beta.dtype())?;
+    check_batch_norm_train(
+        op,
+        &x.dims(),
+        [
+            ("gamma.shape[0] vs channels", gamma.dims()[0]),
+            ("beta.shape[0] vs channels", beta.dims()[0]),
+        ],
+        options.epsilon,
+    )?;
+    Ok(())
+}
+
+/// [`batch_norm_act_train`]'s output over `x`'s own mean and biased variance, already summed
+/// by the conv that wrote `x` (`conv::try_conv_moments`): one pass forward, the same backward.
+pub(crate) fn try_batch_norm_act_given<const D: usize>(
+    x: Tensor<D>,
+    [gamma, beta]: [Tensor<1>; 2],
+    [mean, variance]: [Tensor<1>; 2],
+    options: BatchNormActOptions,
+) -> SpecResult<Tensor<D>> {
+    check_train("batch_norm_act_train", &x, &gamma, &beta, &options)?;
+    let out = <Dispatch as ConvPoolBackend>::batch_norm_act_given(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        mean.into_dispatch(),
+        variance.into_dispatch(),
+        options.epsilon,
+        options.activation,
+    );
+    Ok(Tensor::from_dispatch(out))
 }

@@ -3,6 +3,7 @@
 
 use burn::backend::Dispatch;
 use burn::tensor::Tensor;
+use burn::tensor::ops::ConvOptions;
 
 use crate::backend::ConvPoolBackend;
 use crate::spec::{
@@ -14,7 +15,7 @@ use crate::spec::{
 use super::device::{
     check_device_dtype, check_kernel_values, check_output_memory, check_padded_input_memory,
 };
-use super::lift::lift_input;
+use super::lift::{DispatchTensor, InputShape, lift_input};
 
 /// The input in a float dtype the ops compute in, and the weight and bias in the same one.
 fn check_dtypes<const D: usize, const W: usize>(
@@ -34,19 +35,29 @@ fn check_dtypes<const D: usize, const W: usize>(
     }
 }
 
-pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
+/// A conv call's operands, validated and lifted as the backend's primitives take them.
+struct ConvCall<const D: usize> {
+    x: DispatchTensor,
+    weight: DispatchTensor,
+    options: ConvOptions<3>,
+    shape: InputShape<D>,
+}
+
+/// Validates a conv call (shapes, options, dtypes, memory, the padding mode's copy) and lifts
+/// its operands.
+fn prepare_conv<const N: usize, const D: usize, const W: usize>(
     op: &'static str,
     x: Tensor<D>,
     weight: Tensor<W>,
-    bias: Option<Tensor<1>>,
-    options: ConvNdOptions<N>,
-) -> SpecResult<Tensor<D>> {
+    bias: Option<&Tensor<1>>,
+    options: &ConvNdOptions<N>,
+) -> SpecResult<ConvCall<D>> {
     let batched = check_input_rank(op, N, D)?;
-    check_dtypes(op, &x, &weight, bias.as_ref())?;
+    check_dtypes(op, &x, &weight, bias)?;
     let (x, shape) = lift_input::<N, D>(x, batched);
     let weight_dims = weight.dims();
-    let bias_len = bias.as_ref().map(|bias| bias.dims()[0]);
-    let mut lifted = check_conv(op, &shape.dims, &weight_dims, bias_len, &options)?;
+    let bias_len = bias.map(|bias| bias.dims()[0]);
+    let mut lifted = check_conv(op, &shape.dims, &weight_dims, bias_len, options)?;
     let weight_dims = lifted_dims(&weight_dims);
     let out_dims = shapes::conv(&x.dims(), &weight_dims, &lifted);
     check_output_memory(op, &x, &shape, out_dims, None)?;
@@ -57,22 +68,55 @@ pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
             x.pad(core::mem::take(&mut lifted.padding), mode)
         }
     };
-    let activation = options.activation;
-    let options = lifted;
-    let geometry = ConvGeometry::conv(&x.dims(), &weight_dims, &options);
+    let geometry = ConvGeometry::conv(&x.dims(), &weight_dims, &lifted);
     check_kernel_values(op, &x.device(), geometry.normalised().named_values())?;
-    let weight = shape.operand(weight);
+    Ok(ConvCall {
+        x: x.into_dispatch(),
+        weight: shape.operand(weight),
+        options: lifted,
+        shape,
+    })
+}
+
+pub(crate) fn try_conv<const N: usize, const D: usize, const W: usize>(
+    op: &'static str,
+    x: Tensor<D>,
+    weight: Tensor<W>,
+    bias: Option<Tensor<1>>,
+    options: ConvNdOptions<N>,
+) -> SpecResult<Tensor<D>> {
+    let call = prepare_conv::<N, D, W>(op, x, weight, bias.as_ref(), &options)?;
+    let (x, weight, lifted) = (call.x, call.weight, call.options);
+    let activation = options.activation;
     let out = match bias {
-        None => <Dispatch as ConvPoolBackend>::conv(x.into_dispatch(), weight, options, activation),
+        None => <Dispatch as ConvPoolBackend>::conv(x, weight, lifted, activation),
         Some(bias) => <Dispatch as ConvPoolBackend>::conv_with_bias(
-            x.into_dispatch(),
+            x,
             weight,
             bias.into_dispatch(),
-            options,
+            lifted,
             activation,
         ),
     };
-    Ok(shape.restore(out))
+    Ok(call.shape.restore(out))
+}
+
+/// A conv without bias or activation and each output channel's mean and biased variance
+/// (`conv_moments`): `(out, mean, variance)`, the statistics detached.
+pub(crate) fn try_conv_moments<const N: usize, const D: usize, const W: usize>(
+    op: &'static str,
+    x: Tensor<D>,
+    weight: Tensor<W>,
+    options: ConvNdOptions<N>,
+) -> SpecResult<(Tensor<D>, Tensor<1>, Tensor<1>)> {
+    let call = prepare_conv::<N, D, W>(op, x, weight, None, &options)?;
+    let (out, mean, variance) =
+        <Dispatch as ConvPoolBackend>::conv_moments(call.x, call.weight, call.options);
+    Ok((
+        call.shape.restore(out),
+        Tensor::from_dispatch(mean),
+        Tensor::from_dispatch(variance),
+    ))
 }
 
 pub(crate) fn try_conv_transpose<const N: usize, const D: usize, const W: usize>(

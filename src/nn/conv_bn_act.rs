@@ -1,8 +1,10 @@
 //! `ConvBnAct1d`, `ConvBnAct2d`, `ConvBnAct3d`: a convolution, a batch norm and an activation
-//! as one block, the unit of every ResNet. Training runs the conv, then the batch norm and
-//! the activation in two passes over the conv's output each way
-//! ([`batch_norm_act_train`](crate::batch_norm_act_train)); inference folds the batch norm
-//! into the conv and applies the activation as the conv stores its output: one pass.
+//! as one block, the unit of every ResNet. Training runs the conv, which sums each channel's
+//! statistics as it stores its output (cuDNN's "ConvGenStats"; a conv with a bias runs
+//! [`batch_norm_act_train`](crate::batch_norm_act_train) after it instead), then the batch
+//! norm and the activation in one pass over that output, and their backward in two;
+//! inference folds the batch norm into the conv and applies the activation as the conv stores
+//! its output: one pass.
 
 use burn::config::Config;
 use burn::module::Module;
@@ -11,8 +13,8 @@ use burn::tensor::{Device, Tensor};
 
 use super::fuse::{check_fold, folded_params};
 use super::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, Conv3d, Conv3dConfig};
-use crate::functional::conv::try_conv;
-use crate::functional::try_batch_norm_act_train;
+use crate::functional::conv::{try_conv, try_conv_moments};
+use crate::functional::{try_batch_norm_act_given, try_batch_norm_act_train};
 use crate::spec::{
     Activation, BatchNormActOptions, SpecError, SpecErrorKind, SpecResult, check_input_rank,
 };
@@ -38,6 +40,11 @@ fn update_running(bn: &BatchNorm, mean: Tensor<1>, variance: Tensor<1>, per_chan
         .update(blend(bn.running_mean.value_sync(), mean));
     bn.running_var
         .update(blend(bn.running_var.value_sync(), unbiased));
+}
+
+/// Values each channel of a `(N, C, *spatial)` tensor holds: `N * spatial`.
+fn values_per_channel(dims: &[usize]) -> usize {
+    dims[0] * dims[2..].iter().product::<usize>()
 }
 
 macro_rules! conv_bn_act {
@@ -176,16 +183,36 @@ macro_rules! conv_bn_act {
                 let weight = conv.weight.val();
                 let bias = conv.bias.as_ref().map(|bias| bias.val());
                 if x.device().is_autodiff() && bn.training.is_enabled() {
-                    let y = try_conv::<$n, D, $w>(OP, x, weight, bias, options)?;
-                    let per_channel = y.dims()[0] * y.dims()[2..].iter().product::<usize>();
-                    let options = BatchNormActOptions {
+                    let bn_options = BatchNormActOptions {
                         epsilon: bn.epsilon,
                         activation,
                     };
-                    let result = try_batch_norm_act_train(y, bn.gamma.val(), bn.beta.val(), options)
-                        .map_err(|error| SpecError { op: OP, ..error })?;
-                    update_running(bn, result.mean, result.variance, per_channel);
-                    Ok(result.output)
+                    let named = |error: SpecError| SpecError { op: OP, ..error };
+                    let (gamma, beta) = (bn.gamma.val(), bn.beta.val());
+                    let (output, mean, variance, per_channel) = match bias {
+                        // The conv sums the statistics as it stores its output, and the batch
+                        // norm reads that output once.
+                        None => {
+                            let (y, mean, variance) =
+                                try_conv_moments::<$n, D, $w>(OP, x, weight, options)?;
+                            let per_channel = values_per_channel(&y.dims());
+                            let statistics = [mean.clone(), variance.clone()];
+                            let output =
+                                try_batch_norm_act_given(y, [gamma, beta], statistics, bn_options)
+                                    .map_err(named)?;
+                            (output, mean, variance, per_channel)
+                        }
+                        // A bias moves the mean alone; the batch norm sums the biased output.
+                        Some(bias) => {
+                            let y = try_conv::<$n, D, $w>(OP, x, weight, Some(bias), options)?;
+                            let per_channel = values_per_channel(&y.dims());
+                            let result = try_batch_norm_act_train(y, gamma, beta, bn_options)
+                                .map_err(named)?;
+                            (result.output, result.mean, result.variance, per_channel)
+                        }
+                    };
+                    update_running(bn, mean, variance, per_channel);
+                    Ok(output)
                 } else {
                     let (weight, bias) = folded_params(conv, weight, bias, bn);
                     options.activation = activation;

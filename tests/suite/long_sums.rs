@@ -190,3 +190,34 @@ fn batch_norm_statistics_and_gradients_sum_millions_of_tenths_within_1e_6() {
         }
     }
 }
+
+/// The block's conv sums the batch norm's statistics as it stores its output: a 1x1 conv of
+/// weight 1 passes 2^20 tenths, whose mean reaches the running mean (0.1 of it after one step
+/// from 0) and whose `beta` gradient sums them all.
+#[test]
+fn a_conv_bn_blocks_statistics_sum_millions_of_tenths_within_1e_6() {
+    use burn::module::Param;
+    use burn::nn::BatchNormConfig;
+    use burn_convpool::nn::{Conv2dConfig, ConvBnAct2d};
+    for (name, base) in devices() {
+        let device = base.clone().autodiff();
+        let what = |op: &str| format!("{op} on {name}");
+        let (x, value) = tenths(CONV_SIDE, &device, DType::F32);
+        let mut conv = Conv2dConfig::new([1, 1], [1, 1])
+            .with_bias(false)
+            .init(&device);
+        conv.weight = Param::from_tensor(Tensor::ones([1, 1, 1, 1], &device));
+        let block = ConvBnAct2d::new(conv, BatchNormConfig::new(1).init(&device), None);
+        let out = block.forward(x.detach());
+        let running_mean = block.bn.running_mean.value_sync();
+        assert_all_near(running_mean, 0.1 * value, &what("the block's running mean"));
+        let grads = (out * 0.1).sum().backward();
+        let beta_grad = block.bn.beta.grad(&grads).expect("beta gradient");
+        let positions = (CONV_SIDE * CONV_SIDE) as f64;
+        assert_all_near(
+            beta_grad,
+            value * positions,
+            &what("the block's beta gradient"),
+        );
+    }
+}

@@ -194,9 +194,34 @@ pub fn forward<T: Element>(
     activation: Option<Activation>,
 ) -> Forward<T> {
     let (mean, variance) = moments(x, planes);
-    let channels = channels(&mean, &variance, gamma, beta, epsilon);
+    let out = normalize(
+        x,
+        planes,
+        [gamma, beta],
+        [&mean, &variance],
+        epsilon,
+        activation,
+    );
+    Forward {
+        out,
+        mean,
+        variance,
+    }
+}
+
+/// `activation(batch_norm(x))` with statistics already summed (by the conv that wrote `x`,
+/// see `plane_moments.rs`): one pass.
+pub fn normalize<T: Element>(
+    x: &[T],
+    planes: Planes,
+    [gamma, beta]: [&[T]; 2],
+    [mean, variance]: [&[T]; 2],
+    epsilon: f64,
+    activation: Option<Activation>,
+) -> Vec<T> {
+    let channels = channels(mean, variance, gamma, beta, epsilon);
     let volume = planes.volume;
-    let out = planes.each_plane(2, |plane, out| {
+    planes.each_plane(2, |plane, out| {
         let x = &x[plane * volume..][..volume];
         let channel = channels[plane % planes.channels];
         in_widest_vectors(NormalizePlane {
@@ -205,12 +230,7 @@ pub fn forward<T: Element>(
             channel,
             activation,
         });
-    });
-    Forward {
-        out,
-        mean,
-        variance,
-    }
+    })
 }
 
 /// The gradients of [`forward`].

@@ -59,14 +59,14 @@ pub fn worth_timing(geometry: &ConvGeometry) -> bool {
 
 /// The fastest of the key's candidates for its pass and its result by `run`: the remembered
 /// one, or, on the first call, each timed [`ROUNDS`] times (the fastest run's result returned).
-pub fn run_fastest<T>(key: Key, mut run: impl FnMut(Algorithm) -> Vec<T>) -> (Algorithm, Vec<T>) {
+pub fn run_fastest<R>(key: Key, mut run: impl FnMut(Algorithm) -> R) -> (Algorithm, R) {
     let remembered = CHOICES
         .lock()
         .map_or(None, |choices| choices.get(&key).copied());
     if let Some(algorithm) = remembered {
         return (algorithm, run(algorithm));
     }
-    let mut best: Option<(Duration, Algorithm, Vec<T>)> = None;
+    let mut best: Option<(Duration, Algorithm, R)> = None;
     for _ in 0..ROUNDS {
         for &algorithm in &key.candidates {
             let start = Instant::now();

@@ -16,6 +16,8 @@ use rayon::prelude::*;
 use crate::spec::ConvGeometry;
 
 use super::element::{Element, all_within, is_f32, min_items_per_task};
+use super::finished::{FinishedPlanes, Unwatched};
+use super::plane_moments::PlaneMoments;
 use super::sum::{PairwiseSum, lane_sum};
 use super::{adjoint, depthwise, direct, lowered, phases, pointwise, winograd};
 pub use crate::cpu::choice::{Algorithm, Pass};
@@ -81,7 +83,7 @@ impl<'a, T: Element> Call<'a, T> {
     /// call, see `fastest`); else [`Self::by_rule`]'s. A small pass checks the values of its
     /// rule's algorithm alone: scanning both operands for every candidate took as long as the
     /// `example_resnet_stem_28` weight gradient itself.
-    fn run(&self, mut run: impl FnMut(Algorithm) -> Vec<T>) -> Vec<T> {
+    fn run<R>(&self, mut run: impl FnMut(Algorithm) -> R) -> R {
         run_noted(self.pass, || {
             if let Some(algorithm) = self.pinned() {
                 return (algorithm, run(algorithm));
@@ -179,24 +181,59 @@ pub fn forward<T: Element>(
     weight: &[T],
     bias: Option<&[T]>,
 ) -> Vec<T> {
+    forward_watched(geometry, x, weight, bias, || Unwatched).0
+}
+
+/// [`forward`] without bias, and each output channel's mean and biased variance over the
+/// batch and space (a training batch norm's statistics), summed from each plane as the pass
+/// finishes it ([`PlaneMoments`]) rather than in passes over the output of their own.
+pub fn forward_with_moments<T: Element>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    weight: &[T],
+) -> (Vec<T>, Vec<T>, Vec<T>) {
+    let planes = geometry.batch * geometry.out_channels;
+    let new = || PlaneMoments::new(planes, geometry.out_volume());
+    let (out, moments) = forward_watched(geometry, x, weight, None, new);
+    let (mean, variance) = moments.channels(geometry.batch, geometry.out_channels);
+    (out, mean, variance)
+}
+
+/// [`forward`], each plane of the output handed to a receiver from `watch` as its algorithm
+/// finishes it: a new one for each run, so a timed call keeps the receiver of the run it
+/// returns.
+fn forward_watched<T: Element, F: FinishedPlanes<T>>(
+    geometry: &ConvGeometry,
+    x: &[T],
+    weight: &[T],
+    bias: Option<&[T]>,
+    watch: impl Fn() -> F,
+) -> (Vec<T>, F) {
     if geometry.batch == 0 {
-        return Vec::new();
+        return (Vec::new(), watch());
     }
-    let mut out =
-        Call::new(geometry, Pass::Forward, [x, weight]).run(|algorithm| match algorithm {
-            Algorithm::Depthwise => depthwise::forward(geometry, x, weight, bias),
-            Algorithm::Winograd => winograd::forward(geometry, x, weight, bias),
-            Algorithm::Phases => phases::forward(geometry, x, weight, bias),
-            Algorithm::Pointwise => pointwise::forward(geometry, x, weight, bias),
-            Algorithm::Direct => direct::forward(geometry, x, weight, bias),
-            Algorithm::Lowered => lowered::forward(geometry, x, weight, bias),
-            Algorithm::Adjoint => unreachable!("the adjoint serves input gradients alone"),
+    let (mut out, mut finished) =
+        Call::new(geometry, Pass::Forward, [x, weight]).run(|algorithm| {
+            let finished = watch();
+            let out = match algorithm {
+                Algorithm::Depthwise => depthwise::forward(geometry, x, weight, bias, &finished),
+                Algorithm::Winograd => winograd::forward(geometry, x, weight, bias, &finished),
+                Algorithm::Phases => phases::forward(geometry, x, weight, bias, &finished),
+                Algorithm::Pointwise => pointwise::forward(geometry, x, weight, bias, &finished),
+                Algorithm::Direct => direct::forward(geometry, x, weight, bias, &finished),
+                Algorithm::Lowered => lowered::forward(geometry, x, weight, bias, &finished),
+                Algorithm::Adjoint => unreachable!("the adjoint serves input gradients alone"),
+            };
+            (out, finished)
         });
-    // Only a weight that is not finite makes NaN of the padding's zeros.
+    // Only a weight that is not finite makes NaN of the padding's zeros. The repair rewrites
+    // planes the receiver has seen, so it sees the whole output again.
     if geometry.windows_meet_padding() && !all_within(weight, f64::INFINITY) {
         definition::repair_forward(geometry, x, weight, bias, &mut out);
+        finished = watch();
+        finished.finished(0, &out);
     }
-    out
+    (out, finished)
 }
 
 /// Gradient of `conv` with respect to `x`, shape `geometry.in_shape()`. An input position sums

@@ -258,3 +258,139 @@ fn non_finite_values_meet_no_padding() {
         }
     }
 }
+
+/// Each channel's mean and biased variance of `out` `(N, C, volume)`, two passes in f64.
+fn channel_statistics(out: &[f32], batch: usize, channels: usize) -> Vec<(f64, f64)> {
+    let volume = out.len() / (batch * channels);
+    (0..channels)
+        .map(|c| {
+            let values: Vec<f64> = (0..batch)
+                .flat_map(|n| &out[(n * channels + c) * volume..][..volume])
+                .map(|&v| f64::from(v))
+                .collect();
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            let squares: f64 = values.iter().map(|v| (v - mean).powi(2)).sum();
+            (mean, squares / values.len() as f64)
+        })
+        .collect()
+}
+
+/// `algorithm`, pinned, computes `forward_with_moments` over `g`: the output is `forward`'s
+/// bit for bit, and the statistics that every plane handed on as it was stored sum to are
+/// the output's own (a plane the algorithm never handed on would count as zeros).
+fn check_moments(algorithm: Algorithm, g: &ConvGeometry, weight_seed: u64) {
+    use crate::cpu::choice::{record_conv_algorithms, with_conv_algorithm};
+    let to_f32 = |values: Vec<f64>| values.into_iter().map(|v| v as f32).collect::<Vec<_>>();
+    let x = to_f32(values(g.in_shape().iter().product(), 1));
+    let weight = to_f32(values(g.weight_shape().iter().product(), weight_seed));
+    let ((plain, (out, mean, variance)), ran) = record_conv_algorithms(|| {
+        with_conv_algorithm(algorithm, || {
+            (
+                forward(g, &x, &weight, None),
+                forward_with_moments(g, &x, &weight),
+            )
+        })
+    });
+    assert_eq!(ran, [(Pass::Forward, algorithm); 2], "{g:?}");
+    let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&out), bits(&plain), "{algorithm:?}");
+    let expected = channel_statistics(&out, g.batch, g.out_channels);
+    for (c, &(mean_c, variance_c)) in expected.iter().enumerate() {
+        let close = |ours: f32, theirs: f64| {
+            (f64::from(ours) - theirs).abs() <= 1e-5 * theirs.abs().max(1e-2)
+                || ours.is_nan() && theirs.is_nan()
+        };
+        assert!(
+            close(mean[c], mean_c) && close(variance[c], variance_c),
+            "{algorithm:?} channel {c}: ({}, {}) vs ({mean_c}, {variance_c})",
+            mean[c],
+            variance[c]
+        );
+    }
+}
+
+#[test]
+fn every_forward_algorithm_sums_the_statistics_of_its_output() {
+    let same = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    let strided = ConvOptions::new([1, 2, 2], [0, 1, 1], [1; 3], 1);
+    let unpadded = ConvOptions::new([1; 3], [0; 3], [1; 3], 1);
+    let depthwise = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 4);
+    let cases = [
+        (
+            Algorithm::Lowered,
+            geometry([3, 4, 1, 9, 10], 6, [1, 3, 3], &same),
+        ),
+        (
+            Algorithm::Winograd,
+            geometry([3, 4, 1, 9, 10], 6, [1, 3, 3], &same),
+        ),
+        (
+            Algorithm::Phases,
+            geometry([3, 4, 1, 9, 10], 6, [1, 4, 4], &strided),
+        ),
+        (
+            Algorithm::Depthwise,
+            geometry([3, 4, 1, 9, 10], 4, [1, 3, 3], &depthwise),
+        ),
+        (
+            Algorithm::Pointwise,
+            geometry([3, 8, 1, 6, 7], 12, [1; 3], &unpadded),
+        ),
+        // Spatial tiles (few output channels), one-vector row tiles (strided), and blocks of
+        // several vectors (many output channels).
+        (
+            Algorithm::Direct,
+            geometry([2, 16, 1, 12, 12], 16, [1, 3, 3], &same),
+        ),
+        (
+            Algorithm::Direct,
+            geometry([2, 8, 1, 11, 13], 8, [1, 3, 3], &strided),
+        ),
+        (
+            Algorithm::Direct,
+            geometry([2, 8, 1, 10, 11], 40, [1, 3, 3], &same),
+        ),
+    ];
+    for (algorithm, g) in cases {
+        check_moments(algorithm, &g, 2);
+    }
+    // One image on two threads: the pointwise path cuts each image's channels into a run per
+    // thread.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        let g = geometry([1, 64, 1, 32, 32], 64, [1; 3], &unpadded);
+        check_moments(Algorithm::Pointwise, &g, 2);
+    });
+}
+
+/// A weight that is not finite makes NaN where its windows meet padding until the repair after
+/// the algorithm sums those windows by the definition; the statistics are the repaired
+/// output's.
+#[test]
+fn statistics_follow_the_repaired_output() {
+    let same = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
+    let g = geometry([2, 3, 1, 5, 6], 4, [1, 3, 3], &same);
+    let x: Vec<f32> = (0..g.in_shape().iter().product())
+        .map(|i| 0.1 + 0.1 * (i % 7) as f32)
+        .collect();
+    let mut weight = vec![0.5f32; g.weight_shape().iter().product()];
+    // Channel 1's first tap is infinite: by the definition, its outputs are infinite (every
+    // input is positive), where the algorithms' padding zeros times infinity give NaN.
+    weight[g.patch_len()] = f32::INFINITY;
+    let (out, mean, variance) = forward_with_moments(&g, &x, &weight);
+    assert!(!out.iter().any(|v| v.is_nan()));
+    assert_eq!(mean[1], f32::INFINITY);
+    assert!(variance[1].is_nan());
+    let expected = channel_statistics(&out, g.batch, g.out_channels);
+    for c in [0, 2, 3] {
+        let (mean_c, variance_c) = expected[c];
+        assert!((f64::from(mean[c]) - mean_c).abs() < 1e-5, "channel {c}");
+        assert!(
+            (f64::from(variance[c]) - variance_c).abs() < 1e-5,
+            "channel {c}"
+        );
+    }
+}

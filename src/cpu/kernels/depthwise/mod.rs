@@ -16,6 +16,7 @@ mod weight;
 use crate::spec::ConvGeometry;
 
 use super::element::{Element, zeroed_per_plane};
+use super::finished::FinishedPlanes;
 pub use weight::{serves_weight, weight_backward};
 
 /// True when each group maps one input channel to one output channel, the case the stencil
@@ -25,12 +26,14 @@ pub fn is_depthwise(geometry: &ConvGeometry) -> bool {
     geometry.in_per_group() == 1 && geometry.out_per_group() == 1
 }
 
-/// `out = conv(x, weight) + bias` for a depthwise geometry, shape `geometry.out_shape()`.
+/// `out = conv(x, weight) + bias` for a depthwise geometry, shape `geometry.out_shape()`, each
+/// plane handed to `finished` once stored.
 pub fn forward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     weight: &[T],
     bias: Option<&[T]>,
+    finished: &dyn FinishedPlanes<T>,
 ) -> Vec<T> {
     let g = geometry;
     debug_assert!(is_depthwise(g));
@@ -62,6 +65,7 @@ pub fn forward<T: Element>(
                     stencil::forward_plane(&arch, g, &runs, x_plane, taps, out_plane);
                 }
             }
+            finished.finished(plane * out_vol, out_plane);
         },
     )
 }

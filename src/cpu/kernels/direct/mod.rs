@@ -29,6 +29,7 @@ use crate::spec::ConvGeometry;
 
 use super::bordered::Bordered;
 use super::element::{Element, in_f32, min_items_per_task};
+use super::finished::{AsElement, FinishedPlanes};
 use super::transpose::transpose;
 pub use data::{data_pays, serves_data, x_backward};
 use tiles::{BLOCK_VECTORS, Block, Rows, TileAt, block_lanes, to_lanes};
@@ -100,12 +101,13 @@ pub fn weight_pays(geometry: &ConvGeometry) -> bool {
 /// `conv(x, weight) + bias` for a shape the direct path [`serves`], in f32 (the tiles are
 /// written in f32 vectors). Each image and group is copied
 /// into its zero border once; its blocks of output channels are then computed in parallel
-/// from the copy.
+/// from the copy, and each block handed to `finished` as it is stored.
 pub fn forward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     weight: &[T],
     bias: Option<&[T]>,
+    finished: &dyn FinishedPlanes<T>,
 ) -> Vec<T> {
     in_f32(geometry.out_shape().iter().product(), |out| {
         pulp::Arch::new().dispatch(Forward {
@@ -114,6 +116,7 @@ pub fn forward<T: Element>(
             weight: bytemuck::cast_slice(weight),
             bias: bias.map(bytemuck::cast_slice),
             out,
+            finished: &AsElement(finished),
         })
     })
 }
@@ -126,6 +129,7 @@ struct Forward<'a> {
     weight: &'a [f32],
     bias: Option<&'a [f32]>,
     out: &'a mut [f32],
+    finished: &'a dyn FinishedPlanes<f32>,
 }
 
 impl WithSimd for Forward<'_> {
@@ -140,6 +144,7 @@ impl WithSimd for Forward<'_> {
             self.weight,
             self.bias,
             self.out,
+            self.finished,
         );
     }
 }
@@ -215,6 +220,7 @@ impl Walk {
 /// [`forward`] in f32 with `simd`'s vectors, into `out` (zeros): in the spatial tiles where
 /// they [`spatial::fits`], else in blocks of one vector where that holds a group's output
 /// channels (a two-vector block would leave half its lanes idle), else of [`BLOCK_VECTORS`].
+/// Each block of output planes goes to `finished` once stored.
 fn run<S: Simd>(
     simd: S,
     g: &ConvGeometry,
@@ -222,13 +228,14 @@ fn run<S: Simd>(
     weight: &[f32],
     bias: Option<&[f32]>,
     out: &mut [f32],
+    finished: &dyn FinishedPlanes<f32>,
 ) {
     if spatial::fits::<S>(g) {
-        spatial::forward(simd, g, x, weight, bias, out);
+        spatial::forward(simd, g, x, weight, bias, out, finished);
     } else if g.out_per_group() <= block_lanes::<S, 1>() {
-        run_in_blocks::<S, 1>(simd, g, x, weight, bias, out);
+        run_in_blocks::<S, 1>(simd, g, x, weight, bias, out, finished);
     } else {
-        run_in_blocks::<S, BLOCK_VECTORS>(simd, g, x, weight, bias, out);
+        run_in_blocks::<S, BLOCK_VECTORS>(simd, g, x, weight, bias, out, finished);
     }
 }
 
@@ -240,6 +247,7 @@ fn run_in_blocks<S: Simd, const V: usize>(
     weight: &[f32],
     bias: Option<&[f32]>,
     out: &mut [f32],
+    finished: &dyn FinishedPlanes<f32>,
 ) {
     let walk = Walk::new(g);
     let (cout_g, out_vol, lanes) = (g.out_per_group(), g.out_volume(), block_lanes::<S, V>());
@@ -274,8 +282,9 @@ fn run_in_blocks<S: Simd, const V: usize>(
                         weights: &packed[(group * blocks + block) * block_len..][..block_len],
                         bias: &bias,
                         out_vol,
-                        out: out_block,
+                        out: &mut *out_block,
                     });
+                    finished.finished((item * cout_g + block * lanes) * out_vol, out_block);
                 });
         });
 }

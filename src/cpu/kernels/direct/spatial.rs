@@ -18,6 +18,7 @@ use crate::spec::ConvGeometry;
 use super::tiles::{BLOCK_VECTORS, machine_lanes};
 use super::{Walk, pack_weights};
 use crate::cpu::kernels::element::min_items_per_task;
+use crate::cpu::kernels::finished::FinishedPlanes;
 
 /// Runs of points per tile and output channels per tile with AVX-512's 32 registers: 24
 /// accumulators, three input vectors and a broadcast weight, eleven loads per 24 FMAs.
@@ -102,7 +103,7 @@ pub(super) fn runs(g: &ConvGeometry, walk: &Walk, lanes: usize) -> Vec<Run> {
 
 /// `conv(x, weight) + bias` in f32 with `simd`'s vectors into `out` (zeros), for a geometry
 /// the tiles [`fits`]: one task per image and group, split further into blocks of output
-/// channels where the batch is small.
+/// channels where the batch is small; each block goes to `finished` once stored.
 pub fn forward<S: Simd>(
     simd: S,
     g: &ConvGeometry,
@@ -110,11 +111,14 @@ pub fn forward<S: Simd>(
     weight: &[f32],
     bias: Option<&[f32]>,
     out: &mut [f32],
+    finished: &dyn FinishedPlanes<f32>,
 ) {
     if wide_registers::<S>() {
-        forward_in::<S, { WIDE_TILE.0 }, { WIDE_TILE.1 }>(simd, g, x, weight, bias, out);
+        forward_in::<S, { WIDE_TILE.0 }, { WIDE_TILE.1 }>(simd, g, x, weight, bias, out, finished);
     } else {
-        forward_in::<S, { NARROW_TILE.0 }, { NARROW_TILE.1 }>(simd, g, x, weight, bias, out);
+        forward_in::<S, { NARROW_TILE.0 }, { NARROW_TILE.1 }>(
+            simd, g, x, weight, bias, out, finished,
+        );
     }
 }
 
@@ -126,6 +130,7 @@ fn forward_in<S: Simd, const R: usize, const C: usize>(
     weight: &[f32],
     bias: Option<&[f32]>,
     out: &mut [f32],
+    finished: &dyn FinishedPlanes<f32>,
 ) {
     let walk = &Walk::new(g);
     let lanes = vector_lanes::<S>();
@@ -171,8 +176,9 @@ fn forward_in<S: Simd, const R: usize, const C: usize>(
                         bias,
                         runs: &runs,
                         out_vol,
-                        out: out_block,
+                        out: &mut *out_block,
                     });
+                    finished.finished((item * cout_g + block * C) * out_vol, out_block);
                 });
         });
 }

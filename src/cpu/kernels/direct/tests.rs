@@ -2,6 +2,7 @@ use burn::tensor::ops::ConvOptions;
 
 use super::*;
 use crate::cpu::kernels::conv::reference::{reference, reference_grads, values};
+use crate::cpu::kernels::finished::Unwatched;
 
 /// `x` (`[N, C, D, H, W]`) convolved to `out_channels` with `kernel` and the given options.
 fn geometry(
@@ -68,6 +69,7 @@ fn check_with<S: Simd>(simd: S, g: &ConvGeometry, with_bias: bool) {
         &weight,
         with_bias.then_some(&bias[..]),
         &mut out,
+        &Unwatched,
     );
     let out_vol = g.out_volume();
     // Every term is under 1 in magnitude: a sum of `patch_len` of them rounds by less than
@@ -264,7 +266,7 @@ fn other_element_types_are_refused() {
     let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
     let g = geometry([1, 2, 1, 4, 4], 16, [1, 3, 3], options);
     let (x, weight) = (values(32, 1), values(16 * 18, 2));
-    forward(&g, &x, &weight, None);
+    forward(&g, &x, &weight, None, &Unwatched);
 }
 
 /// The rule takes the small layers of `examples/resnet` (3x3 kernels, 16 to 32 channels, any
@@ -359,8 +361,16 @@ fn check_against_channel_tiles<S: Simd, const V: usize>(simd: S, g: &ConvGeometr
     let (x, weight, bias) = operands(g);
     let len = g.out_shape().iter().product();
     let (mut chosen, mut channel_tiles) = (vec![0.0; len], vec![0.0; len]);
-    run(simd, g, &x, &weight, Some(&bias), &mut chosen);
-    run_in_blocks::<S, V>(simd, g, &x, &weight, Some(&bias), &mut channel_tiles);
+    run(simd, g, &x, &weight, Some(&bias), &mut chosen, &Unwatched);
+    run_in_blocks::<S, V>(
+        simd,
+        g,
+        &x,
+        &weight,
+        Some(&bias),
+        &mut channel_tiles,
+        &Unwatched,
+    );
     let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&chosen), bits(&channel_tiles), "{g:?}");
 }

@@ -21,6 +21,7 @@ use crate::spec::ConvGeometry;
 
 use super::adjoint;
 use super::element::{Element, Split, for_each_chunk, items_per_thread, sum_of_partials};
+use super::finished::FinishedPlanes;
 use super::gemm::{MatMut, MatRef, matmul};
 use im2col::{Lowering, gather_images, images_per_tile};
 
@@ -111,12 +112,14 @@ fn for_each_patch_tile<T: Element>(
     }
 }
 
-/// `out = conv(x, weight) + bias`, shape `geometry.out_shape()`.
+/// `out = conv(x, weight) + bias`, shape `geometry.out_shape()`, each task's images handed to
+/// `finished` once stored.
 pub(super) fn forward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     weight: &[T],
     bias: Option<&[T]>,
+    finished: &dyn FinishedPlanes<T>,
 ) -> Vec<T> {
     let g = geometry;
     let images = images_per_task::<T>(g);
@@ -161,6 +164,7 @@ pub(super) fn forward<T: Element>(
                         }
                     }
                 }
+                finished.finished(items.start * item_len, out_chunk);
                 return;
             }
             let (n, out_n) = (items.start, out_chunk);
@@ -188,6 +192,7 @@ pub(super) fn forward<T: Element>(
                     );
                 });
             }
+            finished.finished(n * item_len, out_n);
         },
     );
     out

@@ -22,6 +22,7 @@ use crate::spec::ConvGeometry;
 use super::element::{
     Element, Split, all_within, for_each_chunk, items_per_thread, sum_of_partials,
 };
+use super::finished::FinishedPlanes;
 use super::gemm::{MatMut, MatRef, matmul};
 use super::transpose::transpose;
 use plan::Plan;
@@ -96,19 +97,27 @@ pub fn fits(geometry: &ConvGeometry) -> bool {
     serves_normalised(&g) && pays(&g)
 }
 
-/// `conv(x, weight) + bias` on the phase grids, for a shape they [`serves`].
+/// `conv(x, weight) + bias` on the phase grids, for a shape they [`serves`], each task's
+/// images handed to `finished` once stored.
 pub fn forward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     weight: &[T],
     bias: Option<&[T]>,
+    finished: &dyn FinishedPlanes<T>,
 ) -> Vec<T> {
-    run_forward(&geometry.normalised(), x, weight, bias)
+    run_forward(&geometry.normalised(), x, weight, bias, finished)
 }
 
 /// The forward pass. Padding reaches the weights only as the lowered path's zeros do, and a
 /// dropped column never reaches a kept one, so every value is admitted.
-fn run_forward<T: Element>(g: &ConvGeometry, x: &[T], weight: &[T], bias: Option<&[T]>) -> Vec<T> {
+fn run_forward<T: Element>(
+    g: &ConvGeometry,
+    x: &[T],
+    weight: &[T],
+    bias: Option<&[T]>,
+    finished: &dyn FinishedPlanes<T>,
+) -> Vec<T> {
     let plan = Plan::new(g);
     let folded = plan.fold_weights(weight);
     let taps: Vec<[usize; 3]> = plan.taps().collect();
@@ -127,6 +136,7 @@ fn run_forward<T: Element>(g: &ConvGeometry, x: &[T], weight: &[T], bias: Option
         split,
         |images, out_chunk, scratch| {
             let (grids, wide) = scratch.split_at_mut(plan.input_len());
+            let first = images.start * item_len;
             for (n, out_n) in images.zip(out_chunk.chunks_mut(item_len)) {
                 for group in 0..g.groups {
                     let x_group = &x[(n * g.in_channels + group * cin_g) * in_vol..];
@@ -151,6 +161,7 @@ fn run_forward<T: Element>(g: &ConvGeometry, x: &[T], weight: &[T], bias: Option
                     }
                 }
             }
+            finished.finished(first, out_chunk);
         },
     );
     out

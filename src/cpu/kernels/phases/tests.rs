@@ -2,6 +2,7 @@ use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 
 use super::*;
 use crate::cpu::kernels::conv::reference::{check_passes, reference, values};
+use crate::cpu::kernels::finished::Unwatched;
 
 fn geometry(
     x: [usize; 5],
@@ -24,7 +25,7 @@ fn check(geometry: &ConvGeometry) {
     check_passes(
         &g,
         21,
-        |x, weight, bias| run_forward(&g, x, weight, Some(bias)),
+        |x, weight, bias| run_forward(&g, x, weight, Some(bias), &Unwatched),
         |weight, out_grad| run_x_backward(&g, weight, out_grad),
         |x, out_grad| run_weight_backward(&g, x, out_grad),
     );
@@ -171,7 +172,7 @@ fn non_finite_inputs_take_the_lowered_path() {
     // infinite input reaches the outputs whose windows hold it, as infinities, and no other.
     let mut inf_x = x.clone();
     inf_x[9] = f64::INFINITY;
-    let out = forward(&g, &inf_x, &weight, None);
+    let out = forward(&g, &inf_x, &weight, None, &Unwatched);
     let expected = reference(&g, &inf_x, &weight);
     for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
         let same = (a.is_infinite() && a == b) || (a - b).abs() < 1e-10;

@@ -15,6 +15,7 @@ use rayon::prelude::*;
 use crate::spec::ConvGeometry;
 
 use super::element::{Element, Split, for_each_chunk, in_f32, items_per_thread, worth_threads};
+use super::finished::{AsElement, FinishedPlanes, Unwatched};
 use super::lowered::is_pointwise;
 use product::{Left, Planes, Product, ROWS, multiply, scratch_len};
 
@@ -59,12 +60,14 @@ pub fn data_pays(geometry: &ConvGeometry, threads: usize) -> bool {
     pays(geometry, geometry.out_per_group(), threads)
 }
 
-/// `conv(x, weight) + bias` for a shape the pointwise path [`serves`], in f32.
+/// `conv(x, weight) + bias` for a shape the pointwise path [`serves`], in f32, each task's
+/// planes handed to `finished` once stored.
 pub fn forward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     weight: &[T],
     bias: Option<&[T]>,
+    finished: &dyn FinishedPlanes<T>,
 ) -> Vec<T> {
     in_f32(geometry.out_shape().iter().product(), |out| {
         pulp::Arch::new().dispatch(Pass {
@@ -75,6 +78,7 @@ pub fn forward<T: Element>(
                 bias.map(bytemuck::cast_slice),
             ),
             out,
+            finished: &AsElement(finished),
         })
     })
 }
@@ -91,6 +95,7 @@ pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &
                 bytemuck::cast_slice(out_grad),
             ),
             out: x_grad,
+            finished: &Unwatched,
         })
     })
 }
@@ -199,6 +204,7 @@ impl<'a> Operands<'a> {
 struct Pass<'a> {
     operands: Operands<'a>,
     out: &'a mut [f32],
+    finished: &'a dyn FinishedPlanes<f32>,
 }
 
 impl WithSimd for Pass<'_> {
@@ -206,15 +212,20 @@ impl WithSimd for Pass<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
-        run(simd, self.operands, self.out);
+        run(simd, self.operands, self.out, self.finished);
     }
 }
 
 /// Computes `operands` into `out` with `simd`'s vectors: with at least a thread's worth of
 /// images per thread, one run of whole images per thread (all its positions one product per
 /// group); with fewer images than threads, each image's rows of a group cut into one run per
-/// thread.
-fn run<S: Simd>(simd: S, operands: Operands<'_>, out: &mut [f32]) {
+/// thread. Each task's planes go to `finished` once stored.
+fn run<S: Simd>(
+    simd: S,
+    operands: Operands<'_>,
+    out: &mut [f32],
+    finished: &dyn FinishedPlanes<f32>,
+) {
     let ops = operands;
     let image_len = ops.out_channels * ops.positions;
     let batch = out.len().checked_div(image_len).unwrap_or(0);
@@ -247,6 +258,7 @@ fn run<S: Simd>(simd: S, operands: Operands<'_>, out: &mut [f32]) {
                     };
                     multiply(simd, product, scratch);
                 }
+                finished.finished(images.start * image_len, chunk);
             },
         );
         return;
@@ -270,7 +282,7 @@ fn run<S: Simd>(simd: S, operands: Operands<'_>, out: &mut [f32]) {
                             right: ops.right,
                             right_planes: ops.right_planes(group),
                             images: image..image + 1,
-                            out: out_rows,
+                            out: &mut *out_rows,
                             out_planes: Planes {
                                 image_len: 0,
                                 first_row: 0,
@@ -279,6 +291,8 @@ fn run<S: Simd>(simd: S, operands: Operands<'_>, out: &mut [f32]) {
                             shift: ops.shift(group).map(|shift| &shift[rows.start..]),
                         };
                         multiply(simd, product, scratch);
+                        let first = (image * ops.groups + group) * ops.rows + rows.start;
+                        finished.finished(first * ops.positions, out_rows);
                     },
                 );
         }

@@ -43,7 +43,7 @@ fn check_with<S: Simd>(simd: S, g: &ConvGeometry) {
     for bias in [None, Some(&bias[..])] {
         let mut out = vec![f32::NAN; expected.len()];
         let operands = Operands::forward(g, &x, &weight, bias);
-        simd.vectorize(|| run(simd, operands, &mut out));
+        simd.vectorize(|| run(simd, operands, &mut out, &Unwatched));
         let out_vol = g.out_volume();
         let want: Vec<f64> = expected
             .iter()
@@ -56,7 +56,7 @@ fn check_with<S: Simd>(simd: S, g: &ConvGeometry) {
     let (expected, _) = reference_grads(g, &zeros, &widen(&weight), &widen(&out_grad));
     let mut x_grad = vec![f32::NAN; expected.len()];
     let operands = Operands::data(g, &weight, &out_grad);
-    simd.vectorize(|| run(simd, operands, &mut x_grad));
+    simd.vectorize(|| run(simd, operands, &mut x_grad, &Unwatched));
     assert_close::<S>("x_grad", &x_grad, &expected, g.out_per_group(), g);
 }
 

@@ -21,6 +21,7 @@ use crate::spec::ConvGeometry;
 use super::element::{
     Element, Split, all_within, for_each_chunk, items_per_thread, sum_of_partials,
 };
+use super::finished::{FinishedPlanes, Unwatched};
 use super::gemm::{MatMut, MatRef, matmul};
 use plan::{Layout, Pass, Plan, point_stride};
 
@@ -75,14 +76,15 @@ pub fn takes<T: Element>(operands: [&[T]; 2]) -> bool {
 }
 
 /// `conv(x, weight) + bias` by Winograd's algorithm, for a shape it [`serves`] and values it
-/// [`takes`].
+/// [`takes`], each task's images handed to `finished` once stored.
 pub fn forward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
     weight: &[T],
     bias: Option<&[T]>,
+    finished: &dyn FinishedPlanes<T>,
 ) -> Vec<T> {
-    run_forward(geometry, x, weight, Layout::Conv, bias)
+    run_forward(geometry, x, weight, Layout::Conv, bias, finished)
 }
 
 /// The forward pass, for a geometry it [`serves`], the filters in `layout`.
@@ -92,6 +94,7 @@ fn run_forward<T: Element>(
     weight: &[T],
     layout: Layout,
     bias: Option<&[T]>,
+    finished: &dyn FinishedPlanes<T>,
 ) -> Vec<T> {
     let g = geometry;
     let plan = Plan::<T>::new(g);
@@ -147,6 +150,7 @@ fn run_forward<T: Element>(
                     plan.transform_outputs(products, group, tiles.clone(), bias, out_chunk);
                 }
             }
+            finished.finished(images.start * item_len, out_chunk);
         },
     );
     out
@@ -169,7 +173,14 @@ fn adjoint(geometry: &ConvGeometry) -> ConvGeometry {
 /// The gradient of `conv` with respect to `x` by Winograd's algorithm, for a shape and values
 /// as [`forward`]'s.
 pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
-    run_forward(&adjoint(geometry), out_grad, weight, Layout::Adjoint, None)
+    run_forward(
+        &adjoint(geometry),
+        out_grad,
+        weight,
+        Layout::Adjoint,
+        None,
+        &Unwatched,
+    )
 }
 
 /// The gradient of `conv` with respect to `weight` by Winograd's algorithm, for a shape and

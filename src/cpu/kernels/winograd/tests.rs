@@ -21,7 +21,7 @@ fn check(g: &ConvGeometry) {
     check_passes(
         g,
         11,
-        |x, weight, bias| forward(g, x, weight, Some(bias)),
+        |x, weight, bias| forward(g, x, weight, Some(bias), &Unwatched),
         |weight, out_grad| x_backward(g, weight, out_grad),
         |x, out_grad| weight_backward(g, x, out_grad),
     );
@@ -148,7 +148,7 @@ fn f32_error_against_f64_on_large_layers() {
         let x = narrow(values(g.in_shape().iter().product(), 21));
         let weight = narrow(values(g.weight_shape().iter().product(), 22));
         let expected = reference(&g, &widen(&x), &widen(&weight));
-        let out = forward(&g, &x, &weight, None);
+        let out = forward(&g, &x, &weight, None, &Unwatched);
         let worst = out
             .iter()
             .zip(&expected)
