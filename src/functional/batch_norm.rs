@@ -114,12 +114,13 @@ fn check_train<const D: usize>(
 /// [`batch_norm_act_train`]'s output over `x`'s own mean and biased variance, already summed
 /// by the conv that wrote `x` (`conv::try_conv_moments`): one pass forward, the same backward.
 pub(crate) fn try_batch_norm_act_given<const D: usize>(
+    op: &'static str,
     x: Tensor<D>,
     [gamma, beta]: [Tensor<1>; 2],
     [mean, variance]: [Tensor<1>; 2],
     options: BatchNormActOptions,
 ) -> SpecResult<Tensor<D>> {
-    check_train("batch_norm_act_train", &x, &gamma, &beta, &options)?;
+    check_train(op, &x, &gamma, &beta, &options)?;
     let out = <Dispatch as ConvPoolBackend>::batch_norm_act_given(
         x.into_dispatch(),
         gamma.into_dispatch(),

@@ -2,6 +2,7 @@
 
 mod batch_norm;
 pub(crate) mod conv;
+pub(crate) mod conv_batch_norm;
 mod device;
 mod lift;
 mod pad;
@@ -11,6 +12,7 @@ mod reshape;
 
 pub use batch_norm::*;
 pub use conv::*;
+pub use conv_batch_norm::*;
 pub use pool::*;
 pub use pool_fns::*;
 

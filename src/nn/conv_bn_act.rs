@@ -13,8 +13,9 @@ use burn::tensor::{Device, Tensor};
 
 use super::fuse::{check_fold, folded_params};
 use super::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, Conv3d, Conv3dConfig};
-use crate::functional::conv::{try_conv, try_conv_moments};
-use crate::functional::{try_batch_norm_act_given, try_batch_norm_act_train};
+use crate::functional::conv::try_conv;
+use crate::functional::conv_batch_norm::try_conv_batch_norm_act;
+use crate::functional::try_batch_norm_act_train;
 use crate::spec::{
     Activation, BatchNormActOptions, SpecError, SpecErrorKind, SpecResult, check_input_rank,
 };
@@ -193,14 +194,16 @@ macro_rules! conv_bn_act {
                         // The conv sums the statistics as it stores its output, and the batch
                         // norm reads that output once.
                         None => {
-                            let (y, mean, variance) =
-                                try_conv_moments::<$n, D, $w>(OP, x, weight, options)?;
-                            let per_channel = values_per_channel(&y.dims());
-                            let statistics = [mean.clone(), variance.clone()];
-                            let output =
-                                try_batch_norm_act_given(y, [gamma, beta], statistics, bn_options)
-                                    .map_err(named)?;
-                            (output, mean, variance, per_channel)
+                            let result = try_conv_batch_norm_act::<$n, D, $w>(
+                                OP,
+                                x,
+                                weight,
+                                [gamma, beta],
+                                options,
+                                bn_options,
+                            )?;
+                            let per_channel = values_per_channel(&result.output.dims());
+                            (result.output, result.mean, result.variance, per_channel)
                         }
                         // A bias moves the mean alone; the batch norm sums the biased output.
                         Some(bias) => {

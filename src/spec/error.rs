@@ -124,6 +124,12 @@ pub enum SpecErrorKind {
         /// The activation's name, e.g. `"relu"`.
         activation: &'static str,
     },
+    /// A conv's options that apply an activation where a batch norm follows the conv, whose
+    /// own options carry the block's activation.
+    ActivationBeforeBatchNorm {
+        /// The activation's name, e.g. `"relu"`.
+        activation: &'static str,
+    },
     /// A batch norm's epsilon that is not finite and positive.
     Epsilon {
         /// The epsilon.
@@ -417,6 +423,11 @@ impl fmt::Display for SpecErrorKind {
                 f,
                 "the conv applies {activation} before the batch norm, so the batch norm cannot \
                  fold into it (fuse first, then set the activation on the fused conv)"
+            ),
+            ActivationBeforeBatchNorm { activation } => write!(
+                f,
+                "the conv options apply {activation}, but a batch norm follows the conv: set \
+                 the activation in the batch norm's options"
             ),
             EmptyInput { dims } => write!(
                 f,

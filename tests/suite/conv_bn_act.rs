@@ -2,14 +2,18 @@
 //! against the unfused composition on every device: our conv, burn-nn's `BatchNorm` and
 //! Burn's activation, in training (outputs, every gradient, running statistics after two steps)
 //! and in eval mode (the fold, gradients included); on one image, one channel and a
-//! channels-last input; and its errors.
+//! channels-last input; and its errors. The functional block (`conv2d_batch_norm_act_train`)
+//! against `conv2d` then `batch_norm_act_train`.
 
 use burn::module::Param;
 use burn::nn::{BatchNorm, BatchNormConfig, PaddingConfig2d};
 use burn::tensor::activation::{leaky_relu, relu, silu};
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use burn_convpool::nn::{Conv2d, Conv2dConfig, ConvBnAct2d};
-use burn_convpool::{Activation, BatchNormActOptions, SpecErrorKind, try_batch_norm_act_train};
+use burn_convpool::{
+    Activation, BatchNormActOptions, ConvNdOptions, Padding, SpecErrorKind, batch_norm_act_train,
+    conv2d, conv2d_batch_norm_act_train, try_batch_norm_act_train, try_conv2d_batch_norm_act_train,
+};
 
 use crate::common::{Tolerance, assert_tensors_close, autodiff_devices};
 
@@ -292,4 +296,134 @@ fn an_empty_batch_gives_an_empty_output_and_leaves_the_running_statistics() {
             .unwrap();
         assert_eq!(mean, [0.0; 4], "{name}: running mean");
     }
+}
+
+/// The functional block, `conv2d_batch_norm_act_train`, against `conv2d` then
+/// `batch_norm_act_train` on every device: output, statistics and the gradients of `x`, the
+/// weight, `gamma` and `beta`, on a strided and a grouped conv; then what it refuses.
+#[test]
+fn the_functional_block_matches_conv_then_the_batch_norm() {
+    let _pinned = pin_ours();
+    let cases = [
+        (
+            ConvNdOptions::default().with_padding(Padding::Same),
+            [4, 6],
+            1,
+        ),
+        (
+            ConvNdOptions::default().with_stride([2, 2]).with_groups(2),
+            [4, 6],
+            2,
+        ),
+    ];
+    for (conv_options, [c_in, c_out], groups) in cases {
+        let host = Device::flex();
+        let normal = Distribution::Normal(0.0, 1.0);
+        let weight = Tensor::<4>::random([c_out, c_in / groups, 3, 3], normal, &host).into_data();
+        let x = Tensor::<4>::random([3, c_in, 7, 7], normal, &host).into_data();
+        let gamma = Tensor::<1>::random([c_out], Distribution::Uniform(0.5, 1.5), &host);
+        let beta = Tensor::<1>::random([c_out], normal, &host);
+        let options = BatchNormActOptions::default().with_activation(Activation::Relu);
+        for (name, device) in autodiff_devices() {
+            let what = |part: &str| format!("{name}, groups {groups}: {part}");
+            let leaves = || {
+                (
+                    Tensor::<4>::from_data(x.clone(), &device).require_grad(),
+                    Tensor::<4>::from_data(weight.clone(), &device).require_grad(),
+                    Tensor::<1>::from_data(gamma.to_data(), &device).require_grad(),
+                    Tensor::<1>::from_data(beta.to_data(), &device).require_grad(),
+                )
+            };
+            let (x1, w1, g1, b1) = leaves();
+            let fused = conv2d_batch_norm_act_train(
+                x1.clone(),
+                w1.clone(),
+                g1.clone(),
+                b1.clone(),
+                conv_options.clone(),
+                options,
+            );
+            let (x2, w2, g2, b2) = leaves();
+            let y = conv2d(x2.clone(), w2.clone(), None, conv_options.clone());
+            let expected = batch_norm_act_train(y, g2.clone(), b2.clone(), options);
+            close(fused.mean.clone(), expected.mean.clone(), &what("mean"));
+            close(
+                fused.variance.clone(),
+                expected.variance.clone(),
+                &what("variance"),
+            );
+            let weights = fused.output.random_like(Distribution::Normal(0.0, 1.0));
+            let fused_grads = (fused.output.clone() * weights.clone()).sum().backward();
+            let grads = (expected.output.clone() * weights).sum().backward();
+            close(fused.output, expected.output, &what("output"));
+            close(
+                x1.grad(&fused_grads).unwrap(),
+                x2.grad(&grads).unwrap(),
+                &what("x gradient"),
+            );
+            close(
+                w1.grad(&fused_grads).unwrap(),
+                w2.grad(&grads).unwrap(),
+                &what("weight gradient"),
+            );
+            close(
+                g1.grad(&fused_grads).unwrap(),
+                g2.grad(&grads).unwrap(),
+                &what("gamma gradient"),
+            );
+            close(
+                b1.grad(&fused_grads).unwrap(),
+                b2.grad(&grads).unwrap(),
+                &what("beta gradient"),
+            );
+        }
+    }
+
+    let device = Device::flex();
+    let (gamma, beta) = (Tensor::ones([4], &device), Tensor::zeros([4], &device));
+    let weight = Tensor::<4>::ones([4, 3, 3, 3], &device);
+    let x = Tensor::<4>::ones([2, 3, 5, 5], &device);
+    let options = BatchNormActOptions::default();
+    let relu_first = ConvNdOptions::default().with_activation(Activation::Relu);
+    let error = try_conv2d_batch_norm_act_train(
+        x.clone(),
+        weight.clone(),
+        gamma.clone(),
+        beta.clone(),
+        relu_first,
+        options,
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "conv2d_batch_norm_act_train: the conv options apply relu, but a batch norm follows \
+         the conv: set the activation in the batch norm's options"
+    );
+    let unbatched = Tensor::<3>::ones([3, 5, 5], &device);
+    let error = try_conv2d_batch_norm_act_train(
+        unbatched,
+        weight.clone(),
+        gamma.clone(),
+        beta.clone(),
+        ConvNdOptions::default(),
+        options,
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "conv2d_batch_norm_act_train: x must have rank [4], got rank 3"
+    );
+    let error = try_conv2d_batch_norm_act_train(
+        x,
+        weight,
+        Tensor::ones([5], &device),
+        beta,
+        ConvNdOptions::default(),
+        options,
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "conv2d_batch_norm_act_train: gamma.shape[0] vs channels: expected 4, got 5"
+    );
 }
