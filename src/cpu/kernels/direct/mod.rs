@@ -101,7 +101,8 @@ pub fn weight_pays(geometry: &ConvGeometry) -> bool {
 /// `conv(x, weight) + bias` for a shape the direct path [`serves`], in f32 (the tiles are
 /// written in f32 vectors). Each image and group is copied
 /// into its zero border once; its blocks of output channels are then computed in parallel
-/// from the copy, and each block handed to `finished` as it is stored.
+/// from the copy (a layer whose weights outweigh its copies passes each block's weights over
+/// a gang of images), and each block handed to `finished` as it is stored.
 pub fn forward<T: Element>(
     geometry: &ConvGeometry,
     x: &[T],
@@ -239,7 +240,7 @@ fn run<S: Simd>(
     }
 }
 
-/// [`run`] in blocks of `V` vectors.
+/// [`run`] in blocks of `V` vectors, in gangs of [`gang_images`] images.
 fn run_in_blocks<S: Simd, const V: usize>(
     simd: S,
     g: &ConvGeometry,
@@ -249,12 +250,94 @@ fn run_in_blocks<S: Simd, const V: usize>(
     out: &mut [f32],
     finished: &dyn FinishedPlanes<f32>,
 ) {
+    let gang = gang_images(g, &Walk::new(g));
+    let forward = Forward {
+        geometry: g,
+        x,
+        weight,
+        bias,
+        out,
+        finished,
+    };
+    run_in_gangs::<S, V>(simd, forward, gang);
+}
+
+/// `forward`'s pass in blocks of `V` vectors: with a `gang` of one, per image and group, its
+/// bordered copy, then its blocks of output channels in parallel; with more, every copy first,
+/// then per gang of images and block, each pass of the block's weights over every image of
+/// the gang. The sums run in the same order either way.
+fn run_in_gangs<S: Simd, const V: usize>(simd: S, forward: Forward<'_>, gang: usize) {
+    let Forward {
+        geometry: g,
+        x,
+        weight,
+        bias,
+        out,
+        finished,
+    } = forward;
     let walk = Walk::new(g);
     let (cout_g, out_vol, lanes) = (g.out_per_group(), g.out_volume(), block_lanes::<S, V>());
     let blocks = cout_g.div_ceil(lanes);
     let packed = pack_weights(g, weight, lanes);
     let block_len = walk.steps.len() * lanes;
     let block_work = (lanes * out_vol).saturating_mul(g.patch_len());
+    // Block `block` of group `group`: its bias (zero past the group's channels) and weights.
+    let block_operands = |group: usize, block: usize, rows: usize| {
+        let first = group * cout_g + block * lanes;
+        let bias: Vec<f32> = (0..lanes)
+            .map(|c| {
+                bias.filter(|_| c < rows)
+                    .map_or(0.0, |bias| bias[first + c])
+            })
+            .collect();
+        let weights = &packed[(group * blocks + block) * block_len..][..block_len];
+        (bias, weights)
+    };
+    if gang > 1 {
+        let copy_len = g.in_per_group() * walk.plane_len();
+        let mut copies = vec![0.0; g.batch * g.groups * copy_len];
+        copies
+            .par_chunks_exact_mut(copy_len)
+            .enumerate()
+            .with_min_len(min_items_per_task(copy_len))
+            .for_each(|(item, copy)| {
+                walk.fill_into(g, x, item / g.groups, item % g.groups, copy);
+            });
+        // Each gang's blocks of output planes, by block: `(item, planes)` per image.
+        let mut by_block: Vec<Vec<(usize, &mut [f32])>> = Vec::new();
+        by_block.resize_with(g.batch.div_ceil(gang) * g.groups * blocks, Vec::new);
+        for (item, out_item) in out.chunks_mut(cout_g * out_vol).enumerate() {
+            let (n, group) = (item / g.groups, item % g.groups);
+            for (block, out_block) in out_item.chunks_mut(lanes * out_vol).enumerate() {
+                by_block[((n / gang) * g.groups + group) * blocks + block].push((item, out_block));
+            }
+        }
+        by_block
+            .into_par_iter()
+            .enumerate()
+            .with_min_len(min_items_per_task(gang.saturating_mul(block_work)))
+            .for_each(|(index, mut planes)| {
+                let (group, block) = ((index / blocks) % g.groups, index % blocks);
+                let rows = planes[0].1.len() / out_vol;
+                let (bias, weights) = block_operands(group, block, rows);
+                let mut images: Vec<(&[f32], &mut [f32])> = planes
+                    .iter_mut()
+                    .map(|(item, out)| (&copies[*item * copy_len..][..copy_len], &mut **out))
+                    .collect();
+                simd.vectorize(ForwardBlock::<S, V> {
+                    simd,
+                    walk: &walk,
+                    weights,
+                    bias: &bias,
+                    out_vol,
+                    images: &mut images,
+                });
+                for (item, out_block) in planes {
+                    finished.finished((item * cout_g + block * lanes) * out_vol, out_block);
+                }
+            });
+        return;
+    }
     out.par_chunks_mut(cout_g * out_vol)
         .enumerate()
         .with_min_len(min_items_per_task(blocks.saturating_mul(block_work)))
@@ -267,31 +350,55 @@ fn run_in_blocks<S: Simd, const V: usize>(
                 .enumerate()
                 .with_min_len(min_items_per_task(block_work))
                 .for_each(|(block, out_block)| {
-                    let first = group * cout_g + block * lanes;
-                    let rows = out_block.len() / out_vol;
-                    let bias: Vec<f32> = (0..lanes)
-                        .map(|c| {
-                            bias.filter(|_| c < rows)
-                                .map_or(0.0, |bias| bias[first + c])
-                        })
-                        .collect();
+                    let (bias, weights) = block_operands(group, block, out_block.len() / out_vol);
                     simd.vectorize(ForwardBlock::<S, V> {
                         simd,
-                        copy,
                         walk: &walk,
-                        weights: &packed[(group * blocks + block) * block_len..][..block_len],
+                        weights,
                         bias: &bias,
                         out_vol,
-                        out: &mut *out_block,
+                        images: &mut [(copy, &mut *out_block)],
                     });
                     finished.finished((item * cout_g + block * lanes) * out_vol, out_block);
                 });
         });
 }
 
+/// Bytes of bordered copies a gang of images holds at most: they stay in a core's L2 cache
+/// (beside a block's weights) while every block of output channels passes over them, so
+/// each block's weights are read from beyond L2 once per gang, not once per image. The
+/// `resnet_3x3_7` forward row decides it.
+const GANG_COPY_BYTES: usize = 512 * 1024;
+
+/// Images per gang of [`run_in_blocks`]: as many as [`GANG_COPY_BYTES`] of copies hold, where
+/// a group's weights are larger than those copies (else one image's copy at a time, its
+/// blocks of output channels reading it while it is in cache, reads less).
+fn gang_images(g: &ConvGeometry, walk: &Walk) -> usize {
+    let copy_bytes = g.in_per_group() * walk.plane_len() * size_of::<f32>();
+    let weight_bytes = g.out_per_group() * g.patch_len() * size_of::<f32>();
+    let gang = (GANG_COPY_BYTES / copy_bytes.max(1)).min(g.batch);
+    if weight_bytes > gang * copy_bytes {
+        gang
+    } else {
+        1
+    }
+}
+
 /// Bytes of a block's weights that one pass over its output points reads: within half of a
 /// 32 KiB L1 cache, so that they stay there beside the inputs the tiles read.
 const PASS_WEIGHT_BYTES: usize = 16 * 1024;
+
+/// `steps` and their weights (`lanes` apiece) in passes of [`PASS_WEIGHT_BYTES`] of weights.
+fn passes<'a>(
+    steps: &'a [usize],
+    weights: &'a [f32],
+    lanes: usize,
+) -> impl Iterator<Item = (&'a [usize], &'a [f32])> {
+    let pass_steps = (PASS_WEIGHT_BYTES / (lanes * size_of::<f32>())).max(1);
+    steps
+        .chunks(pass_steps)
+        .zip(weights.chunks(pass_steps * lanes))
+}
 
 /// Adds to each of `sums` (one per point of `points`) its point's sum over `steps` (each with
 /// its block's weights, `lanes::<S>()` apiece), in passes of [`PASS_WEIGHT_BYTES`] of weights,
@@ -306,10 +413,7 @@ fn accumulate_in_passes<S: Simd, const V: usize>(
     rows: Option<Rows>,
     sums: &mut [Block<S, V>],
 ) {
-    let lanes = block_lanes::<S, V>();
-    let pass_steps = (PASS_WEIGHT_BYTES / (lanes * size_of::<f32>())).max(1);
-    let passes = steps.chunks(pass_steps);
-    for (steps, weights) in passes.zip(weights.chunks(pass_steps * lanes)) {
+    for (steps, weights) in passes(steps, weights, block_lanes::<S, V>()) {
         let tiles = TileAt::<S, V>::new(simd, copy, steps, weights, points);
         match rows {
             Some(rows) => tiles.in_rows(rows).accumulate(sums),
@@ -318,57 +422,59 @@ fn accumulate_in_passes<S: Simd, const V: usize>(
     }
 }
 
-/// One block of output channels over every output point: its sums, one per point, run in
-/// passes of a few reduction steps each (the tiles of a pass reading the same few weights),
-/// then are stored into the block's output planes (`out.len() / out_vol` of them real). A
-/// [`WithSimd`] op, so that the tiles compile to the vectors and FMAs of `simd`'s
-/// instruction set.
-struct ForwardBlock<'a, S, const V: usize> {
+/// One block of output channels over every output point of a gang of images: per image, its
+/// sums, one per point, run in passes of a few reduction steps each (each pass's weights read
+/// by the tiles of every image of the gang while they are in L1), then stored into the
+/// image's block of output planes (`out.len() / out_vol` of them real). A [`WithSimd`] op, so
+/// that the tiles compile to the vectors and FMAs of `simd`'s instruction set.
+struct ForwardBlock<'a, 'i, S, const V: usize> {
     simd: S,
-    copy: &'a [f32],
     walk: &'a Walk,
     /// Per reduction step, the block's weights.
     weights: &'a [f32],
     /// Per lane, its channel's bias.
     bias: &'a [f32],
     out_vol: usize,
-    out: &'a mut [f32],
+    /// Per image, its bordered copy and its block of output planes.
+    images: &'i mut [(&'a [f32], &'a mut [f32])],
 }
 
-impl<S: Simd, const V: usize> WithSimd for ForwardBlock<'_, S, V> {
+impl<S: Simd, const V: usize> WithSimd for ForwardBlock<'_, '_, S, V> {
     type Output = ();
 
     #[inline(always)]
     fn with_simd<S2: Simd>(self, _simd: S2) {
         let Self {
             simd,
-            copy,
             walk,
             weights,
             bias,
             out_vol,
-            out,
+            images,
         } = self;
         let lanes = block_lanes::<S, V>();
-        let mut sums = vec![to_lanes::<S, V>(bias); walk.points.len()];
+        let points = walk.points.len();
+        let mut sums = vec![to_lanes::<S, V>(bias); points * images.len()];
         let rows = walk.rows();
-        accumulate_in_passes(
-            simd,
-            copy,
-            &walk.steps,
-            weights,
-            &walk.points,
-            rows,
-            &mut sums,
-        );
-        let sums: &[f32] = bytemuck::cast_slice(&sums);
-        let rows = out.len() / out_vol;
-        if rows == lanes {
-            transpose(sums, out_vol, lanes, out);
-        } else {
-            for (c, plane) in out.chunks_exact_mut(out_vol).enumerate() {
-                for (slot, point) in plane.iter_mut().zip(sums.chunks_exact(lanes)) {
-                    *slot = point[c];
+        for (steps, weights) in passes(&walk.steps, weights, lanes) {
+            for ((copy, _), sums) in images.iter().zip(sums.chunks_exact_mut(points.max(1))) {
+                let tiles = TileAt::<S, V>::new(simd, copy, steps, weights, &walk.points);
+                match rows {
+                    Some(rows) => tiles.in_rows(rows).accumulate(sums),
+                    None => tiles.accumulate(sums),
+                }
+            }
+        }
+        for ((_, out), sums) in images.iter_mut().zip(sums.chunks_exact(points.max(1))) {
+            let sums: &[f32] = bytemuck::cast_slice(sums);
+            let rows = out.len() / out_vol;
+            if rows == lanes {
+                transpose(sums, out_vol, lanes, out);
+            } else {
+                for (c, plane) in out.chunks_exact_mut(out_vol).enumerate() {
+                    for (slot, point) in plane.iter_mut().zip(sums.chunks_exact(lanes)) {
+                        *slot = point[c];
+                    }
                 }
             }
         }
@@ -384,23 +490,27 @@ fn pack_weights(g: &ConvGeometry, weight: &[f32], lanes: usize) -> Vec<f32> {
     let (cout_g, patch) = (g.out_per_group(), g.patch_len());
     let blocks = cout_g.div_ceil(lanes);
     let mut packed = vec![0.0; g.groups * blocks * patch * lanes];
-    let group_rows = weight.chunks_exact(cout_g * patch);
-    for (rows, packed_group) in group_rows.zip(packed.chunks_exact_mut(blocks * patch * lanes)) {
-        for (rows, block) in rows
-            .chunks(lanes * patch)
-            .zip(packed_group.chunks_exact_mut(patch * lanes))
-        {
+    // A block per task: a wide layer's weights are megabytes, moved at memory speed, so one
+    // thread packing them all held the pass up by a tenth of its time (`resnet_3x3_7`).
+    let block_rows = weight
+        .chunks_exact(cout_g * patch)
+        .flat_map(|rows| rows.chunks(lanes * patch));
+    let block_rows: Vec<&[f32]> = block_rows.collect();
+    packed
+        .par_chunks_exact_mut(patch * lanes)
+        .zip(block_rows)
+        .with_min_len(min_items_per_task(patch * lanes))
+        .for_each(|(block, rows)| {
             if rows.len() == lanes * patch {
                 transpose(rows, lanes, patch, block);
-                continue;
+                return;
             }
             for (c, row) in rows.chunks_exact(patch).enumerate() {
                 for (slot, &w) in block[c..].iter_mut().step_by(lanes).zip(row) {
                     *slot = w;
                 }
             }
-        }
-    }
+        });
     packed
 }
 

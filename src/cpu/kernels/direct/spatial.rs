@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::spec::ConvGeometry;
 
-use super::tiles::{BLOCK_VECTORS, machine_lanes};
+use super::tiles::{BLOCK_VECTORS, machine_lanes, wide_registers};
 use super::{Walk, pack_weights};
 use crate::cpu::kernels::element::min_items_per_task;
 use crate::cpu::kernels::finished::FinishedPlanes;
@@ -47,11 +47,6 @@ fn fits_lanes(geometry: &ConvGeometry, lanes: usize) -> bool {
     geometry.stride[2] == 1
         && geometry.out_per_group() < 2 * lanes
         && geometry.out_size[2] >= lanes / 2
-}
-
-/// Whether `S`'s vectors are AVX-512's, with 32 registers to hold a tile (else 16).
-pub(super) fn wide_registers<S: Simd>() -> bool {
-    vector_lanes::<S>() * size_of::<f32>() >= 64
 }
 
 /// Output channels per group from which the rule takes the spatial tiles: a tile's channels

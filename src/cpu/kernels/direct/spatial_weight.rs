@@ -17,7 +17,8 @@ use crate::spec::ConvGeometry;
 
 use super::Walk;
 use super::gangs::Gangs;
-use super::spatial::{Run, runs, vector_lanes, wide_registers};
+use super::spatial::{Run, runs, vector_lanes};
+use super::tiles::wide_registers;
 use crate::cpu::kernels::element::{Split, sum_of_partials};
 
 /// Output channels and reduction steps per tile with AVX-512's 32 registers: 20 sums, the

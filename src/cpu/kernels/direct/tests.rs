@@ -102,7 +102,8 @@ fn check_weight_with<S: Simd>(simd: S, g: &ConvGeometry) {
 }
 
 /// [`check_with`] and [`check_weight_with`] on every instruction set this machine has:
-/// scalar (blocks of two channels), and AVX2 (blocks of 16) where the CPU has it.
+/// scalar (blocks of two channels), AVX2 (blocks of 16, tiles of 6 points) and AVX-512
+/// (blocks of 32, tiles of 7) where the CPU has them.
 fn check(g: &ConvGeometry) {
     check_with(pulp::Scalar::new(), g, true);
     check_weight_with(pulp::Scalar::new(), g);
@@ -110,6 +111,11 @@ fn check(g: &ConvGeometry) {
     if let Some(simd) = pulp::x86::V3::try_new() {
         check_with(simd, g, true);
         check_with(simd, g, false);
+        check_weight_with(simd, g);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = pulp::x86::V4::try_new() {
+        check_with(simd, g, true);
         check_weight_with(simd, g);
     }
 }
@@ -127,6 +133,53 @@ fn same_padding_partial_blocks_and_tiles() {
 fn gangs_of_images() {
     let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 1);
     check(&geometry([7, 3, 1, 4, 5], 18, [1, 3, 3], options));
+}
+
+/// `g`'s forward pass in blocks of `V` of `simd`'s vectors in gangs of `gang` images, as
+/// bits.
+fn gang_bits<S: Simd, const V: usize>(simd: S, g: &ConvGeometry, gang: usize) -> Vec<u32> {
+    let (x, weight, bias) = operands(g);
+    let mut out = vec![0.0; g.out_shape().iter().product()];
+    let forward = Forward {
+        geometry: g,
+        x: &x,
+        weight: &weight,
+        bias: Some(&bias),
+        out: &mut out,
+        finished: &Unwatched,
+    };
+    run_in_gangs::<S, V>(simd, forward, gang);
+    out.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Weights larger than a gang's copies take gangs of images; a gang of one image and gangs
+/// of two (the last partial, in two groups whose last blocks are partial) give the same sums
+/// bit for bit, and the definition's.
+#[test]
+fn forward_gangs_of_images_sum_as_single_images() {
+    let options = ConvOptions::new([1; 3], [0, 1, 1], [1; 3], 2);
+    let g = geometry([5, 6, 1, 4, 6], 74, [1, 3, 3], options);
+    assert!(gang_images(&g, &Walk::new(&g)) > 1);
+    check(&g);
+    let scalar = pulp::Scalar::new();
+    assert_eq!(
+        gang_bits::<_, 1>(scalar, &g, 1),
+        gang_bits::<_, 1>(scalar, &g, 2)
+    );
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = pulp::x86::V3::try_new() {
+        assert_eq!(
+            gang_bits::<_, 2>(simd, &g, 1),
+            gang_bits::<_, 2>(simd, &g, 2)
+        );
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = pulp::x86::V4::try_new() {
+        assert_eq!(
+            gang_bits::<_, 2>(simd, &g, 1),
+            gang_bits::<_, 2>(simd, &g, 2)
+        );
+    }
 }
 
 #[test]

@@ -9,6 +9,12 @@ use pulp::{Simd, WithSimd};
 /// a broadcast fill AVX2's 16 registers, as in `gemm`'s own 16 x 6 f32 microkernel.
 const POINTS: usize = 6;
 
+/// Points per register tile of a two-vector block with AVX-512's 32 registers: 14
+/// accumulators, and whole tiles of every ResNet plane (7 x 2^k squared points), where six
+/// left one or four points of each plane to a narrow tile (`resnet_3x3_7` forward, and the
+/// example's 7x7 layers).
+const WIDE_POINTS: usize = 7;
+
 /// Points per register tile of a one-vector block: 8 accumulators, as many as two FMA units
 /// of four cycles' latency keep busy, and the points' 8 offsets in general registers (12
 /// spill them).
@@ -20,6 +26,11 @@ const ROW_POINTS: usize = 14;
 
 /// Vectors per block of output channels (16 f32 channels with AVX2).
 pub const BLOCK_VECTORS: usize = 2;
+
+/// Whether `S`'s vectors are AVX-512's, with 32 registers to hold a tile (else 16).
+pub fn wide_registers<S: Simd>() -> bool {
+    size_of::<S::f32s>() >= 64
+}
 
 /// Output channels per block of [`BLOCK_VECTORS`] with `S`'s vectors.
 pub fn lanes<S: Simd>() -> usize {
@@ -155,6 +166,9 @@ impl<'a, S: Simd, const V: usize> TileAt<'a, S, V> {
     #[inline(always)]
     pub fn accumulate(&self, sums: &mut [Block<S, V>]) {
         assert_eq!(sums.len(), self.tiled.len(), "a sum per tiled point");
+        if V > 1 && wide_registers::<S>() {
+            return self.accumulate_in::<WIDE_POINTS>(sums);
+        }
         if V > 1 {
             return self.accumulate_in::<POINTS>(sums);
         }
