@@ -2,7 +2,8 @@
 //! (`ConvNdOptions::with_activation`) against the same conv followed by Burn's add and ReLU,
 //! and against Burn's built-in conv (with its bias) followed by Burn's ReLU, on the ResNet rows
 //! of the catalogue (`benches/catalogue.json`), forward only. And the training step of
-//! ResNet's block, `nn::ConvBnAct2d` (conv, then batch norm and ReLU in two passes each way)
+//! ResNet's block, `nn::ConvBnAct2d` (the conv summing the batch norm's statistics, then batch
+//! norm and ReLU in one pass forward and two backward)
 //! against our conv followed by burn-nn's `BatchNorm` and Burn's ReLU: forward and backward.
 //!
 //! `cargo bench --bench epilogue`. Ids are `conv_epilogue/{device}/{case}/{unfused|builtin}`

@@ -10,6 +10,8 @@ use rayon::prelude::*;
 
 use crate::cpu::threads::workers_spin;
 
+use super::huge_pages;
+
 /// A float the CPU kernels compute in (f32 and f64; f16/bf16 are computed in f32).
 pub trait Element:
     burn::tensor::Element
@@ -126,7 +128,7 @@ pub fn in_f32<T: Element>(len: usize, fill: impl FnOnce(&mut [f32])) -> Vec<T> {
         is_f32::<T>(),
         "an f32 kernel called on another element type"
     );
-    let mut out = vec![T::ZERO; len];
+    let mut out = huge_pages::zeros(len);
     fill(bytemuck::cast_slice_mut(&mut out));
     out
 }
@@ -353,7 +355,7 @@ pub fn zeroed_per_plane<T: Element, S>(
     body: impl Fn(&mut S, usize, &mut [T]) + Sync + Send,
 ) -> Vec<T> {
     let total = planes * plane_len;
-    let mut out = Vec::with_capacity(total);
+    let mut out = huge_pages::with_capacity(total);
     if plane_len > 0 {
         out.spare_capacity_mut()[..total]
             .par_chunks_mut(plane_len)

@@ -10,6 +10,7 @@ mod direct;
 pub(super) mod element;
 mod finished;
 mod gemm;
+mod huge_pages;
 mod lowered;
 mod phases;
 mod plane_moments;

@@ -23,6 +23,7 @@ use super::adjoint;
 use super::element::{Element, Split, for_each_chunk, items_per_thread, sum_of_partials};
 use super::finished::FinishedPlanes;
 use super::gemm::{MatMut, MatRef, matmul};
+use super::huge_pages;
 use im2col::{Lowering, gather_images, images_per_tile};
 
 pub use im2col::is_pointwise;
@@ -126,7 +127,7 @@ pub(super) fn forward<T: Element>(
     let lowering = Lowering::<T>::new(g, images);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
-    let mut out = vec![T::ZERO; g.out_shape().iter().product()];
+    let mut out = huge_pages::zeros(g.out_shape().iter().product());
     let split = Split::for_items(g.batch.div_ceil(images), g.multiply_adds());
     let item_len = g.out_channels * out_vol;
     for_each_chunk(
@@ -209,7 +210,7 @@ pub(super) fn x_backward<T: Element>(
     let lowering = Lowering::<T>::new(g, images);
     let (patch, out_vol, in_vol) = (g.patch_len(), g.out_volume(), g.in_volume());
     let (cin_g, cout_g) = (g.in_per_group(), g.out_per_group());
-    let mut x_grad = vec![T::ZERO; g.in_shape().iter().product()];
+    let mut x_grad = huge_pages::zeros(g.in_shape().iter().product());
     let split = Split::for_items(g.batch.div_ceil(images), g.multiply_adds());
     let item_len = g.in_channels * in_vol;
     // A pointwise layer's weight, each group transposed once for the whole batch (its adjoint

@@ -24,6 +24,7 @@ use super::element::{
 };
 use super::finished::FinishedPlanes;
 use super::gemm::{MatMut, MatRef, matmul};
+use super::huge_pages;
 use super::transpose::transpose;
 use plan::Plan;
 
@@ -123,7 +124,7 @@ fn run_forward<T: Element>(
     let taps: Vec<[usize; 3]> = plan.taps().collect();
     let (cin_g, cout_g, depth) = (g.in_per_group(), g.out_per_group(), plan.depth());
     let (in_vol, out_vol, slice_len) = (g.in_volume(), g.out_volume(), plan.slice_len());
-    let mut out = vec![T::ZERO; g.out_shape().iter().product()];
+    let mut out = huge_pages::zeros(g.out_shape().iter().product());
     let per_chunk = items_per_thread(g.batch);
     let split = Split::for_items(g.batch.div_ceil(per_chunk), g.multiply_adds());
     let item_len = g.out_channels * out_vol;
@@ -194,7 +195,7 @@ fn run_x_backward<T: Element>(g: &ConvGeometry, weight: &[T], out_grad: &[T]) ->
     let (in_vol, out_vol) = (g.in_volume(), g.out_volume());
     let slice_len = plan.grad_slice_len();
     let phased_len = depth * plan.plane_len();
-    let mut x_grad = vec![T::ZERO; g.in_shape().iter().product()];
+    let mut x_grad = huge_pages::zeros(g.in_shape().iter().product());
     let per_chunk = items_per_thread(g.batch);
     let split = Split::for_items(g.batch.div_ceil(per_chunk), g.multiply_adds());
     let item_len = g.in_channels * in_vol;

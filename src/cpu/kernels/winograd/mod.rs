@@ -23,6 +23,7 @@ use super::element::{
 };
 use super::finished::{FinishedPlanes, Unwatched};
 use super::gemm::{MatMut, MatRef, matmul};
+use super::huge_pages;
 use plan::{Layout, Pass, Plan, point_stride};
 
 /// Channels per group (in and out) from which Winograd pays: with fewer, the transforms cost
@@ -100,7 +101,7 @@ fn run_forward<T: Element>(
     let plan = Plan::<T>::new(g);
     let filters = plan.filters(weight, layout);
     let (cin_g, cout_g, points) = (g.in_per_group(), g.out_per_group(), plan.points());
-    let mut out = vec![T::ZERO; g.out_shape().iter().product()];
+    let mut out = huge_pages::zeros(g.out_shape().iter().product());
     let per_chunk = items_per_thread(g.batch);
     let split = Split::for_items(g.batch.div_ceil(per_chunk), g.multiply_adds());
     let item_len = g.out_channels * g.out_volume();
