@@ -6,7 +6,7 @@ use burn::backend::autodiff::{
     Autodiff, NodeId,
     checkpoint::{base::Checkpointer, strategy::CheckpointStrategy},
     grads::Gradients,
-    ops::{Backward, NodeGuard, Ops, OpsKind},
+    ops::{Backward, NodeGuard, Ops, OpsKind, OpsPrep, Tracked},
 };
 use burn::backend::{TensorMetadata, tensor::FloatTensor};
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
@@ -78,6 +78,27 @@ pub(crate) struct ConvState<B: ConvPoolBackend> {
     x_size: [usize; 3],
     kernel_size: [usize; 3],
     activation: Option<Saved<B>>,
+}
+
+impl<B: ConvPoolBackend> ConvState<B> {
+    /// The state of a `kind` node over `x` and `weight`, both checkpointed, with no activation
+    /// yet, and the two operands' primitives.
+    fn checkpointed<C: CheckpointStrategy, const N: usize>(
+        kind: ConvKind,
+        prep: &mut OpsPrep<ConvBackward, B, Self, C, N, Tracked>,
+        x: FloatTensor<Autodiff<B, C>>,
+        weight: FloatTensor<Autodiff<B, C>>,
+    ) -> (Self, FloatTensor<B>, FloatTensor<B>) {
+        let state = Self {
+            kind,
+            x: prep.checkpoint(&x),
+            weight: prep.checkpoint(&weight),
+            x_size: spatial(&x.primitive().shape()),
+            kernel_size: spatial(&weight.primitive().shape()),
+            activation: None,
+        };
+        (state, x.into_primitive(), weight.into_primitive())
+    }
 }
 
 /// A fused activation and the value its backward reads
@@ -166,36 +187,24 @@ fn record_with_parents<B: ConvPoolBackend, C: CheckpointStrategy, const N: usize
         .stateful()
     {
         OpsKind::Tracked(mut prep) => {
-            let (x_size, kernel_size) = (
-                spatial(&x.primitive().shape()),
-                spatial(&weight.primitive().shape()),
-            );
-            let (x_node, weight_node) = (prep.checkpoint(&x), prep.checkpoint(&weight));
-            let (x, weight) = (x.into_primitive(), weight.into_primitive());
+            let (mut state, x, weight) = ConvState::checkpointed(kind, &mut prep, x, weight);
             let (out, activation) = match activation {
-                None => (kind.forward::<B>(x, weight, bias, None), None),
+                None => (state.kind.forward::<B>(x, weight, bias, None), None),
                 // The activation fused, its output kept for the backward.
                 Some(activation) if activation.derivative_from_output() => {
-                    let out = kind.forward::<B>(x, weight, bias, Some(activation));
+                    let out = state.kind.forward::<B>(x, weight, bias, Some(activation));
                     let value = out.clone();
                     (out, Some(Saved { activation, value }))
                 }
                 // The backward needs the value before the activation, which the fused pass
                 // does not keep: the activation runs as a pass of its own.
                 Some(activation) => {
-                    let value = kind.forward::<B>(x, weight, bias, None);
+                    let value = state.kind.forward::<B>(x, weight, bias, None);
                     let out = B::activate(value.clone(), activation);
                     (out, Some(Saved { activation, value }))
                 }
             };
-            let state = ConvState {
-                kind,
-                x: x_node,
-                weight: weight_node,
-                x_size,
-                kernel_size,
-                activation,
-            };
+            state.activation = activation;
             prep.finish(state, out)
         }
         OpsKind::UnTracked(prep) => {
@@ -220,21 +229,9 @@ pub(crate) fn record_moments<B: ConvPoolBackend, C: CheckpointStrategy>(
         .stateful()
     {
         OpsKind::Tracked(mut prep) => {
-            let (x_size, kernel_size) = (
-                spatial(&x.primitive().shape()),
-                spatial(&weight.primitive().shape()),
-            );
-            let (x_node, weight_node) = (prep.checkpoint(&x), prep.checkpoint(&weight));
-            let (x, weight) = (x.into_primitive(), weight.into_primitive());
-            let (out, mean, variance) = B::conv_moments(x, weight, options.clone());
-            let state = ConvState {
-                kind: ConvKind::Conv(options),
-                x: x_node,
-                weight: weight_node,
-                x_size,
-                kernel_size,
-                activation: None,
-            };
+            let kind = ConvKind::Conv(options.clone());
+            let (state, x, weight) = ConvState::checkpointed(kind, &mut prep, x, weight);
+            let (out, mean, variance) = B::conv_moments(x, weight, options);
             [
                 prep.finish(state, out),
                 untracked(mean),

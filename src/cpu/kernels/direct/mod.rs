@@ -281,8 +281,10 @@ fn run_in_gangs<S: Simd, const V: usize>(simd: S, forward: Forward<'_>, gang: us
     let packed = pack_weights(g, weight, lanes);
     let block_len = walk.steps.len() * lanes;
     let block_work = (lanes * out_vol).saturating_mul(g.patch_len());
-    // Block `block` of group `group`: its bias (zero past the group's channels) and weights.
-    let block_operands = |group: usize, block: usize, rows: usize| {
+    // Block `block` of group `group` over `images` (copies and planes): its bias (zero past
+    // the group's channels) and weights.
+    let block_pass = |group: usize, block: usize, images: &mut [(&[f32], &mut [f32])]| {
+        let rows = images[0].1.len() / out_vol;
         let first = group * cout_g + block * lanes;
         let bias: Vec<f32> = (0..lanes)
             .map(|c| {
@@ -290,8 +292,14 @@ fn run_in_gangs<S: Simd, const V: usize>(simd: S, forward: Forward<'_>, gang: us
                     .map_or(0.0, |bias| bias[first + c])
             })
             .collect();
-        let weights = &packed[(group * blocks + block) * block_len..][..block_len];
-        (bias, weights)
+        simd.vectorize(ForwardBlock::<S, V> {
+            simd,
+            walk: &walk,
+            weights: &packed[(group * blocks + block) * block_len..][..block_len],
+            bias: &bias,
+            out_vol,
+            images,
+        });
     };
     if gang > 1 {
         let copy_len = g.in_per_group() * walk.plane_len();
@@ -318,20 +326,11 @@ fn run_in_gangs<S: Simd, const V: usize>(simd: S, forward: Forward<'_>, gang: us
             .with_min_len(min_items_per_task(gang.saturating_mul(block_work)))
             .for_each(|(index, mut planes)| {
                 let (group, block) = ((index / blocks) % g.groups, index % blocks);
-                let rows = planes[0].1.len() / out_vol;
-                let (bias, weights) = block_operands(group, block, rows);
                 let mut images: Vec<(&[f32], &mut [f32])> = planes
                     .iter_mut()
                     .map(|(item, out)| (&copies[*item * copy_len..][..copy_len], &mut **out))
                     .collect();
-                simd.vectorize(ForwardBlock::<S, V> {
-                    simd,
-                    walk: &walk,
-                    weights,
-                    bias: &bias,
-                    out_vol,
-                    images: &mut images,
-                });
+                block_pass(group, block, &mut images);
                 for (item, out_block) in planes {
                     finished.finished((item * cout_g + block * lanes) * out_vol, out_block);
                 }
@@ -350,15 +349,7 @@ fn run_in_gangs<S: Simd, const V: usize>(simd: S, forward: Forward<'_>, gang: us
                 .enumerate()
                 .with_min_len(min_items_per_task(block_work))
                 .for_each(|(block, out_block)| {
-                    let (bias, weights) = block_operands(group, block, out_block.len() / out_vol);
-                    simd.vectorize(ForwardBlock::<S, V> {
-                        simd,
-                        walk: &walk,
-                        weights,
-                        bias: &bias,
-                        out_vol,
-                        images: &mut [(copy, &mut *out_block)],
-                    });
+                    block_pass(group, block, &mut [(copy, &mut *out_block)]);
                     finished.finished((item * cout_g + block * lanes) * out_vol, out_block);
                 });
         });
@@ -427,7 +418,7 @@ fn accumulate_in_passes<S: Simd, const V: usize>(
 /// by the tiles of every image of the gang while they are in L1), then stored into the
 /// image's block of output planes (`out.len() / out_vol` of them real). A [`WithSimd`] op, so
 /// that the tiles compile to the vectors and FMAs of `simd`'s instruction set.
-struct ForwardBlock<'a, 'i, S, const V: usize> {
+struct ForwardBlock<'a, 'i, 'c, 'o, S, const V: usize> {
     simd: S,
     walk: &'a Walk,
     /// Per reduction step, the block's weights.
@@ -436,10 +427,10 @@ struct ForwardBlock<'a, 'i, S, const V: usize> {
     bias: &'a [f32],
     out_vol: usize,
     /// Per image, its bordered copy and its block of output planes.
-    images: &'i mut [(&'a [f32], &'a mut [f32])],
+    images: &'i mut [(&'c [f32], &'o mut [f32])],
 }
 
-impl<S: Simd, const V: usize> WithSimd for ForwardBlock<'_, '_, S, V> {
+impl<S: Simd, const V: usize> WithSimd for ForwardBlock<'_, '_, '_, '_, S, V> {
     type Output = ();
 
     #[inline(always)]
