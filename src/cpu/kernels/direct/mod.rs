@@ -199,6 +199,11 @@ impl Walk {
         self.bordered.plane_len()
     }
 
+    /// Elements of a group's copy: its input channels' planes.
+    fn copy_len(&self, g: &ConvGeometry) -> usize {
+        g.in_per_group() * self.plane_len()
+    }
+
     /// Image `n`'s group `group` of `x`.
     fn x_group<'x>(g: &ConvGeometry, x: &'x [f32], n: usize, group: usize) -> &'x [f32] {
         let (cin_g, in_vol) = (g.in_per_group(), g.in_volume());
@@ -250,7 +255,8 @@ fn run_in_blocks<S: Simd, const V: usize>(
     out: &mut [f32],
     finished: &dyn FinishedPlanes<f32>,
 ) {
-    let gang = gang_images(g, &Walk::new(g));
+    let walk = Walk::new(g);
+    let gang = gang_images(g, &walk);
     let forward = Forward {
         geometry: g,
         x,
@@ -259,14 +265,14 @@ fn run_in_blocks<S: Simd, const V: usize>(
         out,
         finished,
     };
-    run_in_gangs::<S, V>(simd, forward, gang);
+    run_in_gangs::<S, V>(simd, forward, &walk, gang);
 }
 
-/// `forward`'s pass in blocks of `V` vectors: with a `gang` of one, per image and group, its
+/// `forward`'s pass (walked by `walk`) in blocks of `V` vectors: with a `gang` of one, per image and group, its
 /// bordered copy, then its blocks of output channels in parallel; with more, every copy first,
 /// then per gang of images and block, each pass of the block's weights over every image of
 /// the gang. The sums run in the same order either way.
-fn run_in_gangs<S: Simd, const V: usize>(simd: S, forward: Forward<'_>, gang: usize) {
+fn run_in_gangs<S: Simd, const V: usize>(simd: S, forward: Forward<'_>, walk: &Walk, gang: usize) {
     let Forward {
         geometry: g,
         x,
@@ -275,7 +281,6 @@ fn run_in_gangs<S: Simd, const V: usize>(simd: S, forward: Forward<'_>, gang: us
         out,
         finished,
     } = forward;
-    let walk = Walk::new(g);
     let (cout_g, out_vol, lanes) = (g.out_per_group(), g.out_volume(), block_lanes::<S, V>());
     let blocks = cout_g.div_ceil(lanes);
     let packed = pack_weights(g, weight, lanes);
@@ -294,7 +299,7 @@ fn run_in_gangs<S: Simd, const V: usize>(simd: S, forward: Forward<'_>, gang: us
             .collect();
         simd.vectorize(ForwardBlock::<S, V> {
             simd,
-            walk: &walk,
+            walk,
             weights: &packed[(group * blocks + block) * block_len..][..block_len],
             bias: &bias,
             out_vol,
@@ -302,7 +307,7 @@ fn run_in_gangs<S: Simd, const V: usize>(simd: S, forward: Forward<'_>, gang: us
         });
     };
     if gang > 1 {
-        let copy_len = g.in_per_group() * walk.plane_len();
+        let copy_len = walk.copy_len(g);
         let mut copies = vec![0.0; g.batch * g.groups * copy_len];
         copies
             .par_chunks_exact_mut(copy_len)
@@ -365,7 +370,7 @@ const GANG_COPY_BYTES: usize = 512 * 1024;
 /// a group's weights are larger than those copies (else one image's copy at a time, its
 /// blocks of output channels reading it while it is in cache, reads less).
 fn gang_images(g: &ConvGeometry, walk: &Walk) -> usize {
-    let copy_bytes = g.in_per_group() * walk.plane_len() * size_of::<f32>();
+    let copy_bytes = walk.copy_len(g) * size_of::<f32>();
     let weight_bytes = g.out_per_group() * g.patch_len() * size_of::<f32>();
     let gang = (GANG_COPY_BYTES / copy_bytes.max(1)).min(g.batch);
     if weight_bytes > gang * copy_bytes {
@@ -405,11 +410,26 @@ fn accumulate_in_passes<S: Simd, const V: usize>(
     sums: &mut [Block<S, V>],
 ) {
     for (steps, weights) in passes(steps, weights, block_lanes::<S, V>()) {
-        let tiles = TileAt::<S, V>::new(simd, copy, steps, weights, points);
-        match rows {
-            Some(rows) => tiles.in_rows(rows).accumulate(sums),
-            None => tiles.accumulate(sums),
-        }
+        accumulate_pass(simd, copy, steps, weights, points, rows, sums);
+    }
+}
+
+/// One pass of [`accumulate_in_passes`]: the tiles of `points` (in `rows`, where they run in
+/// rows) summed over `steps`.
+#[inline(always)]
+fn accumulate_pass<S: Simd, const V: usize>(
+    simd: S,
+    copy: &[f32],
+    steps: &[usize],
+    weights: &[f32],
+    points: &[usize],
+    rows: Option<Rows>,
+    sums: &mut [Block<S, V>],
+) {
+    let tiles = TileAt::<S, V>::new(simd, copy, steps, weights, points);
+    match rows {
+        Some(rows) => tiles.in_rows(rows).accumulate(sums),
+        None => tiles.accumulate(sums),
     }
 }
 
@@ -449,11 +469,7 @@ impl<S: Simd, const V: usize> WithSimd for ForwardBlock<'_, '_, '_, '_, S, V> {
         let rows = walk.rows();
         for (steps, weights) in passes(&walk.steps, weights, lanes) {
             for ((copy, _), sums) in images.iter().zip(sums.chunks_exact_mut(points.max(1))) {
-                let tiles = TileAt::<S, V>::new(simd, copy, steps, weights, &walk.points);
-                match rows {
-                    Some(rows) => tiles.in_rows(rows).accumulate(sums),
-                    None => tiles.accumulate(sums),
-                }
+                accumulate_pass(simd, copy, steps, weights, &walk.points, rows, sums);
             }
         }
         for ((_, out), sums) in images.iter_mut().zip(sums.chunks_exact(points.max(1))) {

@@ -136,7 +136,7 @@ fn forward_in<S: Simd, const R: usize, const C: usize>(
     let runs = runs(g, walk, lanes);
     // A run's vector reads up to a vector past its row's end: the copy ends in that much
     // slack, so the last plane's last run stays inside it.
-    let planes_len = g.in_per_group() * walk.plane_len();
+    let planes_len = walk.copy_len(g);
     let copy_len = planes_len + lanes;
     let block_work = (C * out_vol).saturating_mul(g.patch_len());
     out.par_chunks_mut(cout_g * out_vol)

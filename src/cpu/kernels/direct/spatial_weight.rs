@@ -108,7 +108,7 @@ fn run_in<S: Simd, const C: usize, const T: usize>(
     let lanes = vector_lanes::<S>();
     let (cout_g, out_vol, patch) = (g.out_per_group(), g.out_volume(), g.patch_len());
     let image_runs = runs(g, walk, lanes);
-    let image_len = g.in_per_group() * walk.plane_len();
+    let image_len = walk.copy_len(g);
     let gangs = Gangs::new(g, GANG_POINTS, image_len);
     let gang = gangs.gang;
     let (rows, width) = (out_vol / g.out_size[2], g.out_size[2]);

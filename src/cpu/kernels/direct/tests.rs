@@ -148,7 +148,7 @@ fn gang_bits<S: Simd, const V: usize>(simd: S, g: &ConvGeometry, gang: usize) ->
         out: &mut out,
         finished: &Unwatched,
     };
-    run_in_gangs::<S, V>(simd, forward, gang);
+    run_in_gangs::<S, V>(simd, forward, &Walk::new(g), gang);
     out.iter().map(|v| v.to_bits()).collect()
 }
 

@@ -80,7 +80,7 @@ pub(super) fn run<S: Simd>(
     let (cout_g, out_vol, lanes) = (g.out_per_group(), g.out_volume(), lanes::<S>());
     let blocks = cout_g.div_ceil(lanes);
     let block_len = walk.steps.len() * lanes;
-    let image_len = g.in_per_group() * walk.plane_len();
+    let image_len = walk.copy_len(g);
     let gangs = Gangs::new(g, MIN_GANG_POINTS, image_len);
     let gang = gangs.gang;
     // Per point of a gang (image-major, so sorted), its origin in the gang's copies.
