@@ -37,15 +37,12 @@ pub fn scratch_len<S: Simd>(rows: usize) -> usize {
     (DEPTH_BLOCK + rows.next_multiple_of(ROWS)) * strip_width::<S>()
 }
 
-/// A matrix read where it lies: element `(row, step)` at
-/// `data[row * row_step + step * depth_step]`.
+/// A row-major matrix read where it lies: element `(row, step)` at `data[row * depth + step]`.
 #[derive(Clone, Copy, Debug)]
 pub struct Left<'a> {
     pub data: &'a [f32],
     pub rows: usize,
     pub depth: usize,
-    pub row_step: usize,
-    pub depth_step: usize,
 }
 
 impl<'a> Left<'a> {
@@ -53,7 +50,7 @@ impl<'a> Left<'a> {
     pub fn rows(self, rows: Range<usize>) -> Self {
         assert!(rows.end <= self.rows, "left rows out of range");
         Self {
-            data: &self.data[rows.start * self.row_step..],
+            data: &self.data[rows.start * self.depth..],
             rows: rows.len(),
             ..self
         }
@@ -62,7 +59,7 @@ impl<'a> Left<'a> {
     /// Index of the last element a tile of rows `first..first + rows` over steps
     /// `steps` reads.
     fn last_index(&self, first: usize, rows: usize, steps: &Range<usize>) -> usize {
-        (first + rows - 1) * self.row_step + (steps.end - 1) * self.depth_step
+        (first + rows - 1) * self.depth + steps.end - 1
     }
 }
 
@@ -260,28 +257,15 @@ unsafe fn run_tile<S: Simd, const V: usize>(
     let vectors = panel.as_ptr().cast::<[S::f32s; V]>();
     assert!(panel.len() >= steps.len() * V, "a panel row per step");
     // Rows past `rows` repeat the last one, so every tile runs the same unrolled body; their
-    // sums are never stored. Each layout steps one pointer (or index) per step.
-    if left.depth_step == 1 {
-        // A row-major left operand (the forward pass): each row read along itself.
-        // SAFETY: each row's first step is inside `left.data` (the caller's contract).
-        let row_at: [*const f32; ROWS] = core::array::from_fn(|r| unsafe {
-            base.add((first_row + r.min(rows - 1)) * left.row_step + steps.start)
-        });
-        for step in 0..steps.len() {
-            // SAFETY: `step` is inside `steps` and the panel holds a row per step.
-            let (a, b) = unsafe { (row_at.map(|row| *row.add(step)), *vectors.add(step)) };
-            fma_step(simd, &mut acc, a, b);
-        }
-    } else {
-        // A transposed one (the input gradient): a step's rows side by side.
-        let offsets: [usize; ROWS] = core::array::from_fn(|r| r.min(rows - 1) * left.row_step);
-        let mut at = base.wrapping_add(first_row * left.row_step + steps.start * left.depth_step);
-        for step in 0..steps.len() {
-            // SAFETY: as above.
-            let (a, b) = unsafe { (offsets.map(|offset| *at.add(offset)), *vectors.add(step)) };
-            fma_step(simd, &mut acc, a, b);
-            at = at.wrapping_add(left.depth_step);
-        }
+    // sums are never stored. Each row is read along itself, one pointer per row.
+    // SAFETY: each row's first step is inside `left.data` (the caller's contract).
+    let row_at: [*const f32; ROWS] = core::array::from_fn(|r| unsafe {
+        base.add((first_row + r.min(rows - 1)) * left.depth + steps.start)
+    });
+    for step in 0..steps.len() {
+        // SAFETY: `step` is inside `steps` and the panel holds a row per step.
+        let (a, b) = unsafe { (row_at.map(|row| *row.add(step)), *vectors.add(step)) };
+        fma_step(simd, &mut acc, a, b);
     }
     let first_block = steps.start == 0;
     for (acc, sums) in acc.iter().zip(sums.chunks_exact_mut(V)).take(rows) {

@@ -55,7 +55,8 @@ fn check_with<S: Simd>(simd: S, g: &ConvGeometry) {
     let zeros = vec![0.0; x.len()];
     let (expected, _) = reference_grads(g, &zeros, &widen(&weight), &widen(&out_grad));
     let mut x_grad = vec![f32::NAN; expected.len()];
-    let operands = Operands::data(g, &weight, &out_grad);
+    let transposed = transposed_blocks(g, &weight);
+    let operands = Operands::data(g, &transposed, &out_grad);
     simd.vectorize(|| run(simd, operands, &mut x_grad, &Unwatched));
     assert_close::<S>("x_grad", &x_grad, &expected, g.out_per_group(), g);
 }
