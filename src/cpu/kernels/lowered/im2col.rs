@@ -7,6 +7,7 @@
 
 use core::marker::PhantomData;
 use core::ops::Range;
+use std::sync::Arc;
 
 use crate::spec::{ConvGeometry, inside};
 
@@ -94,13 +95,13 @@ fn for_each_run(
 /// by tap masks for a small "same" volume ([`TapMasks`]), else by rows.
 pub struct Lowering<'a, T> {
     geometry: &'a ConvGeometry,
-    masks: Option<TapMasks>,
+    masks: Option<Arc<TapMasks>>,
     /// Images per tile of several images ([`Self::im2col_images`]).
     images: usize,
     /// With masks and several images per tile, the masks of a tile's volumes side by side: its
     /// input, staged channel by channel, then lowers in one long row per (channel, tap) instead
     /// of one per image, which at 4x4 is 16 elements long and costs more to set up than to copy.
-    tile_masks: Option<TapMasks>,
+    tile_masks: Option<Arc<TapMasks>>,
     /// Without them, with several images per tile, the table each image lowers by.
     table: Option<TapTable>,
     /// The element type: its size sets how many columns a tile holds.
