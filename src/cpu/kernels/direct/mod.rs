@@ -268,10 +268,10 @@ fn run_in_blocks<S: Simd, const V: usize>(
     run_in_gangs::<S, V>(simd, forward, &walk, gang);
 }
 
-/// `forward`'s pass (walked by `walk`) in blocks of `V` vectors: with a `gang` of one, per image and group, its
-/// bordered copy, then its blocks of output channels in parallel; with more, every copy first,
-/// then per gang of images and block, each pass of the block's weights over every image of
-/// the gang. The sums run in the same order either way.
+/// `forward`'s pass (walked by `walk`) in blocks of `V` vectors: with a `gang` of one, per
+/// image and group, its bordered copy, then its blocks of output channels in parallel; with
+/// more, every copy first, then per gang of images and block, each pass of the block's weights
+/// over every image of the gang. The sums run in the same order either way.
 fn run_in_gangs<S: Simd, const V: usize>(simd: S, forward: Forward<'_>, walk: &Walk, gang: usize) {
     let Forward {
         geometry: g,

@@ -91,10 +91,8 @@ impl TapMasks {
             });
             shifts.push((shift[0] * size[1] as isize + shift[1]) * size[2] as isize + shift[2]);
             // Per axis, the positions whose shifted read lies inside the input.
-            let inside: [Range<usize>; 3] = core::array::from_fn(|axis| {
-                let clamp = |v: isize| v.clamp(0, size[axis] as isize) as usize;
-                clamp(-shift[axis])..clamp(size[axis] as isize - shift[axis])
-            });
+            let inside: [Range<usize>; 3] =
+                core::array::from_fn(|axis| readable(shift[axis], &(0..size[axis]), size[axis]));
             let first = masks.len();
             // Row by row, each a run of padding, reads and padding.
             for d in 0..size[0] {

@@ -3,7 +3,8 @@
 //! at once (`product.rs`), where the lowered path runs one `gemm` call per image. Each call
 //! there packs the whole weight again and computes an image's ragged last vector of
 //! positions by itself (a 14 x 14 plane is 12 and a quarter 16-float vectors); here the
-//! weight is read where it lies, and a strip of positions runs on across image boundaries.
+//! weight is read where it lies (transposed once for the input gradient), and a strip of
+//! positions runs on across image boundaries.
 
 mod product;
 #[cfg(test)]
@@ -87,8 +88,8 @@ pub fn forward<T: Element>(
 }
 
 /// The gradient of `conv` with respect to `x` for a shape the pointwise path [`serves`], in
-/// f32: the forward product with the weight transposed
-/// (read in place) and the channels' roles swapped.
+/// f32: the forward product with each group's weight transposed ([`transposed_blocks`]) and
+/// the channels' roles swapped.
 pub fn x_backward<T: Element>(geometry: &ConvGeometry, weight: &[T], out_grad: &[T]) -> Vec<T> {
     let transposed = transposed_blocks(geometry, bytemuck::cast_slice(weight));
     in_f32(geometry.in_shape().iter().product(), |x_grad| {
