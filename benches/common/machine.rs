@@ -34,21 +34,31 @@ pub fn machine() -> String {
 }
 
 /// A note where the CPU has AVX-512 but this process was shown none
-/// (`scripts/isa/avx2_only.sh`): the rows then ran the AVX2 code on an AVX-512 core.
+/// (`scripts/isa/avx2_only.sh`) or its kernels' dispatch skips it
+/// (`scripts/isa/avx2_forced.sh`): the rows then ran the AVX2 code on an AVX-512 core.
 fn masked(flags: &str) -> &'static str {
     let has_avx512 = flags.split_whitespace().any(|flag| flag == "avx512f");
-    if has_avx512 && isa() != "AVX-512" {
-        " (AVX-512 masked by `scripts/isa/avx2_only.sh`: the AVX2 code on an AVX-512 core)"
-    } else {
+    if !has_avx512 || isa() == "AVX-512" {
         ""
+    } else if forced() {
+        " (AVX-512 skipped by pulp's and gemm's dispatch under `scripts/isa/avx2_forced.sh`: \
+         the AVX2 code on an AVX-512 core)"
+    } else {
+        " (AVX-512 masked by `scripts/isa/avx2_only.sh`: the AVX2 code on an AVX-512 core)"
     }
 }
 
-/// The widest x86 vector instruction set the CPU reports (what gemm and pulp pick at run time).
+/// Whether `scripts/isa/avx2_forced.sh` runs this process: its patched pulp and gemm skip
+/// AVX-512 when `NO_AVX512` is set.
+fn forced() -> bool {
+    std::env::var_os("NO_AVX512").is_some()
+}
+
+/// The widest x86 vector instruction set the kernels run (what gemm and pulp pick at run time).
 fn isa() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx512f") {
+        if std::is_x86_feature_detected!("avx512f") && !forced() {
             return "AVX-512";
         }
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
