@@ -45,13 +45,17 @@ const MIN_IN_CHANNELS: usize = 16;
 /// slower than the phase grids, but it is a pass large enough for `conv::fastest` to time.
 pub fn data_pays(geometry: &ConvGeometry) -> bool {
     let g = geometry.normalised();
-    let longest = (0..3)
-        .map(|a| {
-            let taps = reached_phases(&g, a).into_iter().map(|(_, p)| p.taps.len());
-            taps.max().unwrap_or(0)
-        })
-        .product::<usize>();
-    longest > 1 && g.in_per_group() >= MIN_IN_CHANNELS && serves_data(&g)
+    // The phases are found last: the rule asks every call, and a small call's host work is
+    // what the `dispatch_conv3x3` input-gradient row times.
+    let longest = || {
+        (0..3)
+            .map(|a| {
+                let taps = reached_phases(&g, a).into_iter().map(|(_, p)| p.taps.len());
+                taps.max().unwrap_or(0)
+            })
+            .product::<usize>()
+    };
+    g.in_per_group() >= MIN_IN_CHANNELS && serves_data(&g) && longest() > 1
 }
 
 /// Gradient of `conv` with respect to `x`, shape `geometry.in_shape()`, for a shape the

@@ -71,14 +71,16 @@ pub fn min_out_channels() -> usize {
 /// channels fill a block's vector lanes ([`fills_blocks`]), or whose points fill the spatial
 /// tiles' lanes instead ([`spatial::pays`]).
 pub fn pays(geometry: &ConvGeometry) -> bool {
-    small_layer(geometry) && (fills_blocks(geometry) || spatial::pays(geometry))
+    // Whether it serves the shape is asked last: it sizes the bordered copy, host work that
+    // the `dispatch_conv3x3` rows time.
+    small_layer(geometry) && (fills_blocks(geometry) || spatial::pays(geometry)) && serves(geometry)
 }
 
 /// A kernel of more than one tap (a 1x1 convolution's input is its own patch matrix) and
 /// weights per block that stay in cache ([`MAX_STEPS`]): a small layer, where the GEMM would
 /// be small.
 fn small_layer(g: &ConvGeometry) -> bool {
-    g.patch_len() > g.in_per_group() && g.patch_len() <= MAX_STEPS && serves(g)
+    g.patch_len() > g.in_per_group() && g.patch_len() <= MAX_STEPS
 }
 
 /// Enough output channels per group to fill a block's vector lanes ([`min_out_channels`]).
