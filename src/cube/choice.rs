@@ -78,6 +78,8 @@ pub struct OurKernels {
     /// phase's); more run as several launches. The default is what a launch grid holds
     /// ([`Self::MAX_TILES_PER_LAUNCH`]); lower it to run the chunked launches on small tensors.
     pub max_tiles_per_launch: usize,
+    /// Who sums a split-k GEMM's partial results.
+    pub split_sum: SplitSum,
 }
 
 impl OurKernels {
@@ -90,6 +92,7 @@ impl OurKernels {
         conv: ConvSchedule::Tiled(Buffering::Double),
         packing: Packing::Packed,
         max_tiles_per_launch: Self::MAX_TILES_PER_LAUNCH,
+        split_sum: SplitSum::Auto,
     };
 
     /// With the convolution schedule `conv`.
@@ -100,6 +103,11 @@ impl OurKernels {
     /// With the packing `packing`.
     pub fn with_packing(self, packing: Packing) -> Self {
         Self { packing, ..self }
+    }
+
+    /// With the split-k sum `split_sum`.
+    pub fn with_split_sum(self, split_sum: SplitSum) -> Self {
+        Self { split_sum, ..self }
     }
 
     /// With at most `tiles` row tiles per tiled launch (at least 1).
@@ -166,6 +174,24 @@ impl GemmTile {
     pub fn uses_tensor_cores(self) -> bool {
         matches!(self, Self::Cmma | Self::Mma)
     }
+}
+
+/// Who sums the partial results of a tiled GEMM split along its reduction (split-k, where
+/// its tiles are too few to fill the device). Both sum each element's splits pairwise in split
+/// order, so they agree bit for bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitSum {
+    /// [`Self::Handoff`] where the runtime promises that one cube's writes reach another within
+    /// a launch (CubeCL's `device_memory_scope`: CUDA, HIP, Metal, Vulkan through SPIR-V),
+    /// else [`Self::SecondLaunch`] (WGSL promises nothing across workgroups).
+    Auto,
+    /// The GEMM's own cubes: the last of each tile's splits to arrive sums them, in the same
+    /// launch. On a runtime without the promise it relies on the driver keeping device-scope
+    /// barriers (naga lowers WGSL's storage barrier to one on Vulkan; CI pins it on Mesa's
+    /// lavapipe).
+    Handoff,
+    /// A second launch over the result.
+    SecondLaunch,
 }
 
 /// How the tiled GEMM overlaps its loads with its products.

@@ -226,6 +226,12 @@ pub fn table_from_recipe(
     cached_table(like, Recipe::Built, recipe, build)
 }
 
+/// `len` zeroed u32 counters on `like`'s device, cached as [`table`] caches: the split-k
+/// handoff's arrivals, which every launch leaves at zero for the next.
+pub fn arrivals(like: &CubeTensor, len: usize) -> Result<CubeTensor, LaunchError> {
+    cached_table(like, Recipe::Zeros, &[entry(len)?], || Ok(vec![0; len]))
+}
+
 /// What a cached table's key holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Recipe {
@@ -233,6 +239,8 @@ enum Recipe {
     Values,
     /// What its builder made it from.
     Built,
+    /// Its length: counters that start at zero.
+    Zeros,
 }
 
 fn cached_table(

@@ -217,15 +217,13 @@ fn burn_train_learns_data_parallel_on_two_devices() {
 }
 
 /// One training step of the example's network as the example runs it (width 16, one block per
-/// stage, a batch of 64 images of 28x28) on the CubeCL device with our kernels pinned: what
-/// our launchers start, per kernel, as the table says. The 9 convs' passes are most of it.
+/// stage, a batch of 64 images of 28x28) on the CubeCL device with our kernels pinned, each
+/// split GEMM's partial results summed by a second launch: what our launchers start, per
+/// kernel, as the table says. The 9 convs' passes are most of it.
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 #[test]
 fn a_training_step_on_the_gpu_launches_what_the_table_says() {
-    use burn::tensor::{Distribution, Int, Tensor, TensorData};
-    use burn_convpool::cube_kernels::{CubeKernels, OurKernels};
-    use burn_convpool::cube_launches::{Launch, record};
-    use std::collections::BTreeMap;
+    use burn_convpool::cube_kernels::{OurKernels, SplitSum};
 
     /// Launches per kernel of one step: the convs' 38 (9 forward passes, 8 input gradients, a
     /// strided one's stride phases in one launch, and 9 weight gradients; each repairs what
@@ -240,6 +238,45 @@ fn a_training_step_on_the_gpu_launches_what_the_table_says() {
         ("pool_sliding", 1),
         ("pool_whole_plane", 1),
     ];
+    let kernels = OurKernels::default().with_split_sum(SplitSum::SecondLaunch);
+    assert_step_launches(kernels, EXPECTED);
+}
+
+/// [`a_training_step_on_the_gpu_launches_what_the_table_says`] with the tiled GEMMs' cubes
+/// summing their own splits (as CUDA, HIP, Metal and Vulkan through SPIR-V do by default):
+/// no second launch for them.
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+#[test]
+fn a_training_step_with_split_sums_handed_off_launches_fewer() {
+    use burn_convpool::cube_kernels::{OurKernels, SplitSum};
+
+    /// The convs' 28: one launch per pass, but for the sums of the two direct weight
+    /// gradients' splits.
+    const EXPECTED: &[(&str, usize)] = &[
+        ("conv_gemm_direct", 1),
+        ("conv_gemm_tiled", 23),
+        ("conv_weight_direct", 2),
+        ("sum_splits", 1),
+        ("sum_splits_exact", 1),
+        ("pool_backward", 2),
+        ("pool_sliding", 1),
+        ("pool_whole_plane", 1),
+    ];
+    let kernels = OurKernels::default().with_split_sum(SplitSum::Handoff);
+    assert_step_launches(kernels, EXPECTED);
+}
+
+/// Run one training step of the example's network with `kernels` pinned and check that our
+/// launchers start `expected` (kernel name, launches).
+#[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
+fn assert_step_launches(
+    kernels: burn_convpool::cube_kernels::OurKernels,
+    expected: &[(&str, usize)],
+) {
+    use burn::tensor::{Distribution, Int, Tensor, TensorData};
+    use burn_convpool::cube_kernels::CubeKernels;
+    use burn_convpool::cube_launches::{Launch, record};
+    use std::collections::BTreeMap;
 
     let device = crate::common::gpu().autodiff();
     let config = ResNetConfig {
@@ -253,7 +290,7 @@ fn a_training_step_on_the_gpu_launches_what_the_table_says() {
     let labels: Vec<i64> = (0..64).map(|i| i % 10).collect();
     let labels = Tensor::<1, Int>::from_data(TensorData::new(labels, [64]), &device);
     let loss_fn = CrossEntropyLossConfig::new().init(&device);
-    let _pinned = crate::common::pin(CubeKernels::Ours(OurKernels::default()));
+    let _pinned = crate::common::pin(CubeKernels::Ours(kernels));
     let step = || {
         let (_, launches) = record(|| {
             let loss = loss_fn.forward(model.forward(images.clone()), labels.clone());
@@ -271,7 +308,7 @@ fn a_training_step_on_the_gpu_launches_what_the_table_says() {
         }
         got
     };
-    let expected: BTreeMap<String, usize> = EXPECTED
+    let expected: BTreeMap<String, usize> = expected
         .iter()
         .map(|&(name, count)| (name.to_string(), count))
         .collect();

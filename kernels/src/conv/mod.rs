@@ -15,7 +15,8 @@
 //! schedule, [`direct`] the per-output direct schedule, [`weight`] the weight gradient's direct
 //! and split schedules, [`gemm`] the operands as layouts of cubek-matmul's views (its GEMM
 //! routines then run the schedule), [`repair`] the passes over the elements a non-finite
-//! operand met with the padding; split-k partial results are summed by [`sum_splits()`] here.
+//! operand met with the padding; split-k partial results are summed by [`sum_splits()`] here,
+//! or by the GEMM's own cubes where the runtime allows ([`handoff`]).
 
 use cubecl::prelude::*;
 
@@ -25,12 +26,14 @@ use crate::pairwise::{pairwise_add, pairwise_sum, pairwise_value};
 
 pub mod direct;
 pub mod gemm;
+pub mod handoff;
 pub mod operands;
 pub mod repair;
 pub mod tiled;
 pub mod weight;
 
 pub use direct::conv_gemm_direct;
+pub use handoff::Handoff;
 pub use operands::{
     Reduced, Row, lhs_value, reduced_of, rhs_value, row_of, store, store_position, store_weight,
 };

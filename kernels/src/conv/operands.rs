@@ -408,6 +408,32 @@ pub fn store<F: Float, A: Float>(
     }
 }
 
+/// Where [`store()`] puts `C[m, n]` of group `group` (`row` is row `m`), in the written
+/// tensor's flat index (a split-k partial result's, less its `split_base`).
+#[cube]
+pub fn stored_index(
+    args: &ConvArgs,
+    group: usize,
+    row: &Row,
+    n: usize,
+    #[comptime] kind: GemmKind,
+) -> usize {
+    if comptime![kind == GemmKind::Weight] {
+        weight_row_index(args, group, row.index, n)
+    } else {
+        let channel = group * written_channels(args, kind) + n;
+        offset(&written_layout(args, kind), row.batch, channel, &row.pos)
+    }
+}
+
+/// The flat index of a contiguous weight gradient's element at output channel `m` of group
+/// `group` and flat (input channel, tap) `n`.
+#[cube]
+fn weight_row_index(args: &ConvArgs, group: usize, m: usize, n: usize) -> usize {
+    let row_len = args.in_channels * volume(&args.kernel);
+    (group * args.out_channels + m) * row_len + n
+}
+
 /// [`store()`] of a weight gradient: `C[m, n]` is the weight of output channel `m` (of group
 /// `group`) at the flat (input channel, tap) `n`.
 #[cube]
@@ -420,9 +446,17 @@ pub fn store_weight<F: Float, A: Float>(
     n: usize,
     value: A,
 ) {
-    let row_len = args.in_channels * volume(&args.kernel);
-    let row = group * args.out_channels + m;
-    out[split_base + row * row_len + n] = F::cast_from(value);
+    out[split_base + weight_row_index(args, group, m, n)] = F::cast_from(value);
+}
+
+/// A group's channels on the side a forward (output) or input-gradient (input) GEMM writes.
+#[cube]
+pub(crate) fn written_channels(args: &ConvArgs, #[comptime] kind: GemmKind) -> usize {
+    if comptime![kind == GemmKind::Data] {
+        args.in_channels
+    } else {
+        args.out_channels
+    }
 }
 
 /// The layout of the side a forward (the output) or input-gradient (the input) GEMM writes.
@@ -466,11 +500,7 @@ pub fn store_position<F: Float, A: Float>(
     #[comptime] activation: Option<ActivationKind>,
     #[comptime] kind: GemmKind,
 ) {
-    let mut channels = args.out_channels;
-    if comptime![kind == GemmKind::Data] {
-        channels = args.in_channels;
-    }
-    let channel = group * channels + n;
+    let channel = group * written_channels(args, kind) + n;
     let mut result = F::cast_from(value);
     #[comptime]
     if let ComptimeOption::Some(bias) = bias {

@@ -15,9 +15,10 @@ use crate::activation::{ActivationKind, epilogue};
 use crate::axes::{Index3, Layout, offset, unflatten, volume};
 
 use super::operands::{
-    read_layout, store_position, tap_position, weight_index, written_layout, written_size,
+    read_layout, row_of, store_position, tap_position, weight_index, written_channels,
+    written_layout, written_size,
 };
-use super::{ConvArgs, GemmKind, split_sum};
+use super::{ConvArgs, GemmArgs, GemmKind, Phase, split_sum};
 
 /// Terms a unit sums per loop iteration, unrolled: Mesa's lavapipe (CI's device) ends a loop
 /// after 65535 iterations, so a sum of more terms than that would silently stop short; this
@@ -124,16 +125,6 @@ fn repair_element<F: Float, A: Float>(
     repair_at::<F, A>(
         lhs, rhs, bias, out, args, batch, channel, &at, 0.0, None, kind,
     );
-}
-
-/// A group's channels on the side a forward (output) or input-gradient (input) GEMM writes.
-#[cube]
-fn written_channels(args: &ConvArgs, #[comptime] kind: GemmKind) -> usize {
-    if comptime![kind == GemmKind::Data] {
-        args.in_channels
-    } else {
-        args.out_channels
-    }
 }
 
 /// Recompute by the definition the element at (`batch`, `channel`, `at`) of `out`, the result
@@ -258,6 +249,44 @@ pub fn repair_weight_at<F: Float, A: Float>(
             }
         }
         weight_grad[index] = F::cast_from(acc);
+    }
+}
+
+/// Recompute by the definition the element `C[m, n]` of group `group` that a launch stored in
+/// `out`, if it is not finite.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn repair_stored<F: Float, A: Float>(
+    lhs: &Tensor<F>,
+    rhs: &Tensor<F>,
+    bias: ComptimeOption<&Tensor<F>>,
+    out: &mut Tensor<F>,
+    args: &ConvArgs,
+    gemm: &GemmArgs,
+    phase: &Phase,
+    group: usize,
+    m: usize,
+    n: usize,
+    slope: f32,
+    #[comptime] activation: Option<ActivationKind>,
+    #[comptime] kind: GemmKind,
+) {
+    if comptime![kind == GemmKind::Weight] {
+        // `lhs` is the output gradient, `rhs` the input; `k` runs over images and positions.
+        let row_len = args.in_channels * volume(&args.kernel);
+        let index = (group * args.out_channels + m) * row_len + n;
+        let batch = gemm.k_len / volume(&args.out_size);
+        repair_weight_flat::<F, A>(rhs, lhs, out, args, index, batch);
+    } else {
+        let row = row_of(args, phase, m, kind);
+        let mut channels = args.out_channels;
+        if comptime![kind == GemmKind::Data] {
+            channels = args.in_channels;
+        }
+        let channel = group * channels + n;
+        repair_at::<F, A>(
+            lhs, rhs, bias, out, args, row.batch, channel, &row.pos, slope, activation, kind,
+        );
     }
 }
 

@@ -5,8 +5,11 @@ use cubecl::prelude::*;
 use crate::activation::ActivationKind;
 use crate::axes::{Index3, volume};
 
-use super::operands::{Reduced, Row, lhs_value, reduced_of, rhs_value, row_of, store};
-use super::repair::{is_finite, repair_at, repair_weight_flat};
+use super::handoff::{Handoff, finish_sum, last_to_arrive};
+use super::operands::{
+    Reduced, Row, lhs_value, reduced_of, rhs_value, row_of, store, stored_index,
+};
+use super::repair::{is_finite, repair_stored};
 use super::{ConvArgs, GemmArgs, GemmKind, PHASE_ENTRIES, Phase};
 
 /// Rows of a tile of `C`.
@@ -74,6 +77,11 @@ pub fn tile_shape(kind: GemmKind, narrow: bool) -> (usize, usize) {
 /// buffering: the loads are in flight while it computes), at the cost of
 /// `2 x LOAD_VECTORS x LANES` registers.
 ///
+/// With `handoff`, a split-k launch also sums its partial results: `summed` (the result) and
+/// `arrivals` (a zeroed counter per tile of the launch) are given, and the last cube of each
+/// tile to arrive sums the splits into `summed` ([`crate::conv::handoff`]), applying the `handoff`'s
+/// activation with `sum_slope`.
+///
 /// The tiles hold 4-wide vectors along `m` and `n`: a unit's 8 rows are two runs of 4
 /// (`block_offset`), so a k step's 16 operands take 4 shared-memory reads instead of 16, and
 /// a unit stages and stores whole vectors (4 rows of one `k`, whose `k` table entry it reads
@@ -87,6 +95,8 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     phases: ComptimeOption<&Tensor<u32>>,
     bias: ComptimeOption<&Tensor<F>>,
     out: &mut Tensor<F>,
+    summed: ComptimeOption<&mut Tensor<F>>,
+    arrivals: ComptimeOption<&mut Tensor<Atomic<u32>>>,
     args: ConvArgs,
     gemm: GemmArgs,
     #[comptime] kind: GemmKind,
@@ -95,6 +105,8 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
     #[comptime] repair: bool,
     slope: f32,
     #[comptime] activation: Option<ActivationKind>,
+    sum_slope: f32,
+    #[comptime] handoff: Option<Handoff>,
     #[define(F, A)] _dtypes: [ElemType; 2],
 ) {
     let block_m = comptime![tile_shape(kind, narrow).0 / UNITS];
@@ -282,6 +294,56 @@ pub fn conv_gemm_tiled<F: Float, A: Float>(
             }
         }
     }
+    #[comptime]
+    if let ComptimeOption::Some(summed) = summed {
+        #[comptime]
+        if let ComptimeOption::Some(arrivals) = arrivals {
+            // The tile's counter among the launch's: one per (phase, group, n tile, m tile).
+            let tile = ((part * args.groups + group) * CUBE_COUNT_Y as usize + CUBE_POS_Y as usize)
+                * CUBE_COUNT_X as usize
+                + CUBE_POS_X as usize;
+            if last_to_arrive(arrivals, tile, splits) {
+                let sum_activation = comptime![handoff.and_then(|rule| rule.activation)];
+                let sum_repair = comptime![handoff.is_some_and(|rule| rule.repair)];
+                // The elements this unit stored, each summed over every split.
+                for i in 0..block_m {
+                    let m = m0 + block_offset(tx, i);
+                    let row = row_of(&args, &phase, m, kind);
+                    for j in 0..block_n {
+                        let n = n0 + block_offset(ty, j);
+                        if m < gemm.m_len && n < gemm.n_len {
+                            let index = stored_index(&args, group, &row, n, kind);
+                            finish_sum::<F, A>(
+                                out,
+                                summed,
+                                splits,
+                                index,
+                                sum_slope,
+                                sum_activation,
+                            );
+                            if comptime![sum_repair] {
+                                repair_stored::<F, A>(
+                                    lhs,
+                                    rhs,
+                                    bias,
+                                    summed,
+                                    &args,
+                                    &gemm,
+                                    &phase,
+                                    group,
+                                    m,
+                                    n,
+                                    sum_slope,
+                                    sum_activation,
+                                    kind,
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Stride phases a launch computes: the rows of its phase table, or one.
@@ -375,44 +437,6 @@ fn k_base_of(phases: ComptimeOption<&Tensor<u32>>, part: usize) -> usize {
         ComptimeOption::None => 0usize.runtime(),
     };
     base
-}
-
-/// Recompute by the definition the element `C[m, n]` of group `group` that a launch stored in
-/// `out`, if it is not finite.
-#[cube]
-#[allow(clippy::too_many_arguments)]
-fn repair_stored<F: Float, A: Float>(
-    lhs: &Tensor<F>,
-    rhs: &Tensor<F>,
-    bias: ComptimeOption<&Tensor<F>>,
-    out: &mut Tensor<F>,
-    args: &ConvArgs,
-    gemm: &GemmArgs,
-    phase: &Phase,
-    group: usize,
-    m: usize,
-    n: usize,
-    slope: f32,
-    #[comptime] activation: Option<ActivationKind>,
-    #[comptime] kind: GemmKind,
-) {
-    if comptime![kind == GemmKind::Weight] {
-        // `lhs` is the output gradient, `rhs` the input; `k` runs over images and positions.
-        let row_len = args.in_channels * volume(&args.kernel);
-        let index = (group * args.out_channels + m) * row_len + n;
-        let batch = gemm.k_len / volume(&args.out_size);
-        repair_weight_flat::<F, A>(rhs, lhs, out, args, index, batch);
-    } else {
-        let row = row_of(args, phase, m, kind);
-        let mut channels = args.out_channels;
-        if comptime![kind == GemmKind::Data] {
-            channels = args.in_channels;
-        }
-        let channel = group * channels + n;
-        repair_at::<F, A>(
-            lhs, rhs, bias, out, args, row.batch, channel, &row.pos, slope, activation, kind,
-        );
-    }
 }
 
 /// The 4 rows of `A` a unit loads m-fast, decomposed once.

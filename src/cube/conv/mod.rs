@@ -23,6 +23,7 @@
 mod activation;
 mod direct;
 mod gemm;
+mod handoff;
 mod repair;
 mod tiled;
 mod weight;

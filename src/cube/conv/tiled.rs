@@ -2,21 +2,21 @@
 //! together), split along `m` into launches a grid holds and along `k` over more cubes when
 //! tiles are few.
 
-use burn_convpool_kernels::conv::{self, GemmArgsLaunch, GemmKind, PHASE_ENTRIES};
+use burn_convpool_kernels::conv::{self, GemmArgsLaunch, GemmKind, Handoff, PHASE_ENTRIES};
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::{CubeCount, CubeDim};
 
 use crate::spec::{Activation, ConvGeometry, points};
 
 use super::{
-    Sides, SplitRepair, activation, channel_side, conv_args, gemm_sizes, meets_padding,
+    Sides, SplitRepair, activation, channel_side, conv_args, gemm_sizes, handoff, meets_padding,
     repairs_within, with_splits,
 };
 use crate::cube::choice::{Buffering, ConvSchedule, OurKernels};
 use crate::cube::launches::{Launch, note};
 use crate::cube::tensor::{
-    LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, entry, float_type, grid, table,
-    table_from_recipe,
+    LaunchError, MAX_CUBES_PER_DIM, accumulator_type, address_type, arrivals, empty, entry,
+    float_type, grid, table, table_from_recipe,
 };
 
 /// Cubes a split-k launch aims for: 2048 cubes of the tiled kernel's 64 units fill a large
@@ -329,7 +329,11 @@ fn tiled(
     let phases_per_launch = (per_launch / layer.max(1)).max(1);
     // Split partials are not final: their sum applies the activation.
     let (slope, stored) = activation::stored(activation, splits == 1 && (repair || !meets));
-    let summed = with_splits(out, splits, (split_repair, activation), |target| {
+    let launch = |target: &CubeTensor, handoff: Option<(&CubeTensor, Handoff, f32)>| {
+        // The counters of the most tiles one launch holds.
+        let counters = per_launch.min(m_tiles) * n_tiles * layer / splits
+            * phases_per_launch.min(parts.parts.len());
+        let arrivals = handoff.map(|_| arrivals(target, counters)).transpose()?;
         for chunk in parts.parts.chunks(phases_per_launch) {
             let (gemm_m, k_len, phase_table) = if parts.phased {
                 (parts.m, 0, Some(Parts::phase_table(lhs, chunk, splits)?))
@@ -352,7 +356,7 @@ fn tiled(
                     &target.client,
                     cube_count,
                     tile_cube_dim(),
-                    address_type(&[lhs, rhs, target]),
+                    address_type(&[lhs, rhs, target, out]),
                     lhs.clone().into_tensor_arg(),
                     rhs.clone().into_tensor_arg(),
                     parts.k_table.clone().into_tensor_arg(),
@@ -362,6 +366,10 @@ fn tiled(
                         .into(),
                     bias.clone().map(|bias| bias.into_tensor_arg()).into(),
                     target.clone().into_tensor_arg(),
+                    handoff
+                        .map(|(summed, _, _)| summed.clone().into_tensor_arg())
+                        .into(),
+                    arrivals.clone().map(|table| table.into_tensor_arg()).into(),
                     conv_args(geometry, sides),
                     GemmArgsLaunch::new(gemm_m, n, k_len, k_per_split, first),
                     kind,
@@ -370,12 +378,26 @@ fn tiled(
                     repair,
                     slope,
                     stored,
+                    handoff.map_or(0.0, |(_, _, slope)| slope),
+                    handoff.map(|(_, rule, _)| rule),
                     [dtype, accumulator_type(dtype)],
                 );
             }
         }
         Ok(())
-    })?;
+    };
+    let summed = if splits > 1 && handoff::runs(out, ours.split_sum)? {
+        // The last cube of each tile sums the splits: no second launch.
+        let (rule, sum_slope, repaired) =
+            handoff::rule(split_repair.as_ref(), activation, splits, own, elements);
+        let partials = empty(out, &[splits * out.meta.num_elements()], out.dtype);
+        launch(&partials, Some((out, rule, sum_slope)))?;
+        repaired
+    } else {
+        with_splits(out, splits, (split_repair, activation), |target| {
+            launch(target, None)
+        })?
+    };
     Ok(repair || summed)
 }
 

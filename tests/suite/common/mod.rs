@@ -252,14 +252,18 @@ pub fn gpu() -> Device {
 }
 
 /// Our kernels' settings the CubeCL tests pin in turn. Together they run every schedule the
-/// tuner may pick on some device: the tiled GEMM single- and double-buffered, the direct
+/// tuner may pick on some device: the tiled GEMM single- and double-buffered, its split-k
+/// sums in a second launch (WGSL's) and handed off to its own cubes (every other runtime's),
+/// the direct
 /// schedule packed and spread, the untiled schedules on every shape, and the pools packed and
 /// spread (lavapipe's tuner would keep only the packed launches); and cubek's plane GEMM
 /// routine over our layouts with interleaved tiles: the layouts and routine its tensor-core
 /// tiles run on a GPU (a pass that adds a bias runs the unit routine with register tiles).
 #[cfg(any(feature = "wgpu", feature = "vulkan", feature = "cuda"))]
 pub const OUR_KERNELS: [(&str, burn_convpool::cube_kernels::OurKernels); 4] = {
-    use burn_convpool::cube_kernels::{Buffering, ConvSchedule, GemmTile, OurKernels, Packing};
+    use burn_convpool::cube_kernels::{
+        Buffering, ConvSchedule, GemmTile, OurKernels, Packing, SplitSum,
+    };
     let default = OurKernels::DEFAULT;
     [
         (
@@ -270,9 +274,10 @@ pub const OUR_KERNELS: [(&str, burn_convpool::cube_kernels::OurKernels); 4] = {
             },
         ),
         (
-            "ours double-buffered, spread",
+            "ours double-buffered, spread, split sums handed off",
             OurKernels {
                 packing: Packing::Spread,
+                split_sum: SplitSum::Handoff,
                 ..default
             },
         ),

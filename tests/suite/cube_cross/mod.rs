@@ -17,6 +17,7 @@ mod launch_counts;
 mod layouts;
 mod limits;
 mod pool;
+mod split_sum;
 mod tensor_cores;
 
 use crate::common::{self, Lcg};
