@@ -19,6 +19,9 @@ struct Case {
     options: ConvNdOptions<2>,
     /// Where in the weight to put a non-finite value, if anywhere.
     non_finite: Option<usize>,
+    /// Row tiles per tiled launch: fewer than the GEMM's runs it as several launches, which
+    /// share the tiles' counters in turn.
+    tiles_per_launch: usize,
 }
 
 /// Cases with a pass that splits on any device.
@@ -32,6 +35,7 @@ fn cases() -> Vec<Case> {
             weight: [16, 64, 3, 3],
             options: same(),
             non_finite: None,
+            tiles_per_launch: OurKernels::MAX_TILES_PER_LAUNCH,
         },
         // A weight gradient over 8192 positions.
         Case {
@@ -40,6 +44,7 @@ fn cases() -> Vec<Case> {
             weight: [64, 16, 3, 3],
             options: same(),
             non_finite: None,
+            tiles_per_launch: OurKernels::MAX_TILES_PER_LAUNCH,
         },
         // A stride-2 input gradient's phases, each over up to 4 taps of 128 channels.
         Case {
@@ -48,6 +53,7 @@ fn cases() -> Vec<Case> {
             weight: [128, 64, 3, 3],
             options: same().with_stride([2, 2]),
             non_finite: None,
+            tiles_per_launch: OurKernels::MAX_TILES_PER_LAUNCH,
         },
         // Grouped, so the tiles of each group count their arrivals apart.
         Case {
@@ -56,6 +62,7 @@ fn cases() -> Vec<Case> {
             weight: [128, 32, 3, 3],
             options: same().with_groups(4),
             non_finite: None,
+            tiles_per_launch: OurKernels::MAX_TILES_PER_LAUNCH,
         },
         // An infinite weight meets the padding: the sum's repair recomputes by the definition.
         Case {
@@ -64,6 +71,16 @@ fn cases() -> Vec<Case> {
             weight: [16, 64, 3, 3],
             options: same(),
             non_finite: Some(4),
+            tiles_per_launch: OurKernels::MAX_TILES_PER_LAUNCH,
+        },
+        // Two row tiles, one per launch, each split four ways.
+        Case {
+            name: "chunked",
+            x: [2, 64, 8, 8],
+            weight: [16, 64, 3, 3],
+            options: same(),
+            non_finite: None,
+            tiles_per_launch: 1,
         },
     ]
 }
@@ -86,7 +103,9 @@ fn run_case(case: &Case, split_sum: SplitSum) -> (Results, Vec<Launch>) {
         let bias = super::bias_of(&t[2]);
         conv2d(t[0].clone(), t[1].clone(), Some(bias), options.clone())
     };
-    let kernels = OurKernels::default().with_split_sum(split_sum);
+    let kernels = OurKernels::default()
+        .with_split_sum(split_sum)
+        .with_max_tiles_per_launch(case.tiles_per_launch);
     let _pinned = common::pin(CubeKernels::Ours(kernels));
     let device: Device = wgpu().autodiff();
     record(|| run(&device, &[x, weight, bias], &op, 31))
