@@ -87,7 +87,8 @@ impl OurKernels {
     /// limit), the default [`max_tiles_per_launch`](Self::max_tiles_per_launch).
     pub const MAX_TILES_PER_LAUNCH: usize = MAX_CUBES_PER_DIM;
 
-    /// Tiled double-buffered where the shape suits it, packed, full-sized launches.
+    /// Tiled double-buffered where the shape suits it, packed, full-sized launches, split-k
+    /// sums handed off where the runtime allows ([`SplitSum::Auto`]).
     pub const DEFAULT: Self = Self {
         conv: ConvSchedule::Tiled(Buffering::Double),
         packing: Packing::Packed,
