@@ -129,7 +129,7 @@ pub(crate) mod tests {
 
     /// The properties of CI's wgpu device (lavapipe, no tensor cores), as a tensor on it reports
     /// them.
-    fn wgpu_properties() -> DeviceProperties {
+    pub(crate) fn wgpu_properties() -> DeviceProperties {
         let device = cube_device(&Device::wgpu(Default::default())).expect("a CubeCL device");
         let tensor = CubeBackend::float_from_data(TensorData::new(vec![0f32], [1]), &device);
         tensor.client.properties().clone()

@@ -48,6 +48,13 @@ pub enum LaunchError {
         /// The value.
         value: usize,
     },
+    /// A pinned kernel needs an atomic operation the device does not report.
+    Atomic {
+        /// The operation.
+        operation: &'static str,
+        /// What needs it.
+        needed_by: &'static str,
+    },
     /// cubek's GEMM routine declined the problem on this device.
     Routine {
         /// cubek's reason.
@@ -77,6 +84,13 @@ impl core::fmt::Display for LaunchError {
                     "{value} does not fit the kernels' 32-bit sizes and tables"
                 )
             }
+            Self::Atomic {
+                operation,
+                needed_by,
+            } => write!(
+                f,
+                "{needed_by} needs {operation}, which this device does not report"
+            ),
             Self::Routine { reason } => write!(f, "cubek's GEMM routine declined: {reason}"),
         }
     }
