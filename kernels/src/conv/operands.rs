@@ -429,7 +429,7 @@ pub fn stored_index(
 /// The flat index of a contiguous weight gradient's element at output channel `m` of group
 /// `group` and flat (input channel, tap) `n`.
 #[cube]
-fn weight_row_index(args: &ConvArgs, group: usize, m: usize, n: usize) -> usize {
+pub(crate) fn weight_row_index(args: &ConvArgs, group: usize, m: usize, n: usize) -> usize {
     let row_len = args.in_channels * volume(&args.kernel);
     (group * args.out_channels + m) * row_len + n
 }

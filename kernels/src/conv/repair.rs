@@ -15,8 +15,8 @@ use crate::activation::{ActivationKind, epilogue};
 use crate::axes::{Index3, Layout, offset, unflatten, volume};
 
 use super::operands::{
-    read_layout, row_of, store_position, tap_position, weight_index, written_channels,
-    written_layout, written_size,
+    read_layout, row_of, store_position, tap_position, weight_index, weight_row_index,
+    written_channels, written_layout, written_size,
 };
 use super::{ConvArgs, GemmArgs, GemmKind, Phase, split_sum};
 
@@ -273,17 +273,12 @@ pub(crate) fn repair_stored<F: Float, A: Float>(
 ) {
     if comptime![kind == GemmKind::Weight] {
         // `lhs` is the output gradient, `rhs` the input; `k` runs over images and positions.
-        let row_len = args.in_channels * volume(&args.kernel);
-        let index = (group * args.out_channels + m) * row_len + n;
+        let index = weight_row_index(args, group, m, n);
         let batch = gemm.k_len / volume(&args.out_size);
         repair_weight_flat::<F, A>(rhs, lhs, out, args, index, batch);
     } else {
         let row = row_of(args, phase, m, kind);
-        let mut channels = args.out_channels;
-        if comptime![kind == GemmKind::Data] {
-            channels = args.in_channels;
-        }
-        let channel = group * channels + n;
+        let channel = group * written_channels(args, kind) + n;
         repair_at::<F, A>(
             lhs, rhs, bias, out, args, row.batch, channel, &row.pos, slope, activation, kind,
         );
